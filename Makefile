@@ -1,0 +1,40 @@
+# TideMQ: `make run` and `make test` set up everything they need on a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+
+.PHONY: install run test lint format bench clean
+
+$(INSTALLED): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(INSTALLED)
+
+install: $(INSTALLED)
+
+## run: the local platform on 127.0.0.1:8080 (embedded store under ./.tidemq), in the foreground
+run: $(INSTALLED)
+	$(PY) -m functions.local_gateway
+
+## test: lint, then the whole suite (unit, integration, end-to-end)
+test: $(INSTALLED)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest
+
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check .
+
+format: $(INSTALLED)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+## bench: the engine and metadata benchmarks (JSON lines on stdout)
+bench: $(INSTALLED)
+	$(PY) bench/engine.py
+	$(PY) bench/topics.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out

@@ -1,0 +1,118 @@
+"""Store-engine throughput, in-process: N x S-byte messages in batches of B over Q queues, then read back.
+
+Prints one JSON line per result:
+  {"bench": "engine", ...}       TideMQ's embedded MessageStore (CommitLog + RocksDB ConsumeQueue)
+  {"bench": "rocksdb_raw", ...}  rocksdict WriteBatch puts of the same payloads, the layer below, for the ratio
+
+    python bench/engine.py                       # 200,000 x 1 KiB, batch 100, 8 queues, SYNC, 4 producer threads
+    python bench/engine.py -n 1000000 --flush ASYNC
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from tidemq_store import FlushDiskType, Message, StoreConfig, TopicConfig, open_store
+
+
+def produce_in_threads(batches: list, threads: int, send) -> float:
+    """Send every batch from `threads` threads (batch i goes to thread i % threads); return seconds."""
+    start = threading.Barrier(threads + 1)
+
+    def run(mine: list) -> None:
+        start.wait()
+        for batch in mine:
+            send(batch)
+
+    workers = [threading.Thread(target=run, args=(batches[i::threads],)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    start.wait()
+    began = time.perf_counter()
+    for worker in workers:
+        worker.join()
+    return time.perf_counter() - began
+
+
+def bench_engine(args, directory: Path, payloads: list[bytes]) -> dict:
+    config = StoreConfig(home=directory, flush_disk_type=args.flush, checkpoint_interval_s=5.0)
+    store = open_store(config)
+    store.create_topic(TopicConfig(name="bench", queues=args.queues))
+    batches = [
+        [Message(body, queue=(first // args.batch) % args.queues) for body in payloads[first : first + args.batch]]
+        for first in range(0, args.n, args.batch)
+    ]
+    produce_s = produce_in_threads(batches, args.threads, lambda batch: store.put("bench", batch))
+    began = time.perf_counter()
+    consumed = 0
+    for queue in range(args.queues):
+        offset = 0
+        while True:
+            result = store.get("bench", queue, offset, max_messages=args.read_batch)
+            if not result.messages:
+                break
+            consumed += len(result.messages)
+            offset = result.next_offset
+    consume_s = time.perf_counter() - began
+    store.close()
+    assert consumed == args.n, f"consumed {consumed} of {args.n}"
+    return {"produce_msgs_per_s": round(args.n / produce_s), "consume_msgs_per_s": round(consumed / consume_s)}
+
+
+def bench_rocksdb_raw(args, directory: Path, payloads: list[bytes]) -> dict:
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    db = Rdict(str(directory), options)
+    write = WriteOptions()
+    write.sync = args.flush is FlushDiskType.SYNC
+
+    def send(first: int) -> None:
+        batch = WriteBatch(raw_mode=True)
+        for i in range(first, first + args.batch):
+            batch.put(i.to_bytes(8, "big"), payloads[i])
+        db.write(batch, write)
+
+    produce_s = produce_in_threads(list(range(0, args.n, args.batch)), args.threads, send)
+    began = time.perf_counter()
+    consumed = sum(1 for _ in db.values(read_opt=ReadOptions()))
+    consume_s = time.perf_counter() - began
+    db.close()
+    return {"produce_msgs_per_s": round(args.n / produce_s), "consume_msgs_per_s": round(consumed / consume_s)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", type=int, default=200_000, help="messages (default 200000)")
+    parser.add_argument("-s", "--size", type=int, default=1024, help="payload bytes (default 1024)")
+    parser.add_argument("-b", "--batch", type=int, default=100, help="messages per put (default 100)")
+    parser.add_argument("-q", "--queues", type=int, default=8, help="queues (default 8)")
+    parser.add_argument("-t", "--threads", type=int, default=4, help="producer threads sharing group commit")
+    parser.add_argument("--read-batch", type=int, default=1000, help="messages per get (default 1000)")
+    parser.add_argument("--flush", type=FlushDiskType, default=FlushDiskType.SYNC, choices=list(FlushDiskType))
+    parser.add_argument("--dir", type=Path, default=None, help="where to put data (default: a temp dir)")
+    args = parser.parse_args()
+    filler = os.urandom(args.size)
+    payloads = [i.to_bytes(8, "big") + filler[8:] for i in range(args.n)]
+    settings = {"n": args.n, "size": args.size, "batch": args.batch, "queues": args.queues,
+                "threads": args.threads, "flush": args.flush.value}  # fmt: skip
+    host = {"python": platform.python_version(), "cpus": os.cpu_count()}
+    root = Path(tempfile.mkdtemp(prefix="tidemq-bench-", dir=args.dir))
+    try:
+        for name, run in (("engine", bench_engine), ("rocksdb_raw", bench_rocksdb_raw)):
+            result = run(args, root / name, payloads)
+            print(json.dumps({"bench": name, **result, **settings, **host}), flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Local API gateway: a real HTTP server that turns each request into an API Gateway HTTP API
+(payload v2.0) event and calls the very `lambda_handler` the deployed function exports.
+
+    python -m functions.local_gateway       # what `make run` starts; TIDEMQ_HOST / TIDEMQ_PORT
+
+Handlers run in worker threads, so concurrent requests really run concurrently (and share group
+commits), with one store per process as in a Lambda execution environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+import uvicorn
+
+from functions.routes import ROUTES, Route, handler_for
+from functions.store import close_store, get_store
+from shared.settings import get_settings
+
+TEXT_TYPES = ("text/", "application/json", "application/x-ndjson", "application/xml")
+
+
+@dataclass
+class LocalContext:
+    """The parts of the Lambda context object that handlers and Powertools read."""
+
+    function_name: str
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = ""
+    log_group_name: str = ""
+    log_stream_name: str = ""
+    deadline_ms: int = field(default_factory=lambda: int(time.time() * 1000) + 30_000)
+
+    def __post_init__(self) -> None:
+        self.invoked_function_arn = f"arn:aws:lambda:local:000000000000:function:{self.function_name}"
+        self.log_group_name = f"/aws/lambda/{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, self.deadline_ms - int(time.time() * 1000))
+
+
+def match_route(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+    for route in ROUTES:
+        if route.method == method:
+            found = route.pattern().match(path)
+            if found:
+                return route, found.groupdict()
+    return None
+
+
+def to_event(scope: dict[str, Any], body: bytes, route: Route, path_parameters: dict[str, str]) -> dict[str, Any]:
+    """An API Gateway HTTP API v2.0 event for one request."""
+    headers: dict[str, str] = {}
+    for name, value in scope["headers"]:
+        key = name.decode("latin-1").lower()
+        headers[key] = f"{headers[key]},{value.decode('latin-1')}" if key in headers else value.decode("latin-1")
+    raw_query = scope.get("query_string", b"").decode("latin-1")
+    query: dict[str, str] = {}
+    for key, value in parse_qsl(raw_query, keep_blank_values=True):
+        query[key] = f"{query[key]},{value}" if key in query else value
+    content_type = headers.get("content-type", "")
+    is_text = not body or content_type.startswith(TEXT_TYPES)
+    now = time.time()
+    client = scope.get("client") or ("127.0.0.1", 0)
+    return {
+        "version": "2.0",
+        "routeKey": route.route_key,
+        "rawPath": scope["path"],
+        "rawQueryString": raw_query,
+        "headers": headers,
+        "queryStringParameters": query or None,
+        "pathParameters": path_parameters or None,
+        "requestContext": {
+            "accountId": "000000000000",
+            "apiId": "local",
+            "domainName": headers.get("host", "localhost"),
+            "domainPrefix": "local",
+            "http": {
+                "method": scope["method"],
+                "path": scope["path"],
+                "protocol": f"HTTP/{scope.get('http_version', '1.1')}",
+                "sourceIp": client[0],
+                "userAgent": headers.get("user-agent", ""),
+            },
+            "requestId": str(uuid.uuid4()),
+            "routeKey": route.route_key,
+            "stage": "$default",
+            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+            "timeEpoch": int(now * 1000),
+        },
+        "body": (body.decode("utf-8", "replace") if is_text else base64.b64encode(body).decode()) if body else None,
+        "isBase64Encoded": not is_text,
+        "stageVariables": None,
+    }
+
+
+async def _read_body(receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _send(send, status: int, headers: dict[str, str], body: bytes) -> None:
+    raw_headers = [(k.lower().encode(), str(v).encode()) for k, v in headers.items()]
+    if not any(k == b"content-length" for k, _ in raw_headers):
+        raw_headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def app(scope, receive, send) -> None:
+    """The ASGI application uvicorn serves."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await asyncio.to_thread(get_store)  # open (and recover) the store before serving
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await asyncio.to_thread(close_store)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    body = await _read_body(receive)
+    matched = match_route(scope["method"], scope["path"])
+    if matched is None:
+        await _send(send, 404, {"content-type": "application/json"}, b'{"message":"Not found"}')
+        return
+    route, path_parameters = matched
+    event = to_event(scope, body, route, path_parameters)
+    result = await asyncio.to_thread(handler_for(route.function), event, LocalContext(f"tidemq-{route.function}"))
+    payload = result.get("body") or ""
+    data = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
+    headers = dict(result.get("headers") or {})
+    for name, values in (result.get("multiValueHeaders") or {}).items():
+        headers[name] = ",".join(values)
+    await _send(send, int(result.get("statusCode", 200)), headers, data)
+
+
+def main() -> None:
+    settings = get_settings()
+    print(f"TideMQ local gateway on http://{settings.host}:{settings.port} (data in {settings.home.resolve()})")
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+
+
+if __name__ == "__main__":
+    main()

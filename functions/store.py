@@ -1,0 +1,37 @@
+"""The one `MessageStore` of this process: a Lambda execution environment or the local gateway.
+
+Handlers hold no state between calls; the store is opened on first use and reused by every
+invocation the environment serves (as RIP-20's stateless compute reuses its storage client).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+from tidemq_store import MessageStore, open_store
+
+from shared.settings import get_settings
+
+_lock = threading.Lock()
+_store: MessageStore | None = None
+
+
+def get_store() -> MessageStore:
+    global _store
+    if _store is None:
+        with _lock:
+            if _store is None:
+                _store = open_store(get_settings())
+                atexit.register(_store.close)
+    return _store
+
+
+def close_store() -> None:
+    """Close the store (the local gateway calls this on shutdown)."""
+    global _store
+    with _lock:
+        if _store is not None:
+            _store.close()
+            atexit.unregister(_store.close)
+            _store = None

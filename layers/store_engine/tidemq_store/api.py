@@ -1,0 +1,138 @@
+"""`MessageStore`: the storage API of RIP-20, the only way compute reaches storage.
+
+Handlers and logic call these methods and nothing below them, so a backend (the embedded
+CommitLog + RocksDB engine, or the serverless EFS + DynamoDB one) can change without touching compute.
+
+Semantics every backend keeps:
+- `put` is all-or-nothing: a batch is validated whole before anything is written, and after a crash
+  either every message of an acknowledged batch is readable at its offset or (unacknowledged) none is.
+- Queue offsets are dense and ordered; a queue holds [min_offset, max_offset).
+- Errors are `tidemq_store.errors` classes; a `ClientError` means nothing was changed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .model import GetResult, GroupConfig, Message, PutResult, QueueOffsets, StoredMessage, TagFilter, TopicConfig
+
+UNSET = object()
+
+
+@dataclass(slots=True, frozen=True)
+class CleanReport:
+    """What one retention pass removed."""
+
+    segments_deleted: int
+    messages_expired: int
+
+
+class MessageStore(ABC):
+    """Topics, groups, consumer offsets and messages, with their lifecycle."""
+
+    # ---- topics ----------------------------------------------------------------------------------
+
+    @abstractmethod
+    def create_topic(self, config: TopicConfig) -> TopicConfig:
+        """Create a topic (raises TopicExists); returns it with `created_at` set."""
+
+    @abstractmethod
+    def get_topic(self, name: str) -> TopicConfig:
+        """The topic's config, or TopicNotFound."""
+
+    @abstractmethod
+    def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
+        """Topics in name order, starting after `after` (paging)."""
+
+    @abstractmethod
+    def update_topic(
+        self, name: str, *, retention_ms: int | object | None = UNSET, queues: int | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> TopicConfig:  # fmt: skip
+        """Change retention, attributes, or grow the queue count (queues never shrink)."""
+
+    @abstractmethod
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic, its queues and every group's offsets on it."""
+
+    # ---- groups and consumer offsets -------------------------------------------------------------
+
+    @abstractmethod
+    def create_group(self, config: GroupConfig) -> GroupConfig: ...
+
+    @abstractmethod
+    def get_group(self, name: str) -> GroupConfig: ...
+
+    @abstractmethod
+    def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]: ...
+
+    @abstractmethod
+    def delete_group(self, name: str) -> None: ...
+
+    @abstractmethod
+    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Record the group's next offset to consume for each queue (0 <= offset <= max_offset)."""
+
+    @abstractmethod
+    def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
+        """The group's committed offset per queue of `topic` (queues never committed are absent)."""
+
+    @abstractmethod
+    def group_topics(self, group: str) -> list[str]:
+        """Topics the group has committed offsets on."""
+
+    # ---- messages --------------------------------------------------------------------------------
+
+    @abstractmethod
+    def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
+        """Store a batch atomically; return when it is acknowledged (durable under SYNC)."""
+
+    @abstractmethod
+    def get(
+        self, topic: str, queue: int, offset: int, max_messages: int = 32, max_bytes: int = 4 * 1024 * 1024,
+        tag_filter: str | TagFilter | None = None,
+    ) -> GetResult:  # fmt: skip
+        """Read up to `max_messages`/`max_bytes` from `offset`; raises OffsetOutOfRange outside
+        [min_offset, max_offset]. At `max_offset` the result is empty."""
+
+    @abstractmethod
+    def queue_offsets(self, topic: str) -> list[QueueOffsets]:
+        """[min_offset, max_offset) of every queue of the topic."""
+
+    @abstractmethod
+    def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
+        """The first offset stored at or after `timestamp_ms` (max_offset if none)."""
+
+    @abstractmethod
+    def message_by_id(self, msg_id: str) -> StoredMessage:
+        """The message with this id, or MessageNotFound."""
+
+    @abstractmethod
+    def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
+        """The most recent `limit` messages of `topic` carrying `key`, oldest first."""
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Make everything acknowledged so far durable, indexes included."""
+
+    @abstractmethod
+    def recover(self) -> None:
+        """Bring indexes back in line with the log after a restart (called when the store opens)."""
+
+    @abstractmethod
+    def clean_expired(self, now_ms: int | None = None) -> CleanReport:
+        """Apply retention: expire messages past their topic's retention and delete dead data."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush and release everything; the store cannot be used afterwards."""
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,5 @@
+"""The embedded backend: CommitLog files + RocksDB ConsumeQueue and metadata, in one process."""
+
+from .store import EmbeddedMessageStore, StoreLocked
+
+__all__ = ["EmbeddedMessageStore", "StoreLocked"]

@@ -1,0 +1,262 @@
+"""CommitLog: the append-only log every message of every topic is written to first.
+
+The log is a run of segment files in one directory, each named by the 20-digit commit-log position of
+its first byte (RocketMQ's naming), so positions are dense across segments. A put is appended whole
+to the active segment; when it would not fit, the active segment is fsync'd and a new one started,
+so a batch never straddles two files. The record format lives in `tidemq_store.record`.
+
+Durability follows `FlushDiskType`. `wait_durable(end)` implements group commit: the first caller
+that finds no fsync under way becomes the leader, fsyncs everything written so far, and wakes every
+caller whose data that fsync covered; callers arriving meanwhile wait for the next one. Under `ASYNC`
+a background thread fsyncs every `flush_interval_ms` instead.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import FlushDiskType
+from ..errors import CorruptStore
+from ..record import HEADER, HEADER_SIZE, RecordHeader, read_header, scan_batches
+
+SCAN_WINDOW = 8 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class Segment:
+    start: int
+    path: Path
+    fd: int
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class CommitLog:
+    """Segment files plus the written/flushed positions that readers and writers agree on.
+
+    `append` must be called by one thread at a time (the store's write lock); reads are lock-free.
+    """
+
+    def __init__(self, directory: Path, segment_bytes: int, flush_disk_type: FlushDiskType, flush_interval_ms: int):
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self.sync = flush_disk_type is FlushDiskType.SYNC
+        directory.mkdir(parents=True, exist_ok=True)
+        self._segments: list[Segment] = []
+        for path in sorted(p for p in directory.iterdir() if p.name.isdigit()):
+            fd = os.open(path, os.O_RDWR)
+            self._segments.append(Segment(int(path.name), path, fd, os.fstat(fd).st_size))
+        if not self._segments:
+            self._segments.append(self._create_segment(0))
+        self._starts = [s.start for s in self._segments]
+        self._retired: list[int] = []
+        self._written = self._segments[-1].end
+        self._flushed = self._written
+        self._flush_cond = threading.Condition()
+        self._flushing = False
+        self._closed = threading.Event()
+        self._flusher: threading.Thread | None = None
+        if not self.sync:
+            self._flusher = threading.Thread(
+                target=self._flush_every, args=(flush_interval_ms / 1000,), name="commitlog-flush", daemon=True
+            )
+            self._flusher.start()
+
+    # ---- positions -------------------------------------------------------------------------------
+
+    @property
+    def min_position(self) -> int:
+        return self._segments[0].start
+
+    @property
+    def written_position(self) -> int:
+        return self._written
+
+    @property
+    def flushed_position(self) -> int:
+        return self._flushed
+
+    @property
+    def readable_position(self) -> int:
+        """Readers see only acknowledged data: fsync'd under SYNC, written under ASYNC."""
+        return self._flushed if self.sync else self._written
+
+    def segment_start(self, position: int) -> int:
+        """Start of the segment holding `position`."""
+        return self._starts[bisect.bisect_right(self._starts, position) - 1]
+
+    def segments(self) -> list[tuple[int, int]]:
+        """(start, end) of every segment, oldest first; the last one is active."""
+        return [(s.start, s.end) for s in self._segments]
+
+    # ---- writing ---------------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray) -> int:
+        """Write one encoded put at the end of the log and return its start position (not yet durable)."""
+        active = self._segments[-1]
+        if active.size and active.size + len(data) > self.segment_bytes:
+            active = self._roll()
+        view, written = memoryview(data), 0
+        while written < len(data):
+            written += os.pwrite(active.fd, view[written:], active.size + written)
+        start = active.end
+        active.size += len(data)
+        self._written = active.end
+        return start
+
+    def _create_segment(self, start: int) -> Segment:
+        path = self.directory / f"{start:020d}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        _fsync_dir(self.directory)
+        return Segment(start, path, fd, 0)
+
+    def _roll(self) -> Segment:
+        old = self._segments[-1]
+        os.fdatasync(old.fd)  # the flusher only ever syncs the active segment
+        segment = self._create_segment(old.end)
+        self._segments = [*self._segments, segment]
+        self._starts = [*self._starts, segment.start]
+        return segment
+
+    def wait_durable(self, end: int) -> None:
+        """Return once everything before `end` is fsync'd, sharing one fsync among concurrent callers."""
+        with self._flush_cond:
+            while self._flushed < end:
+                if self._flushing:
+                    self._flush_cond.wait()
+                    continue
+                self._flushing = True
+                target = self._written  # read before the fd: a roll between the two already synced `target`
+                fd = self._segments[-1].fd
+                self._flush_cond.release()
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    self._flush_cond.acquire()
+                    self._flushing = False
+                    self._flush_cond.notify_all()
+                self._flushed = max(self._flushed, target)
+
+    def flush(self) -> None:
+        """fsync everything written so far."""
+        self.wait_durable(self._written)
+
+    def _flush_every(self, interval: float) -> None:
+        while not self._closed.wait(interval):
+            self.flush()
+
+    # ---- reading ---------------------------------------------------------------------------------
+
+    def read(self, position: int, length: int) -> bytes:
+        """Read `length` bytes at `position`, crossing segment boundaries if needed."""
+        segments, starts = self._segments, self._starts
+        index = bisect.bisect_right(starts, position) - 1
+        if index < 0:
+            raise CorruptStore(f"commit-log position {position} is below the first segment at {starts[0]}")
+        chunks = []
+        while length > 0:
+            segment = segments[index]
+            data = os.pread(segment.fd, min(length, segment.end - position), position - segment.start)
+            if not data:
+                raise CorruptStore(f"commit-log position {position} is past the end of the log")
+            chunks.append(data)
+            position += len(data)
+            length -= len(data)
+            index += 1
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def first_store_timestamp(self, segment_start: int) -> int | None:
+        """Store timestamp of the first record in the segment starting at `segment_start`."""
+        data = self.read(segment_start, HEADER_SIZE) if segment_start < self._written else b""
+        return HEADER.unpack_from(data)[8] if len(data) == HEADER_SIZE else None
+
+    def read_record_header(self, position: int) -> RecordHeader:
+        """The verified header of the record at `position` (reads the whole record)."""
+        size = HEADER.unpack_from(self.read(position, HEADER_SIZE))[0]
+        return read_header(self.read(position, size))
+
+    def iter_batches(self, start: int) -> Iterator[list[RecordHeader]]:
+        """Yield every complete, intact batch from `start` to the end of the log, stopping at a torn tail.
+
+        Used by recovery. Damage inside a sealed segment is not a torn tail (segments are fsync'd
+        before the next one starts), so it raises CorruptStore instead of silently dropping data.
+        """
+        for segment in list(self._segments):
+            position = max(start, segment.start)
+            window = SCAN_WINDOW
+            while position < segment.end:
+                length = min(window, segment.end - position)
+                data = os.pread(segment.fd, length, position - segment.start)
+                advanced = position
+                for batch in scan_batches(data, position):
+                    advanced = batch[-1].physical_offset + batch[-1].size
+                    yield batch
+                if advanced > position:
+                    position = advanced
+                elif position + length < segment.end:
+                    window *= 2  # a batch larger than the window
+                elif segment is self._segments[-1]:
+                    return  # a torn batch at the tail
+                else:
+                    raise CorruptStore(f"sealed commit-log segment {segment.path} is damaged at position {position}")
+
+    # ---- repair and retention --------------------------------------------------------------------
+
+    def truncate(self, position: int) -> None:
+        """Drop everything from `position` on (recovery cuts a torn tail here) and fsync the result."""
+        keep = [s for s in self._segments if s.start < position] or self._segments[:1]
+        for segment in self._segments[len(keep) :]:
+            os.close(segment.fd)
+            segment.path.unlink()
+        last = keep[-1]
+        if last.end != position:
+            os.ftruncate(last.fd, position - last.start)
+            last.size = position - last.start
+        os.fsync(last.fd)
+        _fsync_dir(self.directory)
+        self._segments, self._starts = keep, [s.start for s in keep]
+        self._written = self._flushed = position
+
+    def delete_segments_before(self, position: int) -> list[tuple[int, int]]:
+        """Delete whole segments that end at or before `position` (never the active one).
+
+        Their descriptors stay open until the next deletion, so a read that looked a segment up just
+        before it went still reads the right file rather than a reused descriptor.
+        """
+        doomed = [s for s in self._segments[:-1] if s.end <= position]
+        for fd in self._retired:
+            os.close(fd)
+        self._retired = [s.fd for s in doomed]
+        if not doomed:
+            return []
+        self._segments = self._segments[len(doomed) :]
+        self._starts = [s.start for s in self._segments]
+        for segment in doomed:
+            segment.path.unlink()
+        _fsync_dir(self.directory)
+        return [(s.start, s.end) for s in doomed]
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._flusher:
+            self._flusher.join()
+        self.flush()
+        for fd in [*self._retired, *(s.fd for s in self._segments)]:
+            os.close(fd)
+        self._segments, self._retired = [], []

@@ -1,0 +1,564 @@
+"""The embedded backend: one CommitLog, a RocksDB ConsumeQueue (no WAL) and RocksDB metadata (WAL).
+
+Layout under `StoreConfig.home`:
+
+    LOCK           flock'd by the one process that has the store open
+    commitlog/     segment files (see commitlog.py, record format in record.py)
+    consumequeue/  RocksDB: ConsumeQueue, min/max offsets, key index (see consumequeue.py)
+    metadata/      RocksDB: topics, groups, consumer offsets (see metadata.py)
+    checkpoint     where ConsumeQueue replay starts (see consumequeue.Checkpoint)
+
+Write path (one writer at a time, under `_write_lock`): validate the whole batch, assign queue
+offsets, encode the records, append them with one write(), index them with one RocksDB write batch,
+then (SYNC) wait for the group-committed fsync outside the lock. Readers see only acknowledged data.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+from ..api import UNSET, CleanReport, MessageStore
+from ..config import StoreConfig
+from ..errors import (
+    ClientError,
+    CorruptStore,
+    GroupExists,
+    GroupNotFound,
+    InvalidArgument,
+    InvalidBatch,
+    MessageNotFound,
+    MessageTooLarge,
+    OffsetOutOfRange,
+    QueueOutOfRange,
+    StoreClosed,
+    TideMQError,
+    TopicExists,
+    TopicNotFound,
+)
+from ..model import (
+    GetResult,
+    GroupConfig,
+    Message,
+    PutResult,
+    QueueOffsets,
+    StoredMessage,
+    TagFilter,
+    TopicConfig,
+    check_name,
+    tag_hash,
+    validated,
+)
+from ..record import (
+    HEADER_SIZE,
+    decode_message,
+    decode_run,
+    encode_batch,
+    encode_properties,
+    message_id,
+    parse_message_id,
+)
+from .commitlog import CommitLog
+from .consumequeue import Checkpoint, ConsumeQueueStore, Dispatch
+from .metadata import FOREVER, MetadataStore
+
+SCAN_LIMIT = 4096  # most ConsumeQueue entries one filtered get examines
+
+
+def current_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class StoreLocked(TideMQError):
+    """Another process has this store open."""
+
+
+class EmbeddedMessageStore(MessageStore):
+    """`MessageStore` over local files; one instance per process and home directory."""
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        home = config.home
+        home.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(home / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise StoreLocked(f"{home} is in use by another process") from None
+        self.commitlog = CommitLog(
+            home / "commitlog", config.commitlog_segment_bytes, config.flush_disk_type, config.flush_interval_ms
+        )
+        self.cq = ConsumeQueueStore(home / "consumequeue")
+        self.meta = MetadataStore(home / "metadata", config.metadata_sync)
+        self._checkpoint = Checkpoint(home / "checkpoint")
+        self._write_lock = threading.Lock()
+        self._next_offsets: dict[tuple[str, int], int] = {}  # writer-owned cache of each queue's max offset
+        self._last_store_timestamp = 0
+        self._closed = False
+        self.recover()
+        self._stop = threading.Event()
+        self._maintenance = threading.Thread(target=self._maintain, name="store-maintenance", daemon=True)
+        self._maintenance.start()
+
+    # ---- topics ----------------------------------------------------------------------------------
+
+    def create_topic(self, config: TopicConfig) -> TopicConfig:
+        check_name("topic", config.name)
+        with self._write_lock:
+            self._check_open()
+            if self.meta.get_topic(config.name) is not None:
+                raise TopicExists(config.name)
+            created_at = max(current_ms(), self._last_store_timestamp + 1)
+            config = validated(TopicConfig, {**config.model_dump(), "created_at": created_at})
+            self.meta.put_topic(config)
+        return config
+
+    def get_topic(self, name: str) -> TopicConfig:
+        config = self.meta.get_topic(check_name("topic", name))
+        if config is None:
+            raise TopicNotFound(name)
+        return config
+
+    def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
+        return self.meta.list_topics(after, _check_limit(limit))
+
+    def update_topic(
+        self, name: str, *, retention_ms: int | object | None = UNSET, queues: int | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> TopicConfig:  # fmt: skip
+        with self._write_lock:
+            self._check_open()
+            current = self.get_topic(name)
+            changes: dict[str, object] = {}
+            if retention_ms is not UNSET:
+                changes["retention_ms"] = retention_ms
+            if queues is not None:
+                if queues < current.queues:
+                    raise InvalidArgument(f"topic {name!r} has {current.queues} queues; queues can grow, not shrink")
+                changes["queues"] = queues
+            if attributes is not None:
+                changes["attributes"] = dict(attributes)
+            updated = validated(TopicConfig, {**current.model_dump(), **changes})
+            self.meta.put_topic(updated, previous=current)
+        return updated
+
+    def delete_topic(self, name: str) -> None:
+        with self._write_lock:
+            self._check_open()
+            config = self.get_topic(name)
+            self.meta.delete_topic(config)
+            self.cq.drop_topic(name)
+            self.cq.flush()  # the ConsumeQueue has no WAL: make the drop durable before anyone reuses the name
+            for key in [key for key in self._next_offsets if key[0] == name]:
+                del self._next_offsets[key]
+
+    # ---- groups and consumer offsets -------------------------------------------------------------
+
+    def create_group(self, config: GroupConfig) -> GroupConfig:
+        check_name("group", config.name)
+        with self._write_lock:
+            self._check_open()
+            if self.meta.get_group(config.name) is not None:
+                raise GroupExists(config.name)
+            config = validated(GroupConfig, {**config.model_dump(), "created_at": current_ms()})
+            self.meta.put_group(config)
+        return config
+
+    def get_group(self, name: str) -> GroupConfig:
+        config = self.meta.get_group(check_name("group", name))
+        if config is None:
+            raise GroupNotFound(name)
+        return config
+
+    def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
+        return self.meta.list_groups(after, _check_limit(limit))
+
+    def delete_group(self, name: str) -> None:
+        self.get_group(name)
+        self.meta.delete_group(name)
+
+    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        self.get_group(group)
+        config = self.get_topic(topic)
+        for queue, offset in offsets.items():
+            self._check_queue(config, queue)
+            max_offset = self._max_offset(topic, queue)
+            if not isinstance(offset, int) or not 0 <= offset <= max_offset:
+                raise OffsetOutOfRange(topic, queue, offset, self.cq.min_offset(topic, queue), max_offset)
+        self.meta.commit_offsets(group, topic, dict(offsets))
+
+    def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
+        self.get_group(group)
+        self.get_topic(topic)
+        return self.meta.committed_offsets(group, topic)
+
+    def group_topics(self, group: str) -> list[str]:
+        self.get_group(group)
+        return self.meta.group_topics(group)
+
+    # ---- put -------------------------------------------------------------------------------------
+
+    def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
+        config = self.get_topic(topic)
+        pending = self._validate_batch(config, messages)
+        with self._write_lock:
+            self._check_open()
+            if self.meta.get_topic(topic) is None:  # deleted while we validated
+                raise TopicNotFound(topic)
+            store_timestamp = self._last_store_timestamp = max(current_ms(), self._last_store_timestamp)
+            next_offsets: dict[int, int] = {}
+            records = []
+            for queue, born, props, body, _, _ in pending:
+                offset = next_offsets.get(queue)
+                if offset is None:
+                    offset = self._writer_max_offset(topic, queue)
+                records.append((queue, offset, born, props, body))
+                next_offsets[queue] = offset + 1
+            start = self.commitlog.written_position
+            data, sizes = encode_batch(topic.encode(), records, start, store_timestamp)
+            dispatches, position = [], start
+            for (queue, offset, _, _, _), size, (_, _, _, _, tag_code, keys) in zip(
+                records, sizes, pending, strict=True
+            ):
+                dispatches.append((queue, offset, position, size, tag_code, keys))
+                position += size
+            try:
+                self.commitlog.append(data)
+                self.cq.dispatch(topic, self.commitlog.segment_start(start), store_timestamp, dispatches)
+            except BaseException:
+                self.commitlog.truncate(start)  # never leave log records the ConsumeQueue does not know
+                raise
+            for queue, offset in next_offsets.items():
+                self._next_offsets[(topic, queue)] = offset
+        if self.commitlog.sync:
+            self.commitlog.wait_durable(position)
+        return [
+            PutResult(message_id(physical, size), queue, offset, store_timestamp)
+            for queue, offset, physical, size, _, _ in dispatches
+        ]
+
+    def _validate_batch(self, config: TopicConfig, messages: Sequence[Message]) -> list[tuple]:
+        """Check a whole batch before anything is written.
+
+        Returns (queue, born_timestamp, encoded properties, body, tag code, keys) for each message.
+        """
+        limits = self.config
+        if not isinstance(messages, Sequence) or not messages:
+            raise InvalidBatch("a batch must hold at least one message")
+        if len(messages) > limits.max_batch_messages:
+            raise InvalidBatch(f"a batch holds at most {limits.max_batch_messages} messages, got {len(messages)}")
+        born_default = current_ms()
+        queues, max_size = config.queues, limits.max_message_bytes
+        total, pending = 0, []
+        for index, message in enumerate(messages):
+            if type(message) is not Message:
+                raise InvalidArgument(f"message {index} is a {type(message).__name__}, not a Message")
+            body, queue, born, keys, tag = (
+                message.body,
+                message.queue,
+                message.born_timestamp,
+                message.keys,
+                message.tag,
+            )
+            if type(body) is not bytes:
+                if not isinstance(body, bytes | bytearray | memoryview):
+                    raise InvalidArgument(f"message {index}: body must be bytes, got {type(body).__name__}")
+                body = bytes(body)
+            if type(queue) is not int or not 0 <= queue < queues:
+                raise QueueOutOfRange(config.name, queue, queues)
+            props = b""
+            if keys or tag is not None or message.properties:
+                try:
+                    props = encode_properties(keys, tag, message.properties)
+                except InvalidArgument as error:
+                    raise InvalidArgument(f"message {index}: {error}") from None
+            size = len(body) + len(props)
+            if size > max_size:
+                raise MessageTooLarge(f"message {index} is {size} bytes (body and properties); the limit is {max_size}")
+            if born is None:
+                born = born_default
+            elif type(born) is not int or born < 0:
+                raise InvalidArgument(f"message {index}: born_timestamp must be a non-negative integer (ms)")
+            total += size
+            pending.append((queue, born, props, body, tag_hash(tag) if tag else 0, tuple(keys) if keys else ()))
+        total += len(messages) * (HEADER_SIZE + len(config.name))
+        if total > limits.max_batch_bytes:
+            raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
+        return pending
+
+    # ---- get -------------------------------------------------------------------------------------
+
+    def get(
+        self, topic: str, queue: int, offset: int, max_messages: int = 32, max_bytes: int = 4 * 1024 * 1024,
+        tag_filter: str | TagFilter | None = None,
+    ) -> GetResult:  # fmt: skip
+        config = self.get_topic(topic)
+        self._check_queue(config, queue)
+        if type(max_messages) is not int or not 1 <= max_messages <= self.config.max_get_messages:
+            raise InvalidArgument(f"max_messages must be 1..{self.config.max_get_messages}, got {max_messages}")
+        if type(max_bytes) is not int or max_bytes < 1:
+            raise InvalidArgument(f"max_bytes must be a positive integer, got {max_bytes}")
+        if tag_filter is None or isinstance(tag_filter, str):
+            tag_filter = TagFilter.parse(tag_filter)
+        min_offset, max_offset = self.cq.min_offset(topic, queue), self._max_offset(topic, queue)
+        if type(offset) is not int or not min_offset <= offset <= max_offset:
+            raise OffsetOutOfRange(topic, queue, offset, min_offset, max_offset)
+        scan = max_messages if tag_filter is None else max(max_messages, SCAN_LIMIT)
+        scan_end = min(max_offset, offset + scan)
+        entries = self.cq.entries(topic, queue, offset, scan_end)
+        if len(entries) != scan_end - offset:
+            return self._raced_with_cleaner(topic, queue, offset, max_offset)
+        readable = self.commitlog.readable_position
+        codes = tag_filter.codes if tag_filter else None
+        runs: list[tuple[int, int, int]] = []  # (first offset, position, length) of adjacent selected records
+        next_offset, taken, taken_bytes = offset, 0, 0
+        run_end = -1
+        for queue_offset, (physical, size, tag_code, _) in enumerate(entries, offset):
+            if physical + size > readable:
+                break  # written but not yet acknowledged
+            if codes is None or tag_code in codes:
+                if taken and taken_bytes + size > max_bytes:
+                    break
+                if physical == run_end:
+                    first, run_start, length = runs[-1]
+                    runs[-1] = (first, run_start, length + size)
+                else:
+                    runs.append((queue_offset, physical, size))
+                run_end = physical + size
+                taken += 1
+                taken_bytes += size
+            next_offset = queue_offset + 1
+            if taken == max_messages:
+                break
+        messages: list[StoredMessage] = []
+        for first, position, length in runs:
+            messages += decode_run(self.commitlog.read(position, length), topic, queue, first)
+        if tag_filter is not None:  # tag codes can collide: confirm the real tag
+            messages = [m for m in messages if tag_filter.matches(m.tag)]
+        return GetResult(messages, next_offset, min_offset, max_offset)
+
+    def _raced_with_cleaner(self, topic: str, queue: int, offset: int, max_offset: int) -> GetResult:
+        min_offset = self.cq.min_offset(topic, queue)
+        if offset < min_offset:
+            raise OffsetOutOfRange(topic, queue, offset, min_offset, max_offset)
+        raise CorruptStore(f"ConsumeQueue {topic}:{queue} is missing entries from offset {offset}")
+
+    # ---- offsets and queries ---------------------------------------------------------------------
+
+    def queue_offsets(self, topic: str) -> list[QueueOffsets]:
+        config = self.get_topic(topic)
+        return [
+            QueueOffsets(queue, self.cq.min_offset(topic, queue), self._max_offset(topic, queue))
+            for queue in range(config.queues)
+        ]
+
+    def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
+        self._check_queue(self.get_topic(topic), queue)
+        if not isinstance(timestamp_ms, int):
+            raise InvalidArgument(f"timestamp must be an integer (ms since the epoch), got {timestamp_ms!r}")
+        low, high = self.cq.min_offset(topic, queue), self._max_offset(topic, queue)
+        return self._first_offset(topic, queue, low, high, lambda e: e.store_timestamp >= timestamp_ms)
+
+    def _first_offset(self, topic: str, queue: int, low: int, high: int, predicate) -> int:
+        """The first offset in [low, high) whose entry satisfies a predicate monotonic in offset (else high)."""
+        while low < high:
+            middle = (low + high) // 2
+            entry = self.cq.entry(topic, queue, middle)
+            if entry is not None and predicate(entry):
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    def message_by_id(self, msg_id: str) -> StoredMessage:
+        position, size = parse_message_id(msg_id)
+        if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
+            raise MessageNotFound(f"with id {msg_id}")
+        message = self._read_at(position, size)
+        if message is None or message.msg_id != msg_id:
+            raise MessageNotFound(f"with id {msg_id}")
+        return message
+
+    def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
+        self.get_topic(topic)
+        if not isinstance(key, str) or not key:
+            raise InvalidArgument("key must be a non-empty string")
+        limit = _check_limit(limit)
+        readable = self.commitlog.readable_position
+        starts = [start for start, _ in self.commitlog.segments()]
+        found = [(p, s) for p, s in self.cq.key_lookup(starts, topic, key) if p + s <= readable]
+        messages = []
+        for position, size in reversed(found):
+            message = self._read_at(position, size)
+            if message is not None and message.topic == topic and key in message.keys:
+                messages.append(message)
+                if len(messages) == limit:
+                    break
+        return messages[::-1]
+
+    def _read_at(self, position: int, size: int) -> StoredMessage | None:
+        """The live message stored at `position`, or None if it is damaged, expired or of a deleted topic."""
+        try:
+            message = decode_message(self.commitlog.read(position, size))
+        except CorruptStore:
+            return None
+        config = self.meta.get_topic(message.topic)
+        if config is None or message.store_timestamp < config.created_at:
+            return None
+        if message.queue_offset < self.cq.min_offset(message.topic, message.queue):
+            return None
+        return message
+
+    # ---- queue bookkeeping -----------------------------------------------------------------------
+
+    def _check_queue(self, config: TopicConfig, queue: object) -> None:
+        if not isinstance(queue, int) or isinstance(queue, bool) or not 0 <= queue < config.queues:
+            raise QueueOutOfRange(config.name, queue, config.queues)  # type: ignore[arg-type]
+
+    def _max_offset(self, topic: str, queue: int) -> int:
+        cached = self._next_offsets.get((topic, queue))
+        return cached if cached is not None else self.cq.max_offset(topic, queue)
+
+    def _writer_max_offset(self, topic: str, queue: int) -> int:
+        """Max offset for the writer (caller holds the write lock); only the writer fills the cache."""
+        key = (topic, queue)
+        offset = self._next_offsets.get(key)
+        if offset is None:
+            offset = self._next_offsets[key] = self.cq.max_offset(topic, queue)
+        return offset
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the log, persist the ConsumeQueue and move the checkpoint."""
+        self._check_open()
+        self._write_checkpoint(clean=False)
+
+    def _write_checkpoint(self, clean: bool) -> None:
+        with self._write_lock:
+            position = self.commitlog.written_position
+        self.commitlog.wait_durable(position)
+        self.cq.flush()
+        self._checkpoint.write(position, clean)
+
+    def recover(self) -> None:
+        """Replay the log from the checkpoint into the ConsumeQueue, cut a torn tail, repair maxima."""
+        checkpoint, clean = self._checkpoint.read()
+        log = self.commitlog
+        end = start = max(min(checkpoint, log.written_position), log.min_position)
+        for batch in log.iter_batches(start):
+            first = batch[0]
+            config = self.meta.get_topic(first.topic)
+            if config is not None and first.store_timestamp >= config.created_at:
+                dispatches = [
+                    Dispatch(r.queue, r.queue_offset, r.physical_offset, r.size, tag_hash(r.tag), r.keys) for r in batch
+                ]
+                self.cq.dispatch(
+                    first.topic, log.segment_start(first.physical_offset), first.store_timestamp, dispatches
+                )
+            end = first.physical_offset + sum(r.size for r in batch)
+            self._last_store_timestamp = max(self._last_store_timestamp, first.store_timestamp)
+        if end < log.written_position:
+            log.truncate(end)
+        if not clean:
+            self._repair_maxima(end)
+        self._next_offsets.clear()
+        self.cq.flush()
+        self._checkpoint.write(end, clean=False)
+        if not clean:
+            self.clean_expired()
+
+    def _repair_maxima(self, log_end: int) -> None:
+        """Drop ConsumeQueue entries that point past the end of the log (the log lost its tail)."""
+        for topic, queue, max_offset in list(self.cq.queues()):
+            last = self.cq.entry(topic, queue, max_offset - 1) if max_offset else None
+            if max_offset and (last is None or last.physical_offset + last.size > log_end):
+                low = self.cq.min_offset(topic, queue)
+                keep = self._first_offset(topic, queue, low, max_offset, lambda e: e.physical_offset + e.size > log_end)
+                self.cq.truncate_queue(topic, queue, keep)
+
+    def clean_expired(self, now_ms: int | None = None) -> CleanReport:
+        """Expire messages past their topic's retention; delete segments no topic can still need.
+
+        A segment may go once every record in it is older than the longest retention of any topic.
+        Queue minimums advance first (and are flushed) so no ConsumeQueue entry points into a
+        deleted segment; the segment's key-index entries go with it.
+        """
+        now = current_ms() if now_ms is None else now_ms
+        longest = self.meta.longest_retention_ms()
+        segments = self.commitlog.segments()
+        keep_from = segments[0][0]
+        if longest is None:
+            keep_from = segments[-1][0]
+        elif longest != FOREVER:
+            for (_, _), (next_start, _) in itertools.pairwise(segments):
+                first = self.commitlog.first_store_timestamp(next_start)
+                if first is None or first >= now - longest:
+                    break
+                keep_from = next_start
+        expired = 0
+        for topic, queue, max_offset in list(self.cq.queues()):
+            config = self.meta.get_topic(topic)
+            if config is None:
+                with self._write_lock:
+                    self.cq.drop_topic(topic)
+                continue
+            min_offset = self.cq.min_offset(topic, queue)
+            cutoff = -1 if config.retention_ms is None else now - config.retention_ms
+            new_min = self._first_offset(
+                topic, queue, min_offset, max_offset,
+                lambda e, cutoff=cutoff: e.store_timestamp >= cutoff and e.physical_offset >= keep_from,
+            )  # fmt: skip
+            if new_min > min_offset:
+                self.cq.advance_min(topic, queue, min_offset, new_min)
+                expired += new_min - min_offset
+        deleted = []
+        if keep_from > segments[0][0]:
+            self.cq.flush()
+            deleted = self.commitlog.delete_segments_before(keep_from)
+            for start, end in deleted:
+                self.cq.drop_key_index(start, end)
+        return CleanReport(len(deleted), expired)
+
+    def _maintain(self) -> None:
+        """Background: checkpoint and clean on their intervals until closed."""
+        next_clean = time.monotonic() + self.config.clean_interval_s
+        while not self._stop.wait(self.config.checkpoint_interval_s):
+            try:
+                self._write_checkpoint(clean=False)
+                if time.monotonic() >= next_clean:
+                    self.clean_expired()
+                    next_clean = time.monotonic() + self.config.clean_interval_s
+            except StoreClosed:
+                return
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed("the store is closed")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._stop.set()
+        self._maintenance.join()
+        self._write_checkpoint(clean=True)
+        with self._write_lock:
+            self._closed = True
+        self.commitlog.close()
+        self.cq.close()
+        self.meta.close()
+        os.close(self._lock_fd)
+
+
+def _check_limit(limit: object) -> int:
+    if not isinstance(limit, int) or not 1 <= limit <= 1000:
+        raise InvalidArgument(f"limit must be 1..1000, got {limit!r}")
+    return limit
+
+
+__all__ = ["ClientError", "EmbeddedMessageStore", "StoreLocked"]

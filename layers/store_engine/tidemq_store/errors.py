@@ -1,0 +1,87 @@
+"""The engine's one exception hierarchy.
+
+Every error a caller can cause is a `ClientError` subclass with a message that says what was wrong;
+the HTTP layer maps each class to a status code in one place (issue 3). Anything else that escapes
+the engine is a bug or an outage.
+"""
+
+from __future__ import annotations
+
+
+class TideMQError(Exception):
+    """Base of every error the store engine raises on purpose."""
+
+
+class ClientError(TideMQError):
+    """The request was wrong; nothing was changed."""
+
+
+class InvalidArgument(ClientError, ValueError):
+    """A value is malformed or outside what the store accepts (a ValueError, so pydantic reports it
+    as a validation error of the field it came from)."""
+
+
+class InvalidName(InvalidArgument):
+    """A topic or group name breaks RocketMQ's naming rule."""
+
+
+class MessageTooLarge(ClientError):
+    """One message, or a whole batch, is over the configured size limit."""
+
+
+class InvalidBatch(ClientError):
+    """A batch is empty or has more messages than allowed."""
+
+
+class TopicNotFound(ClientError):
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"topic {topic!r} does not exist")
+        self.topic = topic
+
+
+class TopicExists(ClientError):
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"topic {topic!r} already exists")
+        self.topic = topic
+
+
+class GroupNotFound(ClientError):
+    def __init__(self, group: str) -> None:
+        super().__init__(f"consumer group {group!r} does not exist")
+        self.group = group
+
+
+class GroupExists(ClientError):
+    def __init__(self, group: str) -> None:
+        super().__init__(f"consumer group {group!r} already exists")
+        self.group = group
+
+
+class QueueOutOfRange(ClientError):
+    def __init__(self, topic: str, queue: int, queue_count: int) -> None:
+        super().__init__(f"queue {queue} is out of range for topic {topic!r}: valid queues are 0..{queue_count - 1}")
+        self.topic, self.queue, self.queue_count = topic, queue, queue_count
+
+
+class OffsetOutOfRange(ClientError):
+    """An offset outside [min_offset, max_offset] of a queue; carries the current range."""
+
+    def __init__(self, topic: str, queue: int, offset: int, min_offset: int, max_offset: int) -> None:
+        super().__init__(
+            f"offset {offset} is out of range for {topic}:{queue}: valid offsets are {min_offset}..{max_offset}"
+        )
+        self.topic, self.queue, self.offset = topic, queue, offset
+        self.min_offset, self.max_offset = min_offset, max_offset
+
+
+class MessageNotFound(ClientError):
+    def __init__(self, what: str) -> None:
+        super().__init__(f"no message {what}")
+
+
+class StoreClosed(TideMQError):
+    """The store was closed; open a new one."""
+
+
+class CorruptStore(TideMQError):
+    """Data on disk failed a check that recovery cannot repair (e.g. a bad record inside a sealed segment)."""

@@ -1,0 +1,179 @@
+"""The values that cross the `MessageStore` API: messages in and out, topic and group configs, results.
+
+Names follow RocketMQ: a topic has `queues` numbered 0..n-1, each an ordered log addressed by a dense
+`queue_offset`; `max_offset` is the offset the next message will get (so a queue holds
+[min_offset, max_offset)).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import InvalidArgument, InvalidName
+
+NAME_RULE = re.compile(r"[A-Za-z0-9_%|-]{1,127}")
+"""RocketMQ's rule for topic and group names: letters, digits, `_ % | -`, at most 127 characters."""
+
+HOUR_MS = 3_600_000
+MAX_QUEUES = 1024
+
+
+def check_name(kind: str, name: object) -> str:
+    """Return `name` if it is a valid topic/group name, else raise `InvalidName` saying why."""
+    if not isinstance(name, str):
+        raise InvalidName(f"{kind} name must be a string, got {type(name).__name__}")
+    if not NAME_RULE.fullmatch(name):
+        if not name:
+            raise InvalidName(f"{kind} name must not be empty")
+        if len(name) > 127:
+            raise InvalidName(f"{kind} name is {len(name)} characters long; the limit is 127")
+        bad = sorted({c for c in name if not NAME_RULE.fullmatch(c)})
+        raise InvalidName(f"{kind} name {name!r} has characters outside [A-Za-z0-9_%|-]: {''.join(bad)!r}")
+    return name
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(model: type[M], data: dict) -> M:
+    """Build a model, turning pydantic's ValidationError into InvalidArgument naming the field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or model.__name__
+        raise InvalidArgument(f"{field}: {first['msg']}") from None
+
+
+class MessageType(StrEnum):
+    """RocketMQ 5's topic message types; a topic accepts one kind."""
+
+    NORMAL = "NORMAL"
+    FIFO = "FIFO"
+    DELAY = "DELAY"
+    TRANSACTION = "TRANSACTION"
+
+
+class TopicConfig(BaseModel):
+    """A topic's metadata. `retention_ms=None` keeps messages until the topic is deleted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    queues: int = Field(default=8, ge=1, le=MAX_QUEUES)
+    retention_ms: int | None = Field(default=72 * HOUR_MS, ge=1000)
+    message_type: MessageType = MessageType.NORMAL
+    attributes: dict[str, str] = Field(default_factory=dict)
+    created_at: int = 0
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return check_name("topic", value)
+
+
+class GroupConfig(BaseModel):
+    """A consumer (subscription) group's metadata."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    attributes: dict[str, str] = Field(default_factory=dict)
+    created_at: int = 0
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        return check_name("group", value)
+
+
+@dataclass(slots=True)
+class Message:
+    """A message to store. `queue` is chosen by the caller (the produce logic routes sharding keys)."""
+
+    body: bytes
+    queue: int = 0
+    keys: tuple[str, ...] = ()
+    tag: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    born_timestamp: int | None = None
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    """A message read back from the store, with where and when it was stored."""
+
+    topic: str
+    queue: int
+    queue_offset: int
+    msg_id: str
+    born_timestamp: int
+    store_timestamp: int
+    body: bytes
+    keys: tuple[str, ...]
+    tag: str | None
+    properties: dict[str, str]
+
+
+@dataclass(slots=True)
+class PutResult:
+    msg_id: str
+    queue: int
+    queue_offset: int
+    store_timestamp: int
+
+
+@dataclass(slots=True, frozen=True)
+class QueueOffsets:
+    """The readable range [min_offset, max_offset) of one queue."""
+
+    queue: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(slots=True)
+class GetResult:
+    """Messages read from one queue. `next_offset` is where the next read should start: past every
+    entry examined, including those a tag filter skipped."""
+
+    messages: list[StoredMessage]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
+def tag_hash(tag: str | None) -> int:
+    """The 32-bit tag code kept in each ConsumeQueue entry (0 for no tag); reads confirm the real tag."""
+    return zlib.crc32(tag.encode()) if tag else 0
+
+
+@dataclass(slots=True, frozen=True)
+class TagFilter:
+    """RocketMQ's tag expression: `*` (or empty) matches everything, `TagA || TagB` matches either tag."""
+
+    tags: frozenset[str]
+
+    @classmethod
+    def parse(cls, expression: str | None) -> TagFilter | None:
+        """Return a filter, or None when the expression matches every message."""
+        if expression is None or expression.strip() in ("", "*"):
+            return None
+        tags = [part.strip() for part in expression.split("||")]
+        if any(not tag or tag == "*" for tag in tags):
+            raise InvalidArgument(f"tag filter {expression!r} must be '*' or tags joined by '||'")
+        return cls(frozenset(tags))
+
+    @property
+    def codes(self) -> frozenset[int]:
+        return frozenset(tag_hash(tag) for tag in self.tags)
+
+    def matches(self, tag: str | None) -> bool:
+        return tag in self.tags

@@ -1,0 +1,1 @@
+"""Project code shared by functions, the SDK and Spark jobs: the settings model and common models."""

@@ -1,0 +1,47 @@
+"""Fixtures shared by every test layer: real stores on real files under pytest's tmp_path."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from tidemq_store import MessageStore, StoreConfig, open_store
+
+
+@pytest.fixture
+def store_config(tmp_path: Path) -> Callable[..., StoreConfig]:
+    """Build a StoreConfig rooted in this test's tmp_path, with overrides."""
+
+    def build(**overrides) -> StoreConfig:
+        overrides.setdefault("home", tmp_path / "store")
+        return StoreConfig(**overrides)
+
+    return build
+
+
+@pytest.fixture
+def open_test_store(store_config) -> Iterator[Callable[..., MessageStore]]:
+    """Open stores (closed at the end of the test if still open)."""
+    opened: list[MessageStore] = []
+
+    def opener(**overrides) -> MessageStore:
+        store = open_store(store_config(**overrides))
+        opened.append(store)
+        return store
+
+    yield opener
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(open_test_store) -> MessageStore:
+    return open_test_store()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,100 @@
+"""The commit-log record format: what is written is read back, and damage is always detected."""
+
+from __future__ import annotations
+
+import pytest
+from tidemq_store.errors import CorruptStore, InvalidArgument, MessageNotFound
+from tidemq_store.record import (
+    CRC_START,
+    END_OF_BATCH,
+    HEADER_SIZE,
+    PendingRecord,
+    decode_message,
+    decode_properties,
+    decode_run,
+    encode_batch,
+    encode_properties,
+    message_id,
+    parse_message_id,
+    read_header,
+    scan_batches,
+)
+
+
+def encode(n: int = 3, start: int = 1000, props: bytes = b"") -> tuple[bytes, list[int]]:
+    records = [PendingRecord(2, 10 + i, 111, props, f"body-{i}".encode()) for i in range(n)]
+    return encode_batch(b"orders", records, start, 222)
+
+
+def test_records_decode_to_what_was_encoded():
+    props = encode_properties(("k1", "k2"), "TagA", {"color": "blue", "note": "a b"})
+    data, sizes = encode(props=props)
+    assert len(data) == sum(sizes) and sizes[0] == HEADER_SIZE + len("orders") + len(props) + len("body-0")
+    message = decode_message(data, sizes[0])
+    assert (message.topic, message.queue, message.queue_offset) == ("orders", 2, 11)
+    assert (message.born_timestamp, message.store_timestamp, message.body) == (111, 222, b"body-1")
+    assert (message.keys, message.tag, message.properties) == (("k1", "k2"), "TagA", {"color": "blue", "note": "a b"})
+    assert message.msg_id == message_id(1000 + sizes[0], sizes[1])
+
+
+def test_only_the_last_record_of_a_put_ends_the_batch():
+    data, sizes = encode()
+    flags = [read_header(data, pos).flags for pos in (0, sizes[0], sizes[0] + sizes[1])]
+    assert flags == [0, 0, END_OF_BATCH]
+
+
+def test_a_run_of_records_decodes_with_offsets_checked():
+    data, _ = encode()
+    assert [m.queue_offset for m in decode_run(data, "orders", 2, 10)] == [10, 11, 12]
+    with pytest.raises(CorruptStore, match="another queue"):
+        decode_run(data, "orders", 2, 11)
+    with pytest.raises(CorruptStore, match="another queue"):
+        decode_run(data, "payments", 2, 10)
+
+
+@pytest.mark.parametrize("position", [0, 4, 5, CRC_START, 20, 50, HEADER_SIZE, HEADER_SIZE + 3])
+def test_any_flipped_byte_is_detected(position):
+    data, sizes = encode(n=1)
+    damaged = bytearray(data)
+    damaged[position] ^= 0x40
+    with pytest.raises(CorruptStore):
+        decode_message(bytes(damaged))
+    with pytest.raises(CorruptStore):
+        decode_run(bytes(damaged), "orders", 2, 10)
+    assert list(scan_batches(bytes(damaged), 1000)) == []
+
+
+def test_scan_keeps_complete_batches_and_stops_at_a_torn_one():
+    first, _ = encode(n=2, start=0)
+    second, _ = encode(n=3, start=len(first))
+    log = first + second
+    assert [len(b) for b in scan_batches(log, 0)] == [2, 3]
+    assert [len(b) for b in scan_batches(log[:-1], 0)] == [2]  # last record cut short
+    cut = len(first) + (len(second) // 3) * 2  # whole records of an unfinished batch
+    assert [len(b) for b in scan_batches(log[:cut], 0)] == [2]
+    assert list(scan_batches(second, 0)) == []  # records claiming another position are not ours
+
+
+def test_properties_round_trip_and_reject_what_cannot_be_encoded():
+    assert decode_properties(encode_properties((), None, {})) == ((), None, {})
+    assert decode_properties(encode_properties(("a",), None, {})) == (("a",), None, {})
+    for keys, tag, props, problem in [
+        (("has space",), None, {}, "spaces"),
+        (("",), None, {}, "non-empty"),
+        ("abc", None, {}, "list of strings"),
+        ((), "A||B", {}, "'\\|\\|'"),
+        ((), "*", {}, "'\\*'"),
+        ((), None, {"KEYS": "x"}, "reserved"),
+        ((), None, {"x": "a\x01b"}, "\\\\x01"),
+        ((), None, {"x": 5}, "string"),
+        ((), None, {"x": "y" * 40000}, "limit"),
+    ]:
+        with pytest.raises(InvalidArgument, match=problem):
+            encode_properties(keys, tag, props)
+
+
+def test_message_ids_locate_records():
+    assert parse_message_id(message_id(123456789, 1100)) == (123456789, 1100)
+    for bad in ["", "xyz", "g" * 24, 42]:
+        with pytest.raises(MessageNotFound):
+            parse_message_id(bad)

@@ -1,11 +1,13 @@
 """Store-engine throughput, in-process: N x S-byte messages in batches of B over Q queues, then read back.
 
-Prints one JSON line per result:
+Prints one JSON line per result ("run" is 1..R, then "median" over the R runs):
   {"bench": "engine", ...}       TideMQ's embedded MessageStore (CommitLog + RocksDB ConsumeQueue)
-  {"bench": "rocksdb_raw", ...}  rocksdict WriteBatch puts of the same payloads, the layer below, for the ratio
+  {"bench": "rocksdb_raw", ...}  rocksdict WriteBatch puts of the same payloads (fsync'd under SYNC), the
+                                 layer below, for the ratio
+  {"bench": "engine_vs_rocksdb_raw", ...}  the ratios of the medians
 
-    python bench/engine.py                       # 200,000 x 1 KiB, batch 100, 8 queues, SYNC, 4 producer threads
-    python bench/engine.py -n 1000000 --flush ASYNC
+    python bench/engine.py                  # 200,000 x 1 KiB, batch 100, 8 queues, SYNC, 8 threads, 3 runs
+    python bench/engine.py -n 1000000 --flush ASYNC --repeat 1
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+
 from tidemq_store import FlushDiskType, Message, StoreConfig, TopicConfig, open_store
 
 
@@ -95,7 +99,8 @@ def main() -> None:
     parser.add_argument("-s", "--size", type=int, default=1024, help="payload bytes (default 1024)")
     parser.add_argument("-b", "--batch", type=int, default=100, help="messages per put (default 100)")
     parser.add_argument("-q", "--queues", type=int, default=8, help="queues (default 8)")
-    parser.add_argument("-t", "--threads", type=int, default=4, help="producer threads sharing group commit")
+    parser.add_argument("-t", "--threads", type=int, default=8, help="producer threads sharing group commit")
+    parser.add_argument("-r", "--repeat", type=int, default=3, help="runs of each bench (default 3)")
     parser.add_argument("--read-batch", type=int, default=1000, help="messages per get (default 1000)")
     parser.add_argument("--flush", type=FlushDiskType, default=FlushDiskType.SYNC, choices=list(FlushDiskType))
     parser.add_argument("--dir", type=Path, default=None, help="where to put data (default: a temp dir)")
@@ -106,10 +111,20 @@ def main() -> None:
                 "threads": args.threads, "flush": args.flush.value}  # fmt: skip
     host = {"python": platform.python_version(), "cpus": os.cpu_count()}
     root = Path(tempfile.mkdtemp(prefix="tidemq-bench-", dir=args.dir))
+    medians: dict[str, dict[str, int]] = {}
     try:
         for name, run in (("engine", bench_engine), ("rocksdb_raw", bench_rocksdb_raw)):
-            result = run(args, root / name, payloads)
-            print(json.dumps({"bench": name, **result, **settings, **host}), flush=True)
+            results = []
+            for attempt in range(1, args.repeat + 1):
+                results.append(run(args, root / f"{name}-{attempt}", payloads))
+                print(json.dumps({"bench": name, "run": attempt, **results[-1], **settings, **host}), flush=True)
+                shutil.rmtree(root / f"{name}-{attempt}", ignore_errors=True)
+            medians[name] = {key: round(statistics.median(r[key] for r in results)) for key in results[0]}
+            print(json.dumps({"bench": name, "run": "median", **medians[name], **settings, **host}), flush=True)
+        ratios = {
+            f"{key}_ratio": round(medians["engine"][key] / medians["rocksdb_raw"][key], 3) for key in medians["engine"]
+        }
+        print(json.dumps({"bench": "engine_vs_rocksdb_raw", **ratios, **settings, **host}), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

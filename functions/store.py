@@ -9,9 +9,8 @@ from __future__ import annotations
 import atexit
 import threading
 
-from tidemq_store import MessageStore, open_store
-
 from shared.settings import get_settings
+from tidemq_store import MessageStore, open_store
 
 _lock = threading.Lock()
 _store: MessageStore | None = None

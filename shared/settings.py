@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from pydantic import Field
+
 from tidemq_store.config import StoreConfig
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from tidemq_store import MessageStore, StoreConfig, open_store
 
 

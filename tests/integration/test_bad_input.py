@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tidemq_store import GroupConfig, Message, TopicConfig
 from tidemq_store.errors import (
     GroupNotFound,

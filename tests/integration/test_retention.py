@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tidemq_store import Message, TopicConfig
 from tidemq_store.errors import MessageNotFound, OffsetOutOfRange
 

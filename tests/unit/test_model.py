@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
+
 from tidemq_store.errors import InvalidArgument, InvalidName
 from tidemq_store.model import TagFilter, TopicConfig, check_name
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tidemq_store.errors import CorruptStore, InvalidArgument, MessageNotFound
 from tidemq_store.record import (
     CRC_START,
@@ -17,13 +18,14 @@ from tidemq_store.record import (
     message_id,
     parse_message_id,
     read_header,
+    record_size,
     scan_batches,
 )
 
 
 def encode(n: int = 3, start: int = 1000, props: bytes = b"") -> tuple[bytes, list[int]]:
     records = [PendingRecord(2, 10 + i, 111, props, f"body-{i}".encode()) for i in range(n)]
-    return encode_batch(b"orders", records, start, 222)
+    return encode_batch(b"orders", records, start, 222), [record_size(b"orders", r.properties, r.body) for r in records]
 
 
 def test_records_decode_to_what_was_encoded():
@@ -54,7 +56,7 @@ def test_a_run_of_records_decodes_with_offsets_checked():
 
 @pytest.mark.parametrize("position", [0, 4, 5, CRC_START, 20, 50, HEADER_SIZE, HEADER_SIZE + 3])
 def test_any_flipped_byte_is_detected(position):
-    data, sizes = encode(n=1)
+    data, _sizes = encode(n=1)
     damaged = bytearray(data)
     damaged[position] ^= 0x40
     with pytest.raises(CorruptStore):

@@ -124,13 +124,13 @@ _HEAD = struct.Struct("<IBI")  # total_size, magic, crc
 _REST = struct.Struct("<BIQQQQBHI")  # flags .. body_length: the CRC'd part of the header
 
 
-def encode_batch(
-    topic: bytes, records: list[PendingRecord], physical_start: int, store_timestamp: int
-) -> tuple[bytes, list[int]]:
-    """Encode one put as consecutive records starting at `physical_start`; return the bytes and each
-    record's size."""
+def record_size(topic: bytes, properties: bytes, body: bytes) -> int:
+    return HEADER_SIZE + len(topic) + len(properties) + len(body)
+
+
+def encode_batch(topic: bytes, records: list[PendingRecord], physical_start: int, store_timestamp: int) -> bytes:
+    """Encode one put as consecutive records starting at `physical_start` (each `record_size` long)."""
     parts: list[bytes] = []
-    sizes: list[int] = []
     fixed, topic_length, last = HEADER_SIZE + len(topic), len(topic), len(records) - 1
     pack_head, pack_rest = _HEAD.pack, _REST.pack
     position = physical_start
@@ -140,9 +140,8 @@ def encode_batch(
         rest = pack_rest(flags, queue, queue_offset, position, born, store_timestamp, topic_length, len(props),
                          len(body)) + topic + props  # fmt: skip
         parts += (pack_head(size, MAGIC, crc32c(body, crc32c(rest))), rest, body)
-        sizes.append(size)
         position += size
-    return b"".join(parts), sizes
+    return b"".join(parts)
 
 
 def _check(buf: bytes | bytearray | memoryview, pos: int, available: int) -> tuple:

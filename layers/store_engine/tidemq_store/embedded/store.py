@@ -54,13 +54,13 @@ from ..model import (
     validated,
 )
 from ..record import (
-    HEADER_SIZE,
     decode_message,
     decode_run,
     encode_batch,
     encode_properties,
     message_id,
     parse_message_id,
+    record_size,
 )
 from .commitlog import CommitLog
 from .consumequeue import Checkpoint, ConsumeQueueStore, Dispatch
@@ -212,21 +212,17 @@ class EmbeddedMessageStore(MessageStore):
                 raise TopicNotFound(topic)
             store_timestamp = self._last_store_timestamp = max(current_ms(), self._last_store_timestamp)
             next_offsets: dict[int, int] = {}
-            records = []
-            for queue, born, props, body, _, _ in pending:
+            records, dispatches = [], []
+            start = position = self.commitlog.written_position
+            for queue, born, props, body, tag_code, keys, size in pending:
                 offset = next_offsets.get(queue)
                 if offset is None:
                     offset = self._writer_max_offset(topic, queue)
-                records.append((queue, offset, born, props, body))
                 next_offsets[queue] = offset + 1
-            start = self.commitlog.written_position
-            data, sizes = encode_batch(topic.encode(), records, start, store_timestamp)
-            dispatches, position = [], start
-            for (queue, offset, _, _, _), size, (_, _, _, _, tag_code, keys) in zip(
-                records, sizes, pending, strict=True
-            ):
+                records.append((queue, offset, born, props, body))
                 dispatches.append((queue, offset, position, size, tag_code, keys))
                 position += size
+            data = encode_batch(topic.encode(), records, start, store_timestamp)
             try:
                 self.commitlog.append(data)
                 self.cq.dispatch(topic, self.commitlog.segment_start(start), store_timestamp, dispatches)
@@ -245,7 +241,7 @@ class EmbeddedMessageStore(MessageStore):
     def _validate_batch(self, config: TopicConfig, messages: Sequence[Message]) -> list[tuple]:
         """Check a whole batch before anything is written.
 
-        Returns (queue, born_timestamp, encoded properties, body, tag code, keys) for each message.
+        Returns (queue, born_timestamp, encoded properties, body, tag code, keys, record size) each.
         """
         limits = self.config
         if not isinstance(messages, Sequence) or not messages:
@@ -254,6 +250,7 @@ class EmbeddedMessageStore(MessageStore):
             raise InvalidBatch(f"a batch holds at most {limits.max_batch_messages} messages, got {len(messages)}")
         born_default = current_ms()
         queues, max_size = config.queues, limits.max_message_bytes
+        fixed = record_size(config.name.encode(), b"", b"")  # + properties + body
         total, pending = 0, []
         for index, message in enumerate(messages):
             if type(message) is not Message:
@@ -284,9 +281,10 @@ class EmbeddedMessageStore(MessageStore):
                 born = born_default
             elif type(born) is not int or born < 0:
                 raise InvalidArgument(f"message {index}: born_timestamp must be a non-negative integer (ms)")
-            total += size
-            pending.append((queue, born, props, body, tag_hash(tag) if tag else 0, tuple(keys) if keys else ()))
-        total += len(messages) * (HEADER_SIZE + len(config.name))
+            total += fixed + size
+            pending.append(
+                (queue, born, props, body, tag_hash(tag) if tag else 0, tuple(keys) if keys else (), fixed + size)
+            )
         if total > limits.max_batch_bytes:
             raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
         return pending

@@ -1,0 +1,67 @@
+"""Nothing acknowledged is lost: a writer is killed with SIGKILL at random moments, again and again."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tidemq_store import StoreConfig, open_store
+
+from .crash_writer import QUEUES, make_message
+
+WRITER = Path(__file__).with_name("crash_writer.py")
+KILLS = 24
+
+
+def read_all(store) -> dict[tuple[int, int], object]:
+    found = {}
+    for queue in range(QUEUES):
+        offset = 0
+        while True:
+            result = store.get("crash", queue, offset, max_messages=5000)
+            for message in result.messages:
+                found[(queue, message.queue_offset)] = message
+            if result.next_offset == offset:
+                break
+            offset = result.next_offset
+    return found
+
+
+def test_every_acknowledged_message_survives_repeated_sigkill(tmp_path):
+    home = tmp_path / "store"
+    rng = random.Random(20261122)
+    acknowledged: dict[tuple[int, int], tuple[int, int, int]] = {}
+    kills_while_writing = 0
+    for run in range(KILLS):
+        writer = subprocess.Popen(
+            [sys.executable, str(WRITER), str(home), str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        time.sleep(rng.uniform(0.0, 1.5))  # sometimes during start-up and recovery, mostly mid-write
+        writer.send_signal(signal.SIGKILL)
+        out, err = writer.communicate(timeout=60)
+        assert writer.returncode == -signal.SIGKILL, err.decode()[-2000:]
+        lines = out.decode().split("\n")[:-1]  # a line cut by the kill has no newline: not acknowledged
+        kills_while_writing += bool(lines)
+        for line in lines:
+            queue, offset, *origin = map(int, line.split())
+            assert (queue, offset) not in acknowledged, f"offset {queue}:{offset} acknowledged twice"
+            acknowledged[(queue, offset)] = tuple(origin)
+
+        with open_store(StoreConfig(home=home, commitlog_segment_bytes=256 * 1024)) as store:
+            stored = read_all(store)
+        for queue in range(QUEUES):
+            offsets = sorted(o for q, o in stored if q == queue)
+            assert offsets == list(range(len(offsets))), f"queue {queue} has a gap after run {run}"
+        for (queue, offset), (origin_run, thread, seq) in acknowledged.items():
+            message = stored.get((queue, offset))
+            assert message is not None, f"acknowledged {queue}:{offset} lost after kill {run}"
+            expected = make_message(origin_run, thread, seq)
+            assert (message.body, message.keys, message.tag, message.properties) == (
+                expected.body, expected.keys, expected.tag, dict(expected.properties)
+            )  # fmt: skip
+    assert kills_while_writing >= KILLS // 2, "too few kills landed while messages were being written"
+    assert len(acknowledged) > 1000

@@ -30,9 +30,7 @@ def test_100k_topics_survive_a_reopen_and_each_change_only_appends(tmp_path):
         create(store, 0, 1000)
         bytes_per_create_when_small = (wal_bytes(metadata) - wal_start) / 1000
         create(store, 1000, TOPICS - 2000)
-        store.meta._db.flush(True)  # put what exists into immutable table files
-        for family in store.meta._families.values():
-            family.flush(True)
+        store.meta.flush()  # put what exists into immutable table files
         tables, wal_before = table_files(metadata), wal_bytes(metadata)
         create(store, TOPICS - 1000, 1000)
         bytes_per_create_when_large = (wal_bytes(metadata) - wal_before) / 1000

@@ -12,9 +12,10 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TypeVar
+from functools import partial
+from typing import Annotated, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InvalidArgument, InvalidName
 
@@ -61,22 +62,21 @@ class MessageType(StrEnum):
     TRANSACTION = "TRANSACTION"
 
 
+TopicName = Annotated[str, AfterValidator(partial(check_name, "topic"))]
+GroupName = Annotated[str, AfterValidator(partial(check_name, "group"))]
+
+
 class TopicConfig(BaseModel):
     """A topic's metadata. `retention_ms=None` keeps messages until the topic is deleted."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str
+    name: TopicName
     queues: int = Field(default=8, ge=1, le=MAX_QUEUES)
     retention_ms: int | None = Field(default=72 * HOUR_MS, ge=1000)
     message_type: MessageType = MessageType.NORMAL
     attributes: dict[str, str] = Field(default_factory=dict)
     created_at: int = 0
-
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, value: str) -> str:
-        return check_name("topic", value)
 
 
 class GroupConfig(BaseModel):
@@ -84,14 +84,9 @@ class GroupConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str
+    name: GroupName
     attributes: dict[str, str] = Field(default_factory=dict)
     created_at: int = 0
-
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, value: str) -> str:
-        return check_name("group", value)
 
 
 @dataclass(slots=True)

@@ -24,7 +24,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from rocksdict import BlockBasedOptions, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import ReadOptions, WriteBatch, WriteOptions
+
+from .rocks import Families
 
 QUEUE = struct.Struct(">I")
 QUEUE_OFFSET = struct.Struct(">IQ")
@@ -53,14 +55,6 @@ class Dispatch(NamedTuple):
     keys: tuple[str, ...]
 
 
-def _options() -> Options:
-    options = Options(raw_mode=True)
-    table = BlockBasedOptions()
-    table.set_bloom_filter(10, False)
-    options.set_block_based_table_factory(table)
-    return options
-
-
 def _queue_key(topic: str, queue: int) -> bytes:
     return topic.encode() + b"\x00" + QUEUE.pack(queue)
 
@@ -70,13 +64,8 @@ class ConsumeQueueStore:
     or the cleaner under the store's write lock); reads come from anywhere."""
 
     def __init__(self, path: Path) -> None:
-        options = _options()
-        options.create_if_missing(True)
-        options.create_missing_column_families(True)
-        options.set_atomic_flush(True)
-        self._db = Rdict(str(path), options, column_families={name: _options() for name in FAMILIES})
-        self._families = {name: self._db.get_column_family(name) for name in FAMILIES}
-        self._handles = {name: self._db.get_column_family_handle(name) for name in FAMILIES}
+        self._rocks = Families(path, FAMILIES, atomic_flush=True)
+        self._db, self._families, self._handles = self._rocks.db, self._rocks.views, self._rocks.handles
         self._cq = self._families["cq"]
         self._no_wal = WriteOptions()
         self._no_wal.disable_wal = True
@@ -168,43 +157,39 @@ class ConsumeQueueStore:
     # ---- durability ------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Persist every family's memtable."""
-        for family in self._families.values():
-            family.flush(True)
+        """Persist every family's memtable (the ConsumeQueue has no WAL)."""
+        self._rocks.flush()
 
     def close(self) -> None:
-        # Each family view holds a reference to the database: drop them all so RocksDB really closes.
-        for family in self._families.values():
-            family.close()
-        self._families.clear()
-        self._handles.clear()
-        self._db.close()
+        self._rocks.close()
 
 
 class Checkpoint:
     """Where ConsumeQueue replay starts after a restart, in the file `checkpoint` (JSON):
 
-        {"position": <commit-log position>, "clean": <bool>}
+        {"position": <commit-log position>, "clean": <bool>, "store_timestamp": <ms>}
 
     Every record below `position` is in the ConsumeQueue's flushed (durable) state. `clean` is true
     only after an orderly close; a store opened without it checks queue maxima against the log.
+    `store_timestamp` is the newest store time written, so store times never go back across restarts.
     The file is replaced atomically (write, fsync, rename, fsync the directory).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def read(self) -> tuple[int, bool]:
+    def read(self) -> tuple[int, bool, int]:
+        """(position, clean, store_timestamp); a store without a checkpoint replays from the start."""
         try:
             state = json.loads(self.path.read_text())
         except FileNotFoundError:
-            return 0, False
-        return int(state["position"]), bool(state["clean"])
+            return 0, False, 0
+        return int(state["position"]), bool(state["clean"]), int(state.get("store_timestamp", 0))
 
-    def write(self, position: int, clean: bool) -> None:
+    def write(self, position: int, clean: bool, store_timestamp: int) -> None:
         temp = self.path.with_suffix(".tmp")
         with open(temp, "w") as file:
-            json.dump({"position": position, "clean": clean}, file)
+            json.dump({"position": position, "clean": clean, "store_timestamp": store_timestamp}, file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temp, self.path)

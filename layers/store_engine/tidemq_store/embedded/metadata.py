@@ -19,10 +19,12 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from pydantic import BaseModel
+from rocksdict import ReadOptions, WriteBatch, WriteOptions
 
 from ..model import GroupConfig, TopicConfig
-from .consumequeue import U64, _options
+from .consumequeue import U64
+from .rocks import Families
 
 FAMILIES = ("topics", "retention", "groups", "offsets", "subscriptions")
 FOREVER = 2**64 - 1
@@ -44,12 +46,8 @@ class MetadataStore:
     """Topic, group and consumer-offset records; callers validate, this layer only stores."""
 
     def __init__(self, path: Path, sync: bool) -> None:
-        options = Options(raw_mode=True)
-        options.create_if_missing(True)
-        options.create_missing_column_families(True)
-        self._db = Rdict(str(path), options, column_families={name: _options() for name in FAMILIES})
-        self._families = {name: self._db.get_column_family(name) for name in FAMILIES}
-        self._handles = {name: self._db.get_column_family_handle(name) for name in FAMILIES}
+        self._rocks = Families(path, FAMILIES)
+        self._db, self._families, self._handles = self._rocks.db, self._rocks.views, self._rocks.handles
         self._write = WriteOptions()
         self._write.sync = sync
         self._topic_cache: dict[str, TopicConfig] = {}
@@ -103,9 +101,13 @@ class MetadataStore:
         self._topic_cache.pop(config.name, None)
 
     def list_topics(self, after: str | None, limit: int) -> list[TopicConfig]:
+        return self._list("topics", TopicConfig, after, limit)
+
+    def _list(self, family: str, model: type[BaseModel], after: str | None, limit: int) -> list:
+        """Up to `limit` configs in name order, starting after `after`."""
         found = []
-        for _, raw in self._scan("topics", b"", after.encode() if after else None):
-            found.append(TopicConfig.model_validate_json(raw))
+        for _, raw in self._scan(family, b"", after.encode() if after else None):
+            found.append(model.model_validate_json(raw))
             if len(found) == limit:
                 break
         return found
@@ -137,12 +139,7 @@ class MetadataStore:
         self._db.write(batch, self._write)
 
     def list_groups(self, after: str | None, limit: int) -> list[GroupConfig]:
-        found = []
-        for _, raw in self._scan("groups", b"", after.encode() if after else None):
-            found.append(GroupConfig.model_validate_json(raw))
-            if len(found) == limit:
-                break
-        return found
+        return self._list("groups", GroupConfig, after, limit)
 
     # ---- consumer offsets ------------------------------------------------------------------------
 
@@ -162,10 +159,9 @@ class MetadataStore:
         prefix = group.encode() + b"\x00"
         return [key[len(prefix) :].decode() for key, _ in self._scan("subscriptions", prefix)]
 
+    def flush(self) -> None:
+        """Move the memtables into table files (the WAL already makes every change durable)."""
+        self._rocks.flush()
+
     def close(self) -> None:
-        # Each family view holds a reference to the database: drop them all so RocksDB really closes.
-        for family in self._families.values():
-            family.close()
-        self._families.clear()
-        self._handles.clear()
-        self._db.close()
+        self._rocks.close()

@@ -99,6 +99,7 @@ class EmbeddedMessageStore(MessageStore):
         self._write_lock = threading.Lock()
         self._next_offsets: dict[tuple[str, int], int] = {}  # writer-owned cache of each queue's max offset
         self._last_store_timestamp = 0
+        self._clean_lock = threading.Lock()
         self._closed = False
         self.recover()
         self._stop = threading.Event()
@@ -439,14 +440,14 @@ class EmbeddedMessageStore(MessageStore):
 
     def _write_checkpoint(self, clean: bool) -> None:
         with self._write_lock:
-            position = self.commitlog.written_position
+            position, store_timestamp = self.commitlog.written_position, self._last_store_timestamp
         self.commitlog.wait_durable(position)
         self.cq.flush()
-        self._checkpoint.write(position, clean)
+        self._checkpoint.write(position, clean, store_timestamp)
 
     def recover(self) -> None:
         """Replay the log from the checkpoint into the ConsumeQueue, cut a torn tail, repair maxima."""
-        checkpoint, clean = self._checkpoint.read()
+        checkpoint, clean, self._last_store_timestamp = self._checkpoint.read()
         log = self.commitlog
         end = start = max(min(checkpoint, log.written_position), log.min_position)
         for batch in log.iter_batches(start):
@@ -467,7 +468,7 @@ class EmbeddedMessageStore(MessageStore):
             self._repair_maxima(end)
         self._next_offsets.clear()
         self.cq.flush()
-        self._checkpoint.write(end, clean=False)
+        self._checkpoint.write(end, False, self._last_store_timestamp)
         if not clean:
             self.clean_expired()
 
@@ -487,7 +488,10 @@ class EmbeddedMessageStore(MessageStore):
         Queue minimums advance first (and are flushed) so no ConsumeQueue entry points into a
         deleted segment; the segment's key-index entries go with it.
         """
-        now = current_ms() if now_ms is None else now_ms
+        with self._clean_lock:
+            return self._clean_expired(current_ms() if now_ms is None else now_ms)
+
+    def _clean_expired(self, now: int) -> CleanReport:
         longest = self.meta.longest_retention_ms()
         segments = self.commitlog.segments()
         keep_from = segments[0][0]
@@ -508,10 +512,14 @@ class EmbeddedMessageStore(MessageStore):
                 continue
             min_offset = self.cq.min_offset(topic, queue)
             cutoff = -1 if config.retention_ms is None else now - config.retention_ms
-            new_min = self._first_offset(
-                topic, queue, min_offset, max_offset,
-                lambda e, cutoff=cutoff: e.store_timestamp >= cutoff and e.physical_offset >= keep_from,
-            )  # fmt: skip
+
+            def live(entry, cutoff=cutoff) -> bool:
+                return entry.store_timestamp >= cutoff and entry.physical_offset >= keep_from
+
+            oldest = self.cq.entry(topic, queue, min_offset) if min_offset < max_offset else None
+            if oldest is None or live(oldest):
+                continue  # the common case: nothing to expire in this queue, one lookup
+            new_min = self._first_offset(topic, queue, min_offset, max_offset, live)
             if new_min > min_offset:
                 self.cq.advance_min(topic, queue, min_offset, new_min)
                 expired += new_min - min_offset

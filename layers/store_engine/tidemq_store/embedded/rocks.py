@@ -1,0 +1,42 @@
+"""One RocksDB instance with named column families, as the ConsumeQueue and metadata stores use it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rocksdict import BlockBasedOptions, ColumnFamily, Options, Rdict
+
+
+def family_options() -> Options:
+    """Bytes keys and values, with a Bloom filter so point lookups of absent keys stay cheap at scale."""
+    options = Options(raw_mode=True)
+    table = BlockBasedOptions()
+    table.set_bloom_filter(10, False)
+    options.set_block_based_table_factory(table)
+    return options
+
+
+class Families:
+    """`views[name]` reads and writes one family; `handles[name]` targets it inside a WriteBatch."""
+
+    def __init__(self, path: Path, names: tuple[str, ...], *, atomic_flush: bool = False) -> None:
+        options = family_options()
+        options.create_if_missing(True)
+        options.create_missing_column_families(True)
+        options.set_atomic_flush(atomic_flush)
+        self.db = Rdict(str(path), options, column_families={name: family_options() for name in names})
+        self.views: dict[str, Rdict] = {name: self.db.get_column_family(name) for name in names}
+        self.handles: dict[str, ColumnFamily] = {name: self.db.get_column_family_handle(name) for name in names}
+
+    def flush(self) -> None:
+        """Persist every family's memtable."""
+        for view in self.views.values():
+            view.flush(True)
+
+    def close(self) -> None:
+        # Each family view holds a reference to the database: drop them all so RocksDB really closes.
+        for view in self.views.values():
+            view.close()
+        self.views.clear()
+        self.handles.clear()
+        self.db.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from urllib.parse import parse_qsl
 
 import uvicorn
 
-from functions.routes import ROUTES, Route, handler_for
+from functions.routes import Route, handler_for, routes
 from functions.store import close_store, get_store
 from shared.settings import get_settings
 
@@ -47,9 +48,9 @@ class LocalContext:
 
 
 def match_route(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
-    for route in ROUTES:
+    for route in routes():
         if route.method == method:
-            found = route.pattern().match(path)
+            found = route.pattern.match(path)
             if found:
                 return route, found.groupdict()
     return None
@@ -147,6 +148,8 @@ async def app(scope, receive, send) -> None:
 
 
 def main() -> None:
+    # Locally, EMF metric lines would drown the console; POWERTOOLS_METRICS_DISABLED=false brings them back.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     settings = get_settings()
     print(f"TideMQ local gateway on http://{settings.host}:{settings.port} (data in {settings.home.resolve()})")
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")

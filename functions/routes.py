@@ -1,8 +1,8 @@
 """The HTTP API's route table: which Lambda function serves which route.
 
-One table for both places that route: the local gateway (`functions.local_gateway`) and the CDK app
-(`infra_cdk`), so local runs and AWS expose the same API. Paths use API Gateway's syntax: `{name}`
-is one path segment, `{name+}` the rest of the path.
+Derived from the functions' own resolvers, so it cannot drift from them; used by both places that
+route, the local gateway (`functions.local_gateway`) and the CDK app (`infra_cdk`). Paths use API
+Gateway's syntax: `{name}` is one path segment.
 """
 
 from __future__ import annotations
@@ -10,8 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from importlib import import_module
 from typing import Any
+
+FUNCTIONS = ("admin", "produce", "consume")
+EXTRA_ROUTES = (("GET", "/openapi.json", "admin"),)  # served, but not part of the document itself
 
 
 @dataclass(frozen=True)
@@ -24,15 +28,27 @@ class Route:
     def route_key(self) -> str:
         return f"{self.method} {self.path}"
 
+    @property
     def pattern(self) -> re.Pattern[str]:
-        regex = re.sub(r"\{(\w+)\+\}", r"(?P<\1>.+)", self.path)
-        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", regex)
-        return re.compile(f"^{regex}$")
-
-
-ROUTES: tuple[Route, ...] = (Route("GET", "/health", "admin"),)
+        return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.path) + "$")
 
 
 def handler_for(function: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """The Lambda entry point of a function, imported as Lambda would import it."""
     return import_module(f"functions.{function}.handler").lambda_handler
+
+
+@cache
+def resolvers() -> dict[str, Any]:
+    return {function: import_module(f"functions.{function}.handler").app for function in FUNCTIONS}
+
+
+@cache
+def routes() -> tuple[Route, ...]:
+    table = [Route(*extra) for extra in EXTRA_ROUTES]
+    for function, app in resolvers().items():
+        for path, item in app.get_openapi_schema().paths.items():
+            for method in ("get", "put", "post", "delete", "patch"):
+                if getattr(item, method, None) is not None:
+                    table.append(Route(method.upper(), path, function))
+    return tuple(table)

@@ -1,22 +1,146 @@
-"""Admin function: health now; topics, groups and queries join it with the HTTP API."""
+"""Admin function: topics, consumer groups, message queries, health and the OpenAPI document."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
+from functions.api.errors import responses
+from functions.api.observability import lambda_entry
+from functions.api.resolver import new_resolver
+from functions.logic import groups, queries, topics
 from functions.store import get_store
+from shared.models import (
+    CommittedOffsets,
+    GroupDescription,
+    GroupList,
+    GroupSpec,
+    GroupView,
+    Health,
+    MessageList,
+    MessageView,
+    OffsetCommit,
+    OffsetForTime,
+    OffsetReset,
+    TopicChange,
+    TopicDescription,
+    TopicList,
+    TopicSpec,
+    TopicView,
+)
 
-app = APIGatewayHttpResolver()
+app = new_resolver()
+
+Limit = Annotated[int, Query(ge=1, le=1000, description="Most items to return.")]
+After = Annotated[str | None, Query(description="Return items after this name (paging).")]
 
 
-@app.get("/health")
-def health() -> dict[str, str]:
+@app.get("/health", tags=["admin"])
+def health() -> Health:
     """200 once the store is open and answering."""
     get_store().list_topics(limit=1)
-    return {"status": "ok"}
+    return Health(status="ok")
 
 
-def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return app.resolve(event, context)
+@app.get("/openapi.json", tags=["admin"], include_in_schema=False)
+def openapi_document():
+    from functions.openapi import openapi_json
+
+    return Response(200, content_types.APPLICATION_JSON, openapi_json())
+
+
+# ---- topics --------------------------------------------------------------------------------------
+
+
+@app.post("/v1/topics", status_code=201, tags=["topics"], responses=responses(400, 409, ok=201))
+def create_topic(spec: TopicSpec) -> TopicView:
+    return topics.create_topic(get_store(), spec)
+
+
+@app.get("/v1/topics", tags=["topics"], responses=responses(400))
+def list_topics(after: After = None, limit: Limit = 100) -> TopicList:
+    return topics.list_topics(get_store(), after, limit)
+
+
+@app.get("/v1/topics/<topic>", tags=["topics"], responses=responses(400, 404))
+def describe_topic(topic: Annotated[str, Path()]) -> TopicDescription:
+    return topics.describe_topic(get_store(), topic)
+
+
+@app.patch("/v1/topics/<topic>", tags=["topics"], responses=responses(400, 404))
+def change_topic(topic: Annotated[str, Path()], change: TopicChange) -> TopicView:
+    return topics.change_topic(get_store(), topic, change)
+
+
+@app.delete("/v1/topics/<topic>", tags=["topics"], responses=responses(400, 404, ok=204))
+def delete_topic(topic: Annotated[str, Path()]):
+    topics.delete_topic(get_store(), topic)
+    return Response(204)
+
+
+# ---- queries -------------------------------------------------------------------------------------
+
+
+@app.get("/v1/messages/<msg_id>", tags=["queries"], responses=responses(404))
+def message_by_id(msg_id: Annotated[str, Path()]) -> MessageView:
+    return queries.message_by_id(get_store(), msg_id)
+
+
+@app.get("/v1/topics/<topic>/messages", tags=["queries"], responses=responses(400, 404))
+def messages_by_key(
+    topic: Annotated[str, Path()],
+    key: Annotated[str, Query(min_length=1, description="Message key to look up.")],
+    limit: Annotated[int, Query(ge=1, le=1000)] = 32,
+) -> MessageList:
+    return queries.messages_by_key(get_store(), topic, key, limit)
+
+
+@app.get("/v1/topics/<topic>/queues/<queue>/offset", tags=["queries"], responses=responses(400, 404))
+def offset_for_time(
+    topic: Annotated[str, Path()],
+    queue: Annotated[int, Path()],
+    timestamp: Annotated[int, Query(ge=0, description="ms since the epoch")],
+) -> OffsetForTime:
+    return queries.offset_for_time(get_store(), topic, queue, timestamp)
+
+
+# ---- consumer groups -----------------------------------------------------------------------------
+
+
+@app.post("/v1/groups", status_code=201, tags=["groups"], responses=responses(400, 409, ok=201))
+def create_group(spec: GroupSpec) -> GroupView:
+    return groups.create_group(get_store(), spec)
+
+
+@app.get("/v1/groups", tags=["groups"], responses=responses(400))
+def list_groups(after: After = None, limit: Limit = 100) -> GroupList:
+    return groups.list_groups(get_store(), after, limit)
+
+
+@app.get("/v1/groups/<group>", tags=["groups"], responses=responses(400, 404))
+def describe_group(
+    group: Annotated[str, Path()],
+    topic: Annotated[str | None, Query(description="Only this topic (default: every topic with commits).")] = None,
+) -> GroupDescription:
+    return groups.describe_group(get_store(), group, topic)
+
+
+@app.delete("/v1/groups/<group>", tags=["groups"], responses=responses(400, 404, ok=204))
+def delete_group(group: Annotated[str, Path()]):
+    groups.delete_group(get_store(), group)
+    return Response(204)
+
+
+@app.post("/v1/groups/<group>/offsets", tags=["groups"], responses=responses(400, 404, 416))
+def commit_offsets(group: Annotated[str, Path()], commit: OffsetCommit) -> CommittedOffsets:
+    return groups.commit_offsets(get_store(), group, commit.topic, commit.offsets)
+
+
+@app.post("/v1/groups/<group>/reset", tags=["groups"], responses=responses(400, 404))
+def reset_offsets(group: Annotated[str, Path()], reset: OffsetReset) -> CommittedOffsets:
+    return groups.reset_offsets(get_store(), group, reset)
+
+
+lambda_handler = lambda_entry(app.resolve)

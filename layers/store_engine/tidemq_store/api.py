@@ -12,6 +12,7 @@ Semantics every backend keeps:
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -96,6 +97,18 @@ class MessageStore(ABC):
     ) -> GetResult:  # fmt: skip
         """Read up to `max_messages`/`max_bytes` from `offset`; raises OffsetOutOfRange outside
         [min_offset, max_offset]. At `max_offset` the result is empty."""
+
+    def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
+        """Block until the queue holds a readable message at `offset` or the timeout passes (long
+        polling); True if one arrived. Backends that learn of new messages override this poll."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.queue_offsets(topic)[queue].max_offset > offset:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(0.05, remaining))
 
     @abstractmethod
     def queue_offsets(self, topic: str) -> list[QueueOffsets]:

@@ -100,6 +100,7 @@ class EmbeddedMessageStore(MessageStore):
         self._next_offsets: dict[tuple[str, int], int] = {}  # writer-owned cache of each queue's max offset
         self._last_store_timestamp = 0
         self._clean_lock = threading.Lock()
+        self._arrivals = threading.Condition()  # notified after every acknowledged put (long polling)
         self._closed = False
         self.recover()
         self._stop = threading.Event()
@@ -234,6 +235,8 @@ class EmbeddedMessageStore(MessageStore):
                 self._next_offsets[(topic, queue)] = offset
         if self.commitlog.sync:
             self.commitlog.wait_durable(position)
+        with self._arrivals:
+            self._arrivals.notify_all()
         return [
             PutResult(message_id(physical, size), queue, offset, store_timestamp)
             for queue, offset, physical, size, _, _ in dispatches
@@ -346,6 +349,29 @@ class EmbeddedMessageStore(MessageStore):
         if offset < min_offset:
             raise OffsetOutOfRange(topic, queue, offset, min_offset, max_offset)
         raise CorruptStore(f"ConsumeQueue {topic}:{queue} is missing entries from offset {offset}")
+
+    def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
+        self._check_queue(self.get_topic(topic), queue)
+        deadline = time.monotonic() + timeout_s
+
+        def arrived() -> bool:
+            return self._readable_max_offset(topic, queue) > offset or self._closed
+
+        with self._arrivals:
+            while not arrived():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._arrivals.wait(remaining)
+        return not self._closed
+
+    def _readable_max_offset(self, topic: str, queue: int) -> int:
+        """The max offset, not counting a last entry that is written but not yet acknowledged."""
+        max_offset = self._max_offset(topic, queue)
+        last = self.cq.entry(topic, queue, max_offset - 1) if max_offset else None
+        if last is not None and last.physical_offset + last.size > self.commitlog.readable_position:
+            return max_offset - 1
+        return max_offset
 
     # ---- offsets and queries ---------------------------------------------------------------------
 
@@ -555,6 +581,8 @@ class EmbeddedMessageStore(MessageStore):
         self._write_checkpoint(clean=True)
         with self._write_lock:
             self._closed = True
+        with self._arrivals:
+            self._arrivals.notify_all()  # long polls return
         self.commitlog.close()
         self.cq.close()
         self.meta.close()

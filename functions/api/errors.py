@@ -1,0 +1,81 @@
+"""The one place that maps engine errors to HTTP status codes.
+
+A `ClientError` becomes a 4xx whose JSON body (`shared.models.ErrorBody`) says what was wrong;
+request validation errors are Powertools' 422. Anything else is a bug or an outage: a 500 that
+says only that, with the details in the log.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+
+from shared.models import ErrorBody
+from tidemq_store.errors import (
+    ClientError,
+    GroupExists,
+    GroupNotFound,
+    InvalidArgument,
+    InvalidBatch,
+    MessageNotFound,
+    MessageTooLarge,
+    OffsetOutOfRange,
+    QueueOutOfRange,
+    TopicExists,
+    TopicNotFound,
+)
+
+STATUS: dict[type[ClientError], int] = {
+    InvalidArgument: 400,
+    InvalidBatch: 400,
+    QueueOutOfRange: 400,
+    TopicNotFound: 404,
+    GroupNotFound: 404,
+    MessageNotFound: 404,
+    TopicExists: 409,
+    GroupExists: 409,
+    MessageTooLarge: 413,
+    OffsetOutOfRange: 416,
+}
+
+
+def status_of(error: ClientError) -> int:
+    for cls in type(error).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 400
+
+
+def error_response(status: int, body: ErrorBody) -> Response:
+    return Response(status, content_types.APPLICATION_JSON, body.model_dump_json(exclude_none=True))
+
+
+def install_error_handlers(app: APIGatewayHttpResolver) -> None:
+    @app.exception_handler(ClientError)
+    def client_error(error: ClientError) -> Response:
+        body = ErrorBody(error=type(error).__name__, message=str(error))
+        if isinstance(error, OffsetOutOfRange):
+            body.min_offset, body.max_offset = error.min_offset, error.max_offset
+        return error_response(status_of(error), body)
+
+    @app.not_found
+    def not_found(_: Exception) -> Response:
+        path = app.current_event.path
+        return error_response(404, ErrorBody(error="RouteNotFound", message=f"no route for {path}"))
+
+
+DESCRIBED = {400: "Bad request", 404: "Not found", 409: "Already exists", 413: "Too large",
+             416: "Offset out of range"}  # fmt: skip
+
+
+def responses(*errors: int, ok: int = 200, ok_content: dict | None = None, description: str = "OK") -> dict:
+    """OpenAPI `responses` of a route: its success status (content from the return annotation unless
+    given; none for 204) and the error statuses it can return, each with an ErrorBody."""
+    success: dict = {"description": description}
+    if ok == 204:
+        success["content"] = {}
+    elif ok_content is not None:
+        success["content"] = ok_content
+    documented = {ok: success}
+    for status in errors:
+        documented[status] = {"description": DESCRIBED[status], "content": {"application/json": {"model": ErrorBody}}}
+    return documented

@@ -1,0 +1,36 @@
+"""Logger, Metrics (CloudWatch EMF) and Tracer for every function, configured in one place.
+
+Powertools reads its usual variables (POWERTOOLS_SERVICE_NAME, POWERTOOLS_LOG_LEVEL,
+POWERTOOLS_METRICS_NAMESPACE, POWERTOOLS_METRICS_DISABLED, POWERTOOLS_TRACE_DISABLED); the
+defaults below name the service and namespace.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "tidemq")
+
+logger = Logger(service=SERVICE)
+metrics = Metrics(service=SERVICE, namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "TideMQ"))
+tracer = Tracer(service=SERVICE)
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def lambda_entry(resolve: Handler) -> Handler:
+    """Wrap a function's resolver as its Lambda entry point, with context logging, metrics and tracing."""
+
+    @logger.inject_lambda_context(clear_state=True)
+    @metrics.log_metrics
+    @tracer.capture_lambda_handler(capture_response=False)
+    def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=1)
+        return resolve(event, context)
+
+    return lambda_handler

@@ -1,0 +1,59 @@
+"""Consume function: read a queue from an offset, with tag filter and long polling."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.metrics import MetricUnit
+
+from functions.api.errors import responses
+from functions.api.observability import lambda_entry, metrics
+from functions.api.resolver import new_resolver
+from functions.logic.consume import consume
+from functions.store import get_store
+from shared import codec
+from shared.models import ConsumeResponse, MessageView
+
+app = new_resolver()
+BINARY = {codec.CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}}}
+
+Offset = Annotated[int, Query(ge=0, description="First offset to read.")]
+MaxMessages = Annotated[int, Query(ge=1, le=10_000)]
+MaxBytes = Annotated[int, Query(ge=1, le=64 * 1024 * 1024)]
+Tag = Annotated[str | None, Query(description="Tag filter: `*`, or tags joined by `||`.")]
+WaitMs = Annotated[int, Query(ge=0, le=20_000, description="Long polling: wait up to this long for a message.")]
+
+
+@app.get("/v1/topics/<topic>/queues/<queue>/messages", tags=["messages"], responses=responses(400, 404, 416))
+def consume_json(
+    topic: Annotated[str, Path()], queue: Annotated[int, Path()], offset: Offset = 0, max_messages: MaxMessages = 32,
+    max_bytes: MaxBytes = 4 * 1024 * 1024, tag: Tag = None, wait_ms: WaitMs = 0,
+) -> ConsumeResponse:  # fmt: skip
+    result = consume(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
+    metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=len(result.messages))
+    return ConsumeResponse.model_construct(
+        messages=[MessageView.of(m) for m in result.messages], next_offset=result.next_offset,
+        min_offset=result.min_offset, max_offset=result.max_offset,
+    )  # fmt: skip
+
+
+@app.get(
+    "/v1/topics/<topic>/queues/<queue>/batch",
+    tags=["messages"],
+    responses=responses(400, 404, 416, ok_content=BINARY,
+                        description=f"A `{codec.CONTENT_TYPE}` consume batch (see shared/codec.py)."),
+    description="Like .../messages, in the compact binary batch encoding.",
+)  # fmt: skip
+def consume_binary(
+    topic: Annotated[str, Path()], queue: Annotated[int, Path()], offset: Offset = 0, max_messages: MaxMessages = 1000,
+    max_bytes: MaxBytes = 4 * 1024 * 1024, tag: Tag = None, wait_ms: WaitMs = 0,
+):  # fmt: skip
+    result = consume(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
+    metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=len(result.messages))
+    body = codec.encode_consume(result.messages, result.next_offset, result.min_offset, result.max_offset)
+    return Response(200, codec.CONTENT_TYPE, body)
+
+
+lambda_handler = lambda_entry(app.resolve)

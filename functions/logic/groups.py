@@ -1,0 +1,67 @@
+"""Consumer groups: lifecycle, lag per queue, committing and resetting offsets."""
+
+from __future__ import annotations
+
+from shared.models import (
+    CommittedOffsets,
+    GroupDescription,
+    GroupList,
+    GroupSpec,
+    GroupView,
+    OffsetReset,
+    QueueLag,
+    TopicLag,
+)
+from tidemq_store import GroupConfig, MessageStore
+
+
+def create_group(store: MessageStore, spec: GroupSpec) -> GroupView:
+    return GroupView(**store.create_group(GroupConfig(**spec.model_dump())).model_dump())
+
+
+def list_groups(store: MessageStore, after: str | None, limit: int) -> GroupList:
+    groups = store.list_groups(after=after, limit=limit)
+    return GroupList(
+        groups=[GroupView(**g.model_dump()) for g in groups],
+        next_after=groups[-1].name if len(groups) == limit else None,
+    )
+
+
+def topic_lag(store: MessageStore, group: str, topic: str) -> TopicLag:
+    committed = store.committed_offsets(group, topic)
+    queues = []
+    for q in store.queue_offsets(topic):
+        position = committed.get(q.queue)
+        start = q.min_offset if position is None else max(position, q.min_offset)
+        queues.append(QueueLag(queue=q.queue, committed_offset=position, min_offset=q.min_offset,
+                               max_offset=q.max_offset, lag=max(0, q.max_offset - start)))  # fmt: skip
+    return TopicLag(topic=topic, lag=sum(q.lag for q in queues), queues=queues)
+
+
+def describe_group(store: MessageStore, name: str, topic: str | None) -> GroupDescription:
+    """The group with its lag on `topic`, or on every topic it has committed offsets on."""
+    config = store.get_group(name)
+    topics = [topic] if topic else store.group_topics(name)
+    lags = [topic_lag(store, name, t) for t in topics]
+    return GroupDescription(**config.model_dump(), lag=sum(t.lag for t in lags), topics=lags)
+
+
+def delete_group(store: MessageStore, name: str) -> None:
+    store.delete_group(name)
+
+
+def commit_offsets(store: MessageStore, group: str, topic: str, offsets: dict[int, int]) -> CommittedOffsets:
+    store.commit_offsets(group, topic, offsets)
+    return CommittedOffsets(group=group, topic=topic, offsets=store.committed_offsets(group, topic))
+
+
+def reset_offsets(store: MessageStore, group: str, reset: OffsetReset) -> CommittedOffsets:
+    store.get_group(group)
+    ranges = store.queue_offsets(reset.topic)
+    if reset.to == "earliest":
+        offsets = {q.queue: q.min_offset for q in ranges}
+    elif reset.to == "latest":
+        offsets = {q.queue: q.max_offset for q in ranges}
+    else:
+        offsets = {q.queue: store.offset_for_timestamp(reset.topic, q.queue, reset.timestamp) for q in ranges}
+    return commit_offsets(store, group, reset.topic, offsets)

@@ -1,0 +1,54 @@
+"""Produce: route each message to a queue, then store the batch in one atomic put.
+
+Routing: an explicit queue wins; else a sharding key picks `crc32(key) % queues`, so one key always
+lands in one queue and keeps its order; the rest of a batch goes to one queue chosen round-robin
+per batch, so an unkeyed batch stays contiguous.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from collections.abc import Sequence
+
+from shared.codec import ProduceFrame
+from shared.models import MessageIn, ProduceResponse, PutView
+from tidemq_store import Message, MessageStore, PutResult
+from tidemq_store.errors import QueueOutOfRange
+
+_round_robin = itertools.count()
+
+
+def queue_for(sharding_key: str | None, queues: int, batch_queue: int) -> int:
+    return zlib.crc32(sharding_key.encode()) % queues if sharding_key else batch_queue
+
+
+def produce_frames(store: MessageStore, topic: str, frames: Sequence[ProduceFrame]) -> list[PutResult]:
+    """Route and store decoded messages (from JSON or the binary batch encoding)."""
+    queues = store.get_topic(topic).queues
+    batch_queue = next(_round_robin) % queues
+    messages = []
+    for frame in frames:
+        message = frame.message
+        if frame.queue is not None:
+            if frame.queue >= queues:
+                raise QueueOutOfRange(topic, frame.queue, queues)
+            message.queue = frame.queue
+        else:
+            message.queue = queue_for(frame.sharding_key, queues, batch_queue)
+        messages.append(message)
+    return store.put(topic, messages)
+
+
+def produce_json(store: MessageStore, topic: str, messages: list[MessageIn]) -> ProduceResponse:
+    frames = [
+        ProduceFrame(Message(m.body_bytes(), 0, tuple(m.keys), m.tag, m.properties), m.queue, m.sharding_key)
+        for m in messages
+    ]
+    results = produce_frames(store, topic, frames)
+    return ProduceResponse(
+        messages=[
+            PutView(msg_id=r.msg_id, queue=r.queue, offset=r.queue_offset, store_timestamp=r.store_timestamp)
+            for r in results
+        ]
+    )

@@ -1,0 +1,42 @@
+"""Topic administration."""
+
+from __future__ import annotations
+
+from shared.models import QueueRange, TopicChange, TopicDescription, TopicList, TopicSpec, TopicView
+from tidemq_store import MessageStore, TopicConfig
+from tidemq_store.api import UNSET
+
+
+def create_topic(store: MessageStore, spec: TopicSpec) -> TopicView:
+    config = store.create_topic(TopicConfig(**spec.model_dump()))
+    return TopicView(**config.model_dump())
+
+
+def list_topics(store: MessageStore, after: str | None, limit: int) -> TopicList:
+    topics = store.list_topics(after=after, limit=limit)
+    return TopicList(
+        topics=[TopicView(**t.model_dump()) for t in topics],
+        next_after=topics[-1].name if len(topics) == limit else None,
+    )
+
+
+def describe_topic(store: MessageStore, name: str) -> TopicDescription:
+    config = store.get_topic(name)
+    ranges = [QueueRange(queue=q.queue, min_offset=q.min_offset, max_offset=q.max_offset) for q in
+              store.queue_offsets(name)]  # fmt: skip
+    return TopicDescription(**config.model_dump(), queue_offsets=ranges)
+
+
+def change_topic(store: MessageStore, name: str, change: TopicChange) -> TopicView:
+    given = change.model_fields_set
+    config = store.update_topic(
+        name,
+        retention_ms=change.retention_ms if "retention_ms" in given else UNSET,
+        queues=change.queues,
+        attributes=change.attributes,
+    )
+    return TopicView(**config.model_dump())
+
+
+def delete_topic(store: MessageStore, name: str) -> None:
+    store.delete_topic(name)

@@ -1,0 +1,52 @@
+"""Produce function: store a batch of messages, as JSON or in the compact binary batch encoding."""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.metrics import MetricUnit
+
+from functions.api.errors import responses
+from functions.api.observability import lambda_entry, metrics
+from functions.api.resolver import new_resolver
+from functions.logic import produce
+from functions.store import get_store
+from shared import codec
+from shared.models import ProduceRequest, ProduceResponse
+from tidemq_store.errors import InvalidArgument
+
+app = new_resolver()
+
+
+@app.post("/v1/topics/<topic>/messages", tags=["messages"], responses=responses(400, 404, 413))
+def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> ProduceResponse:
+    """Store a batch atomically; each message's id, queue and offset come back in order."""
+    response = produce.produce_json(get_store(), topic, request.messages)
+    metrics.add_metric(name="MessagesProduced", unit=MetricUnit.Count, value=len(response.messages))
+    return response
+
+
+@app.post(
+    "/v1/topics/<topic>/batch",
+    tags=["messages"],
+    responses=responses(400, 404, 413, ok_content={"text/plain": {"schema": {"type": "string"}}},
+                        description="One line `msg_id queue offset` per message, in order."),
+    description=f"Body: a `{codec.CONTENT_TYPE}` produce batch (see shared/codec.py).",
+)  # fmt: skip
+def produce_binary(topic: Annotated[str, Path()]):
+    event = app.current_event
+    raw = event.body or ""
+    data = base64.b64decode(raw) if event.is_base64_encoded else raw.encode("latin-1", "replace")
+    frames = codec.decode_produce(data)
+    if not frames:
+        raise InvalidArgument("the batch holds no messages")
+    results = produce.produce_frames(get_store(), topic, frames)
+    metrics.add_metric(name="MessagesProduced", unit=MetricUnit.Count, value=len(results))
+    body = "".join(f"{r.msg_id} {r.queue} {r.queue_offset}\n" for r in results)
+    return Response(200, content_types.TEXT_PLAIN, body)
+
+
+lambda_handler = lambda_entry(app.resolve)

@@ -1,0 +1,216 @@
+"""The HTTP API's JSON bodies (pydantic), shared by the handlers, the OpenAPI document and the SDK."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tidemq_store.model import HOUR_MS, MAX_QUEUES, GroupName, MessageType, StoredMessage, TopicName
+
+BodyEncoding = Literal["utf-8", "base64"]
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(ApiModel):
+    """Every 4xx says what was wrong; offset errors also carry the valid range."""
+
+    error: str = Field(description="The error's class, e.g. TopicNotFound.")
+    message: str
+    min_offset: int | None = None
+    max_offset: int | None = None
+
+
+class Health(ApiModel):
+    status: Literal["ok"]
+
+
+# ---- topics --------------------------------------------------------------------------------------
+
+
+class TopicSpec(ApiModel):
+    name: TopicName
+    queues: int = Field(default=8, ge=1, le=MAX_QUEUES)
+    retention_ms: int | None = Field(default=72 * HOUR_MS, ge=1000, description="null keeps messages forever.")
+    message_type: MessageType = MessageType.NORMAL
+    attributes: dict[str, str] = Field(default_factory=dict)
+
+
+class TopicView(TopicSpec):
+    created_at: int
+
+
+class TopicList(ApiModel):
+    topics: list[TopicView]
+    next_after: str | None = Field(description="Pass as `after` for the next page; null on the last page.")
+
+
+class QueueRange(ApiModel):
+    queue: int
+    min_offset: int
+    max_offset: int
+
+
+class TopicDescription(TopicView):
+    queue_offsets: list[QueueRange]
+
+
+class TopicChange(ApiModel):
+    """Fields to change; absent fields stay as they are (`retention_ms: null` keeps forever)."""
+
+    retention_ms: int | None = Field(default=None, ge=1000)
+    queues: int | None = Field(default=None, ge=1, le=MAX_QUEUES, description="Queues can grow, not shrink.")
+    attributes: dict[str, str] | None = None
+
+
+# ---- messages ------------------------------------------------------------------------------------
+
+
+class MessageIn(ApiModel):
+    body: str
+    body_encoding: BodyEncoding = "utf-8"
+    keys: list[str] = Field(default_factory=list)
+    tag: str | None = None
+    properties: dict[str, str] = Field(default_factory=dict)
+    queue: int | None = Field(default=None, ge=0, description="Target queue; default: by sharding key, else any.")
+    sharding_key: str | None = Field(default=None, min_length=1, description="Same key, same queue: order per key.")
+
+    @model_validator(mode="after")
+    def _body_decodes(self) -> MessageIn:
+        self.body_bytes()
+        return self
+
+    def body_bytes(self) -> bytes:
+        if self.body_encoding == "utf-8":
+            return self.body.encode()
+        try:
+            return base64.b64decode(self.body, validate=True)
+        except binascii.Error:
+            raise ValueError("body is not valid base64") from None
+
+
+class ProduceRequest(ApiModel):
+    messages: list[MessageIn] = Field(min_length=1)
+
+
+class PutView(ApiModel):
+    msg_id: str
+    queue: int
+    offset: int
+    store_timestamp: int
+
+
+class ProduceResponse(ApiModel):
+    messages: list[PutView]
+
+
+class MessageView(ApiModel):
+    msg_id: str
+    topic: str
+    queue: int
+    offset: int
+    body: str
+    body_encoding: BodyEncoding
+    keys: list[str]
+    tag: str | None
+    properties: dict[str, str]
+    born_timestamp: int
+    store_timestamp: int
+
+    @classmethod
+    def of(cls, message: StoredMessage) -> MessageView:
+        try:
+            body, encoding = message.body.decode(), "utf-8"
+        except UnicodeDecodeError:
+            body, encoding = base64.b64encode(message.body).decode(), "base64"
+        return cls.model_construct(
+            msg_id=message.msg_id, topic=message.topic, queue=message.queue, offset=message.queue_offset,
+            body=body, body_encoding=encoding, keys=list(message.keys), tag=message.tag,
+            properties=message.properties, born_timestamp=message.born_timestamp,
+            store_timestamp=message.store_timestamp,
+        )  # fmt: skip
+
+    def body_bytes(self) -> bytes:
+        return self.body.encode() if self.body_encoding == "utf-8" else base64.b64decode(self.body)
+
+
+class ConsumeResponse(ApiModel):
+    messages: list[MessageView]
+    next_offset: int = Field(description="Where the next read starts: past every message examined.")
+    min_offset: int
+    max_offset: int
+
+
+class MessageList(ApiModel):
+    messages: list[MessageView]
+
+
+class OffsetForTime(ApiModel):
+    topic: str
+    queue: int
+    timestamp: int
+    offset: int = Field(description="The first offset stored at or after `timestamp` (max_offset if none).")
+
+
+# ---- consumer groups -----------------------------------------------------------------------------
+
+
+class GroupSpec(ApiModel):
+    name: GroupName
+    attributes: dict[str, str] = Field(default_factory=dict)
+
+
+class GroupView(GroupSpec):
+    created_at: int
+
+
+class GroupList(ApiModel):
+    groups: list[GroupView]
+    next_after: str | None
+
+
+class QueueLag(ApiModel):
+    queue: int
+    committed_offset: int | None = Field(description="null: the group never committed on this queue.")
+    min_offset: int
+    max_offset: int
+    lag: int = Field(description="Messages from the committed offset (or the queue's start) to max_offset.")
+
+
+class TopicLag(ApiModel):
+    topic: str
+    lag: int
+    queues: list[QueueLag]
+
+
+class GroupDescription(GroupView):
+    lag: int
+    topics: list[TopicLag]
+
+
+class OffsetCommit(ApiModel):
+    topic: TopicName
+    offsets: dict[int, int] = Field(min_length=1, description="Next offset to consume, by queue.")
+
+
+class OffsetReset(ApiModel):
+    topic: TopicName
+    to: Literal["earliest", "latest", "timestamp"]
+    timestamp: int | None = Field(default=None, ge=0, description="Required when `to` is timestamp (ms).")
+
+    @model_validator(mode="after")
+    def _timestamp_given(self) -> OffsetReset:
+        if self.to == "timestamp" and self.timestamp is None:
+            raise ValueError("timestamp is required when resetting to a timestamp")
+        return self
+
+
+class CommittedOffsets(ApiModel):
+    group: str
+    topic: str
+    offsets: dict[int, int]

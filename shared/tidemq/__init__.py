@@ -1,0 +1,1 @@
+"""TideMQ's Python SDK: Producer, Consumer and Admin over the HTTP API."""

@@ -1,0 +1,5 @@
+"""The `tidemq` command line."""
+
+
+def main() -> None:
+    raise SystemExit("tidemq: the CLI is being built")

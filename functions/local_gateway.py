@@ -10,14 +10,15 @@ commits), with one store per process as in a Lambda execution environment.
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
+import pybase64
 import uvicorn
 
 from functions.routes import Route, handler_for, routes
@@ -56,7 +57,9 @@ def match_route(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
     return None
 
 
-def to_event(scope: dict[str, Any], body: bytes, route: Route, path_parameters: dict[str, str]) -> dict[str, Any]:
+def to_event(
+    scope: dict[str, Any], body: bytes, route: Route, path_parameters: dict[str, str], request_id: str
+) -> dict[str, Any]:
     """An API Gateway HTTP API v2.0 event for one request."""
     headers: dict[str, str] = {}
     for name, value in scope["headers"]:
@@ -90,13 +93,13 @@ def to_event(scope: dict[str, Any], body: bytes, route: Route, path_parameters: 
                 "sourceIp": client[0],
                 "userAgent": headers.get("user-agent", ""),
             },
-            "requestId": str(uuid.uuid4()),
+            "requestId": request_id,
             "routeKey": route.route_key,
             "stage": "$default",
             "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
             "timeEpoch": int(now * 1000),
         },
-        "body": (body.decode("utf-8", "replace") if is_text else base64.b64encode(body).decode()) if body else None,
+        "body": (body.decode("utf-8", "replace") if is_text else pybase64.b64encode(body).decode()) if body else None,
         "isBase64Encoded": not is_text,
         "stageVariables": None,
     }
@@ -125,6 +128,10 @@ async def app(scope, receive, send) -> None:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                # Long polls hold a thread each: give handlers more threads than asyncio's default.
+                asyncio.get_running_loop().set_default_executor(
+                    ThreadPoolExecutor(get_settings().gateway_threads, thread_name_prefix="handler")
+                )
                 await asyncio.to_thread(get_store)  # open (and recover) the store before serving
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
@@ -137,10 +144,12 @@ async def app(scope, receive, send) -> None:
         await _send(send, 404, {"content-type": "application/json"}, b'{"message":"Not found"}')
         return
     route, path_parameters = matched
-    event = to_event(scope, body, route, path_parameters)
-    result = await asyncio.to_thread(handler_for(route.function), event, LocalContext(f"tidemq-{route.function}"))
+    request_id = str(uuid.uuid4())
+    event = to_event(scope, body, route, path_parameters, request_id)
+    context = LocalContext(f"tidemq-{route.function}", request_id)
+    result = await asyncio.to_thread(handler_for(route.function), event, context)
     payload = result.get("body") or ""
-    data = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
+    data = pybase64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
     headers = dict(result.get("headers") or {})
     for name, values in (result.get("multiValueHeaders") or {}).items():
         headers[name] = ",".join(values)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import import_module
 from typing import Any
 
@@ -28,7 +28,7 @@ class Route:
     def route_key(self) -> str:
         return f"{self.method} {self.path}"
 
-    @property
+    @cached_property
     def pattern(self) -> re.Pattern[str]:
         return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.path) + "$")
 

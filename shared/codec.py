@@ -15,9 +15,10 @@ Produce request body (POST /v1/topics/{topic}/batch): one frame per message, bac
 Consume response body (GET /v1/topics/{topic}/queues/{queue}/batch):
 
     u64 next_offset, u64 min_offset, u64 max_offset, u32 count
-    then `count` frames:
-    u32 frame_size, u64 queue_offset, u64 born_timestamp, u64 store_timestamp,
-    u8 msg_id_size then the msg id, u32 properties_size then the properties, ... body
+    then `count` records exactly as the commit log stores them (format: `tidemq_store.record`),
+    sent without decoding, as RocketMQ sends pulled messages; the client verifies each record's
+    CRC32C as it decodes, so the check covers the wire too. With a tag filter a record whose tag
+    merely shares the tag code can be included: `decode_consume` drops it.
 """
 
 from __future__ import annotations
@@ -26,15 +27,14 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tidemq_store.errors import InvalidArgument
-from tidemq_store.model import Message, StoredMessage
-from tidemq_store.record import decode_properties, encode_properties
+from tidemq_store.errors import CorruptStore, InvalidArgument
+from tidemq_store.model import Message, RecordBatch, StoredMessage, TagFilter
+from tidemq_store.record import decode_properties, decode_records, encode_properties
 
 CONTENT_TYPE = "application/vnd.tidemq.batch"
 _PRODUCE = struct.Struct("<IiH")
 _PROPERTIES = struct.Struct("<I")
 _CONSUME_HEAD = struct.Struct("<QQQI")
-_CONSUMED = struct.Struct("<IQQQB")
 
 
 @dataclass(slots=True)
@@ -83,33 +83,16 @@ def decode_produce(data: bytes) -> list[ProduceFrame]:
     return frames
 
 
-def encode_consume(messages: list[StoredMessage], next_offset: int, min_offset: int, max_offset: int) -> bytes:
-    parts = [_CONSUME_HEAD.pack(next_offset, min_offset, max_offset, len(messages))]
-    pack = _CONSUMED.pack
-    for m in messages:
-        msg_id = m.msg_id.encode()
-        props = encode_properties(m.keys, m.tag, m.properties) if (m.keys or m.tag or m.properties) else b""
-        size = 8 * 3 + 1 + len(msg_id) + 4 + len(props) + len(m.body)
-        parts += (pack(size, m.queue_offset, m.born_timestamp, m.store_timestamp, len(msg_id)), msg_id,
-                  _PROPERTIES.pack(len(props)), props, m.body)  # fmt: skip
-    return b"".join(parts)
+def encode_consume(batch: RecordBatch) -> bytes:
+    return _CONSUME_HEAD.pack(batch.next_offset, batch.min_offset, batch.max_offset, batch.count) + batch.records
 
 
-def decode_consume(data: bytes, topic: str, queue: int) -> tuple[list[StoredMessage], int, int, int]:
-    """Decode a consume batch into (messages, next_offset, min_offset, max_offset)."""
+def decode_consume(data: bytes, tag_filter: TagFilter | None = None) -> tuple[list[StoredMessage], int, int, int]:
+    """Decode (and CRC-check) a consume batch into (messages, next_offset, min_offset, max_offset)."""
     next_offset, min_offset, max_offset, count = _CONSUME_HEAD.unpack_from(data)
-    messages: list[StoredMessage] = []
-    position, unpack = _CONSUME_HEAD.size, _CONSUMED.unpack_from
-    for _ in range(count):
-        size, offset, born, stored, id_size = unpack(data, position)
-        end = position + 4 + size
-        start = position + _CONSUMED.size
-        msg_id = data[start : start + id_size].decode()
-        start += id_size
-        (props_size,) = _PROPERTIES.unpack_from(data, start)
-        start += 4
-        keys, tag, props = decode_properties(data[start : start + props_size]) if props_size else ((), None, {})
-        start += props_size
-        messages.append(StoredMessage(topic, queue, offset, msg_id, born, stored, data[start:end], keys, tag, props))
-        position = end
+    messages = decode_records(data[_CONSUME_HEAD.size :])
+    if len(messages) != count:
+        raise CorruptStore(f"consume batch announced {count} messages and holds {len(messages)}")
+    if tag_filter is not None:
+        messages = [m for m in messages if tag_filter.matches(m.tag)]
     return messages, next_offset, min_offset, max_offset

@@ -18,6 +18,7 @@ class Settings(StoreConfig):
 
     host: str = Field(default="127.0.0.1", description="Address the local gateway listens on.")
     port: int = Field(default=8080, ge=0, le=65535, description="Port the local gateway listens on.")
+    gateway_threads: int = Field(default=64, ge=1, description="Handler threads of the local gateway.")
 
 
 @lru_cache(maxsize=1)

@@ -13,6 +13,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "tidemq")
 
@@ -26,11 +27,17 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 def lambda_entry(resolve: Handler) -> Handler:
     """Wrap a function's resolver as its Lambda entry point, with context logging, metrics and tracing."""
 
-    @logger.inject_lambda_context(clear_state=True)
-    @metrics.log_metrics
-    @tracer.capture_lambda_handler(capture_response=False)
-    def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    def counted(event: dict[str, Any], context: Any) -> dict[str, Any]:
         metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=1)
         return resolve(event, context)
 
-    return lambda_handler
+    def uncounted(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        try:
+            return resolve(event, context)
+        finally:
+            metrics.clear_metrics()  # Powertools never flushes disabled metrics: they would pile up
+
+    handler = uncounted if is_metrics_disabled() else metrics.log_metrics(counted)
+    return logger.inject_lambda_context(
+        tracer.capture_lambda_handler(handler, capture_response=False), clear_state=True
+    )

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
+from functions.api.binary import binary_response
 from functions.api.errors import responses
 from functions.api.observability import lambda_entry, metrics
 from functions.api.resolver import new_resolver
-from functions.logic.consume import consume
+from functions.logic.consume import consume, consume_records
 from functions.store import get_store
 from shared import codec
 from shared.models import ConsumeResponse, MessageView
@@ -50,10 +50,9 @@ def consume_binary(
     topic: Annotated[str, Path()], queue: Annotated[int, Path()], offset: Offset = 0, max_messages: MaxMessages = 1000,
     max_bytes: MaxBytes = 4 * 1024 * 1024, tag: Tag = None, wait_ms: WaitMs = 0,
 ):  # fmt: skip
-    result = consume(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
-    metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=len(result.messages))
-    body = codec.encode_consume(result.messages, result.next_offset, result.min_offset, result.max_offset)
-    return Response(200, codec.CONTENT_TYPE, body)
+    batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
+    metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=batch.count)
+    return binary_response(codec.encode_consume(batch), codec.CONTENT_TYPE)
 
 
 lambda_handler = lambda_entry(app.resolve)

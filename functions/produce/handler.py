@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.metrics import MetricUnit
 
+from functions.api.binary import request_bytes
 from functions.api.errors import responses
 from functions.api.observability import lambda_entry, metrics
 from functions.api.resolver import new_resolver
@@ -37,10 +37,7 @@ def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> Prod
     description=f"Body: a `{codec.CONTENT_TYPE}` produce batch (see shared/codec.py).",
 )  # fmt: skip
 def produce_binary(topic: Annotated[str, Path()]):
-    event = app.current_event
-    raw = event.body or ""
-    data = base64.b64decode(raw) if event.is_base64_encoded else raw.encode("latin-1", "replace")
-    frames = codec.decode_produce(data)
+    frames = codec.decode_produce(request_bytes(app.current_event))
     if not frames:
         raise InvalidArgument("the batch holds no messages")
     results = produce.produce_frames(get_store(), topic, frames)

@@ -17,7 +17,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .model import GetResult, GroupConfig, Message, PutResult, QueueOffsets, StoredMessage, TagFilter, TopicConfig
+from .model import (
+    GetResult,
+    GroupConfig,
+    Message,
+    PutResult,
+    QueueOffsets,
+    RecordBatch,
+    StoredMessage,
+    TagFilter,
+    TopicConfig,
+)
 
 UNSET = object()
 
@@ -97,6 +107,13 @@ class MessageStore(ABC):
     ) -> GetResult:  # fmt: skip
         """Read up to `max_messages`/`max_bytes` from `offset`; raises OffsetOutOfRange outside
         [min_offset, max_offset]. At `max_offset` the result is empty."""
+
+    @abstractmethod
+    def read_records(
+        self, topic: str, queue: int, offset: int, max_messages: int = 1000, max_bytes: int = 4 * 1024 * 1024,
+        tag_filter: str | TagFilter | None = None,
+    ) -> RecordBatch:  # fmt: skip
+        """Like `get`, but the records as stored, undecoded: what bulk consumers are sent."""
 
     def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
         """Block until the queue holds a readable message at `offset` or the timeout passes (long

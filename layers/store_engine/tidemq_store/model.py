@@ -145,6 +145,19 @@ class GetResult:
     max_offset: int
 
 
+@dataclass(slots=True)
+class RecordBatch:
+    """Records read from one queue as they are stored (`tidemq_store.record` format), for zero-copy
+    delivery: the reader decodes and CRC-checks them (`record.decode_records`). With a tag filter,
+    a record whose tag merely shares the tag code can slip through: readers confirm the tag."""
+
+    records: bytes
+    count: int
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
 def tag_hash(tag: str | None) -> int:
     """The 32-bit tag code kept in each ConsumeQueue entry (0 for no tag); reads confirm the real tag."""
     return zlib.crc32(tag.encode()) if tag else 0

@@ -198,27 +198,43 @@ def decode_message(buf: bytes, pos: int = 0) -> StoredMessage:
 
 def decode_run(data: bytes, topic: str, queue: int, first_offset: int) -> list[StoredMessage]:
     """Decode adjacent records of one queue, verifying each and that they hold offsets first_offset, +1, ..."""
-    topic_bytes = topic.encode()
+    return decode_records(data, (topic, queue, first_offset))
+
+
+def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> list[StoredMessage]:
+    """Decode and verify every record in `data` (records back to back). With `expect` = (topic,
+    queue, first offset), also check that they are that queue's records at consecutive offsets."""
+    expected_topic, expected_queue, expected = expect or ("", 0, 0)
     view, unpack, end_of_data = memoryview(data), HEADER.unpack_from, len(data)
     messages: list[StoredMessage] = []
-    position, expected = 0, first_offset
+    topics: dict[bytes, str] = {}
+    position = 0
     while position < end_of_data:
-        (size, magic, crc, _, record_queue, offset, physical, born, stored, tlen, plen, blen) = unpack(data, position)
+        if end_of_data - position < HEADER_SIZE:
+            raise CorruptStore(f"record at batch position {position} is cut short")
+        (size, magic, crc, _, queue, offset, physical, born, stored, tlen, plen, blen) = unpack(data, position)
         end = position + size
         if magic != MAGIC or size != HEADER_SIZE + tlen + plen + blen or end > end_of_data:
-            raise CorruptStore(f"record of {topic}:{queue}:{expected} at commit-log position {physical} is damaged")
+            raise CorruptStore(f"record at commit-log position {physical} is damaged")
         if crc32c(view[position + CRC_START : end]) != crc:
-            raise CorruptStore(f"record of {topic}:{queue}:{expected} fails its CRC32C check")
+            raise CorruptStore(f"record at commit-log position {physical} fails its CRC32C check")
         start = position + HEADER_SIZE
-        if offset != expected or record_queue != queue or data[start : start + tlen] != topic_bytes:
-            raise CorruptStore(f"ConsumeQueue entry {topic}:{queue}:{expected} points at a record of another queue")
+        raw_topic = data[start : start + tlen]
+        topic = topics.get(raw_topic)
+        if topic is None:
+            topic = topics[raw_topic] = raw_topic.decode()
+        if expect is not None:
+            if offset != expected or queue != expected_queue or topic != expected_topic:
+                raise CorruptStore(f"ConsumeQueue entry {expected_topic}:{expected_queue}:{expected} "
+                                   "points at a record of another queue")  # fmt: skip
+            expected += 1
         start += tlen
         keys, tag, props = decode_properties(data[start : start + plen]) if plen else ((), None, {})
         msg_id = ((physical << 32) | size).to_bytes(12, "big").hex()
         messages.append(
             StoredMessage(topic, queue, offset, msg_id, born, stored, data[start + plen : end], keys, tag, props)
         )
-        position, expected = end, expected + 1
+        position = end
     return messages
 
 

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from ..api import UNSET, CleanReport, MessageStore
 from ..config import StoreConfig
@@ -46,6 +47,7 @@ from ..model import (
     Message,
     PutResult,
     QueueOffsets,
+    RecordBatch,
     StoredMessage,
     TagFilter,
     TopicConfig,
@@ -71,6 +73,15 @@ SCAN_LIMIT = 4096  # most ConsumeQueue entries one filtered get examines
 
 def current_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class _Selection(NamedTuple):
+    runs: list[tuple[int, int, int]]
+    count: int
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    tag_filter: TagFilter | None
 
 
 class StoreLocked(TideMQError):
@@ -299,6 +310,28 @@ class EmbeddedMessageStore(MessageStore):
         self, topic: str, queue: int, offset: int, max_messages: int = 32, max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
     ) -> GetResult:  # fmt: skip
+        selection = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
+        messages: list[StoredMessage] = []
+        for first, position, length in selection.runs:
+            messages += decode_run(self.commitlog.read(position, length), topic, queue, first)
+        if selection.tag_filter is not None:  # tag codes can collide: confirm the real tag
+            messages = [m for m in messages if selection.tag_filter.matches(m.tag)]
+        return GetResult(messages, selection.next_offset, selection.min_offset, selection.max_offset)
+
+    def read_records(
+        self, topic: str, queue: int, offset: int, max_messages: int = 1000, max_bytes: int = 4 * 1024 * 1024,
+        tag_filter: str | TagFilter | None = None,
+    ) -> RecordBatch:  # fmt: skip
+        selection = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
+        data = b"".join(self.commitlog.read(position, length) for _, position, length in selection.runs)
+        return RecordBatch(data, selection.count, selection.next_offset, selection.min_offset, selection.max_offset)
+
+    def _select(
+        self, topic: str, queue: int, offset: int, max_messages: int, max_bytes: int,
+        tag_filter: str | TagFilter | None,
+    ) -> _Selection:  # fmt: skip
+        """Choose what a read returns: runs of adjacent records in the commit log, from ConsumeQueue
+        entries alone (tag codes filter here; bodies are not touched)."""
         config = self.get_topic(topic)
         self._check_queue(config, queue)
         if type(max_messages) is not int or not 1 <= max_messages <= self.config.max_get_messages:
@@ -314,7 +347,7 @@ class EmbeddedMessageStore(MessageStore):
         scan_end = min(max_offset, offset + scan)
         entries = self.cq.entries(topic, queue, offset, scan_end)
         if len(entries) != scan_end - offset:
-            return self._raced_with_cleaner(topic, queue, offset, max_offset)
+            self._raced_with_cleaner(topic, queue, offset, max_offset)
         readable = self.commitlog.readable_position
         codes = tag_filter.codes if tag_filter else None
         runs: list[tuple[int, int, int]] = []  # (first offset, position, length) of adjacent selected records
@@ -337,14 +370,9 @@ class EmbeddedMessageStore(MessageStore):
             next_offset = queue_offset + 1
             if taken == max_messages:
                 break
-        messages: list[StoredMessage] = []
-        for first, position, length in runs:
-            messages += decode_run(self.commitlog.read(position, length), topic, queue, first)
-        if tag_filter is not None:  # tag codes can collide: confirm the real tag
-            messages = [m for m in messages if tag_filter.matches(m.tag)]
-        return GetResult(messages, next_offset, min_offset, max_offset)
+        return _Selection(runs, taken, next_offset, min_offset, max_offset, tag_filter)
 
-    def _raced_with_cleaner(self, topic: str, queue: int, offset: int, max_offset: int) -> GetResult:
+    def _raced_with_cleaner(self, topic: str, queue: int, offset: int, max_offset: int) -> None:
         min_offset = self.cq.min_offset(topic, queue)
         if offset < min_offset:
             raise OffsetOutOfRange(topic, queue, offset, min_offset, max_offset)

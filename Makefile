@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run test lint format bench clean openapi
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ test: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest
+
+## openapi: regenerate docs/openapi.json from the handlers
+openapi: $(INSTALLED)
+	$(PY) -m functions.openapi > docs/openapi.json
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .

@@ -1,13 +1,16 @@
 """The one place that maps engine errors to HTTP status codes.
 
 A `ClientError` becomes a 4xx whose JSON body (`shared.models.ErrorBody`) says what was wrong;
-request validation errors are Powertools' 422. Anything else is a bug or an outage: a 500 that
+a request that breaks the schema is a 422 naming each offending field. Anything else is a bug or an outage: a 500 that
 says only that, with the details in the log.
 """
 
 from __future__ import annotations
 
+import json
+
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from shared.models import ErrorBody
 from tidemq_store.errors import (
@@ -56,6 +59,15 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
         if isinstance(error, OffsetOutOfRange):
             body.min_offset, body.max_offset = error.min_offset, error.max_offset
         return error_response(status_of(error), body)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid_request(error: RequestValidationError) -> Response:
+        # Powertools leaves out pydantic's messages; they only describe the client's own input, and
+        # its OpenAPI schema for 422 requires `msg`.
+        detail = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in error.errors()]
+        message = "; ".join(f"{'.'.join(map(str, d['loc']))}: {d['msg']}" for d in detail)
+        body = {"statusCode": 422, "detail": detail, "message": message}
+        return Response(422, content_types.APPLICATION_JSON, json.dumps(body))
 
     @app.not_found
     def not_found(_: Exception) -> Response:

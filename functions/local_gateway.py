@@ -10,6 +10,7 @@ commits), with one store per process as in a Lambda execution environment.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import uuid
@@ -147,7 +148,13 @@ async def app(scope, receive, send) -> None:
     request_id = str(uuid.uuid4())
     event = to_event(scope, body, route, path_parameters, request_id)
     context = LocalContext(f"tidemq-{route.function}", request_id)
-    result = await asyncio.to_thread(handler_for(route.function), event, context)
+    try:
+        result = await asyncio.to_thread(handler_for(route.function), event, context)
+    except Exception:  # as API Gateway does when a Lambda function fails: a bug or an outage, never the client
+        logging.getLogger("tidemq.gateway").exception("function %s failed on %s %s", route.function,
+                                                      scope["method"], scope["path"])  # fmt: skip
+        await _send(send, 500, {"content-type": "application/json"}, b'{"message":"Internal Server Error"}')
+        return
     payload = result.get("body") or ""
     data = pybase64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
     headers = dict(result.get("headers") or {})

@@ -8,8 +8,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from functions.api.errors import responses
-from functions.api.observability import lambda_entry
-from functions.api.resolver import new_resolver
+from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import groups, queries, topics
 from functions.store import get_store
 from shared.models import (
@@ -54,7 +53,7 @@ def openapi_document():
 # ---- topics --------------------------------------------------------------------------------------
 
 
-@app.post("/v1/topics", status_code=201, tags=["topics"], responses=responses(400, 409, ok=201))
+@app.post("/v1/topics", status_code=201, tags=["topics"], responses=responses(415, 400, 409, ok=201))
 def create_topic(spec: TopicSpec) -> TopicView:
     return topics.create_topic(get_store(), spec)
 
@@ -69,7 +68,7 @@ def describe_topic(topic: Annotated[str, Path()]) -> TopicDescription:
     return topics.describe_topic(get_store(), topic)
 
 
-@app.patch("/v1/topics/<topic>", tags=["topics"], responses=responses(400, 404))
+@app.patch("/v1/topics/<topic>", tags=["topics"], responses=responses(415, 400, 404))
 def change_topic(topic: Annotated[str, Path()], change: TopicChange) -> TopicView:
     return topics.change_topic(get_store(), topic, change)
 
@@ -109,7 +108,7 @@ def offset_for_time(
 # ---- consumer groups -----------------------------------------------------------------------------
 
 
-@app.post("/v1/groups", status_code=201, tags=["groups"], responses=responses(400, 409, ok=201))
+@app.post("/v1/groups", status_code=201, tags=["groups"], responses=responses(415, 400, 409, ok=201))
 def create_group(spec: GroupSpec) -> GroupView:
     return groups.create_group(get_store(), spec)
 
@@ -133,14 +132,14 @@ def delete_group(group: Annotated[str, Path()]):
     return Response(204)
 
 
-@app.post("/v1/groups/<group>/offsets", tags=["groups"], responses=responses(400, 404, 416))
+@app.post("/v1/groups/<group>/offsets", tags=["groups"], responses=responses(415, 400, 404, 416))
 def commit_offsets(group: Annotated[str, Path()], commit: OffsetCommit) -> CommittedOffsets:
     return groups.commit_offsets(get_store(), group, commit.topic, commit.offsets)
 
 
-@app.post("/v1/groups/<group>/reset", tags=["groups"], responses=responses(400, 404))
+@app.post("/v1/groups/<group>/reset", tags=["groups"], responses=responses(415, 400, 404))
 def reset_offsets(group: Annotated[str, Path()], reset: OffsetReset) -> CommittedOffsets:
     return groups.reset_offsets(get_store(), group, reset)
 
 
-lambda_handler = lambda_entry(app.resolve)
+lambda_handler = lambda_entry(app)

@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 
 from shared.models import ErrorBody
 from tidemq_store.errors import (
@@ -52,6 +55,11 @@ def error_response(status: int, body: ErrorBody) -> Response:
     return Response(status, content_types.APPLICATION_JSON, body.model_dump_json(exclude_none=True))
 
 
+def unsupported_media_type(content_type: str) -> Response:
+    message = f"content type {content_type!r} is not accepted: send application/json (or the binary batch type)"
+    return error_response(415, ErrorBody(error="UnsupportedMediaType", message=message))
+
+
 def install_error_handlers(app: APIGatewayHttpResolver) -> None:
     @app.exception_handler(ClientError)
     def client_error(error: ClientError) -> Response:
@@ -69,6 +77,11 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
         body = {"statusCode": 422, "detail": detail, "message": message}
         return Response(422, content_types.APPLICATION_JSON, json.dumps(body))
 
+    @app.exception_handler(RequestUnsupportedContentType)
+    def unsupported_content_type(error: RequestUnsupportedContentType) -> Response:
+        content_type = app.current_event.headers.get("content-type", "")
+        return unsupported_media_type(content_type)
+
     @app.not_found
     def not_found(_: Exception) -> Response:
         path = app.current_event.path
@@ -76,7 +89,7 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
 
 
 DESCRIBED = {400: "Bad request", 404: "Not found", 409: "Already exists", 413: "Too large",
-             416: "Offset out of range"}  # fmt: skip
+             415: "Unsupported media type", 416: "Offset out of range"}  # fmt: skip
 
 
 def responses(*errors: int, ok: int = 200, ok_content: dict | None = None, description: str = "OK") -> dict:

@@ -9,8 +9,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.api.binary import binary_response
 from functions.api.errors import responses
-from functions.api.observability import lambda_entry, metrics
-from functions.api.resolver import new_resolver
+from functions.api.observability import metrics
+from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic.consume import consume, consume_records
 from functions.store import get_store
 from shared import codec
@@ -55,4 +55,4 @@ def consume_binary(
     return binary_response(codec.encode_consume(batch), codec.CONTENT_TYPE)
 
 
-lambda_handler = lambda_entry(app.resolve)
+lambda_handler = lambda_entry(app)

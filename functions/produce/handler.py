@@ -10,8 +10,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.api.binary import request_bytes
 from functions.api.errors import responses
-from functions.api.observability import lambda_entry, metrics
-from functions.api.resolver import new_resolver
+from functions.api.observability import metrics
+from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import produce
 from functions.store import get_store
 from shared import codec
@@ -21,7 +21,7 @@ from tidemq_store.errors import InvalidArgument
 app = new_resolver()
 
 
-@app.post("/v1/topics/<topic>/messages", tags=["messages"], responses=responses(400, 404, 413))
+@app.post("/v1/topics/<topic>/messages", tags=["messages"], responses=responses(415, 400, 404, 413))
 def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> ProduceResponse:
     """Store a batch atomically; each message's id, queue and offset come back in order."""
     response = produce.produce_json(get_store(), topic, request.messages)
@@ -32,7 +32,7 @@ def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> Prod
 @app.post(
     "/v1/topics/<topic>/batch",
     tags=["messages"],
-    responses=responses(400, 404, 413, ok_content={"text/plain": {"schema": {"type": "string"}}},
+    responses=responses(415, 400, 404, 413, ok_content={"text/plain": {"schema": {"type": "string"}}},
                         description="One line `msg_id queue offset` per message, in order."),
     description=f"Body: a `{codec.CONTENT_TYPE}` produce batch (see shared/codec.py).",
 )  # fmt: skip
@@ -46,4 +46,4 @@ def produce_binary(topic: Annotated[str, Path()]):
     return Response(200, content_types.TEXT_PLAIN, body)
 
 
-lambda_handler = lambda_entry(app.resolve)
+lambda_handler = lambda_entry(app)

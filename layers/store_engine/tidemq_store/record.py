@@ -207,34 +207,35 @@ def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> l
     expected_topic, expected_queue, expected = expect or ("", 0, 0)
     view, unpack, end_of_data = memoryview(data), HEADER.unpack_from, len(data)
     messages: list[StoredMessage] = []
-    topics: dict[bytes, str] = {}
+    append = messages.append
+    raw_topic, topic = b"", ""
     position = 0
-    while position < end_of_data:
-        if end_of_data - position < HEADER_SIZE:
-            raise CorruptStore(f"record at batch position {position} is cut short")
-        (size, magic, crc, _, queue, offset, physical, born, stored, tlen, plen, blen) = unpack(data, position)
-        end = position + size
-        if magic != MAGIC or size != HEADER_SIZE + tlen + plen + blen or end > end_of_data:
-            raise CorruptStore(f"record at commit-log position {physical} is damaged")
-        if crc32c(view[position + CRC_START : end]) != crc:
-            raise CorruptStore(f"record at commit-log position {physical} fails its CRC32C check")
-        start = position + HEADER_SIZE
-        raw_topic = data[start : start + tlen]
-        topic = topics.get(raw_topic)
-        if topic is None:
-            topic = topics[raw_topic] = raw_topic.decode()
-        if expect is not None:
-            if offset != expected or queue != expected_queue or topic != expected_topic:
-                raise CorruptStore(f"ConsumeQueue entry {expected_topic}:{expected_queue}:{expected} "
-                                   "points at a record of another queue")  # fmt: skip
-            expected += 1
-        start += tlen
-        keys, tag, props = decode_properties(data[start : start + plen]) if plen else ((), None, {})
-        msg_id = ((physical << 32) | size).to_bytes(12, "big").hex()
-        messages.append(
-            StoredMessage(topic, queue, offset, msg_id, born, stored, data[start + plen : end], keys, tag, props)
-        )
-        position = end
+    try:
+        while position < end_of_data:
+            (size, magic, crc, _, queue, offset, physical, born, stored, tlen, plen, blen) = unpack(data, position)
+            end = position + size
+            if magic != MAGIC or size != HEADER_SIZE + tlen + plen + blen or end > end_of_data:
+                raise CorruptStore(f"record at commit-log position {physical} is damaged")
+            if crc32c(view[position + CRC_START : end]) != crc:
+                raise CorruptStore(f"record at commit-log position {physical} fails its CRC32C check")
+            start = position + HEADER_SIZE
+            if data[start : start + tlen] != raw_topic:
+                raw_topic = data[start : start + tlen]
+                topic = raw_topic.decode()
+            if expect is not None:
+                if offset != expected or queue != expected_queue or topic != expected_topic:
+                    raise CorruptStore(f"ConsumeQueue entry {expected_topic}:{expected_queue}:{expected} "
+                                       "points at a record of another queue")  # fmt: skip
+                expected += 1
+            start += tlen
+            keys, tag, props = decode_properties(data[start : start + plen]) if plen else ((), None, {})
+            msg_id = ((physical << 32) | size).to_bytes(12, "big").hex()
+            append(
+                StoredMessage(topic, queue, offset, msg_id, born, stored, data[start + plen : end], keys, tag, props)
+            )
+            position = end
+    except struct.error:
+        raise CorruptStore(f"record at batch position {position} is cut short") from None
     return messages
 
 

@@ -1,1 +1,32 @@
-"""TideMQ's Python SDK: Producer, Consumer and Admin over the HTTP API."""
+"""TideMQ's Python SDK: Producer, Consumer and Admin over the HTTP API (and the `tidemq` command line).
+
+    from tidemq import Admin, Consumer, Producer
+
+    Admin().create_topic("orders", queues=4)
+    with Producer("orders") as producer:
+        producer.send(b"hello", keys=["order-1"], tag="new")
+    with Consumer("orders", group="billing", tag="new") as consumer:
+        messages = consumer.poll()
+        consumer.commit()
+
+Every client reads the server's address from `url`, else `TIDEMQ_URL`, else http://127.0.0.1:8080.
+Errors are the store engine's exception classes (`tidemq_store.errors`), plus `ApiError`.
+"""
+
+from .admin import Admin
+from .client import HttpClient, default_url
+from .consumer import Consumer
+from .errors import ApiError, ServerUnreachable
+from .producer import OutgoingMessage, Producer, SendResult
+
+__all__ = [
+    "Admin",
+    "ApiError",
+    "Consumer",
+    "HttpClient",
+    "OutgoingMessage",
+    "Producer",
+    "SendResult",
+    "ServerUnreachable",
+    "default_url",
+]

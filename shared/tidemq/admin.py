@@ -1,0 +1,164 @@
+"""Admin: topics, consumer groups and message queries over the HTTP API, as `shared.models` values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from shared.models import (
+    CommittedOffsets,
+    GroupDescription,
+    GroupList,
+    GroupView,
+    MessageList,
+    MessageView,
+    OffsetForTime,
+    TopicChange,
+    TopicDescription,
+    TopicList,
+    TopicView,
+)
+from tidemq_store.model import HOUR_MS, MessageType
+
+from .client import HttpClient, segment
+
+M = TypeVar("M", bound=BaseModel)
+ResetTarget = Literal["earliest", "latest"] | int
+"""Where a group's offsets go: the start or end of each queue, or the first message at or after a time (ms)."""
+
+
+class Admin:
+    """Create, inspect and delete topics and groups; commit and reset group offsets; look messages up.
+
+    Errors are the engine's classes (`TopicNotFound`, `GroupExists`, ...; see `tidemq.errors`).
+    """
+
+    def __init__(self, url: str | None = None, *, client: HttpClient | None = None) -> None:
+        self._client = client or HttpClient(url)
+        self._owns_client = client is None
+
+    # ---- topics ----------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        *,
+        queues: int = 8,
+        retention_ms: int | None = 72 * HOUR_MS,
+        message_type: MessageType | str = MessageType.NORMAL,
+        attributes: Mapping[str, str] | None = None,
+    ) -> TopicView:
+        """Create a topic (`retention_ms=None` keeps its messages forever); raises TopicExists."""
+        spec = {
+            "name": name,
+            "queues": queues,
+            "retention_ms": retention_ms,
+            "message_type": str(message_type),
+            "attributes": dict(attributes or {}),
+        }
+        return self._send(TopicView, "POST", "/v1/topics", spec)
+
+    def list_topics(self, *, after: str | None = None, limit: int = 100) -> TopicList:
+        """One page of topics in name order, after the name `after`."""
+        return self._get(TopicList, "/v1/topics", after=after, limit=limit)
+
+    def iter_topics(self, *, page_size: int = 1000) -> Iterator[TopicView]:
+        """Every topic, in name order, fetched a page at a time."""
+        after = None
+        while True:
+            page = self.list_topics(after=after, limit=page_size)
+            yield from page.topics
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        """The topic's config and each queue's [min_offset, max_offset)."""
+        return self._get(TopicDescription, f"/v1/topics/{segment(name)}")
+
+    def change_topic(self, name: str, change: TopicChange) -> TopicView:
+        """Apply the fields set in `change` (retention, attributes, more queues); others stay as they are."""
+        return self._send(TopicView, "PATCH", f"/v1/topics/{segment(name)}", change.model_dump(exclude_unset=True))
+
+    def set_retention(self, name: str, retention_ms: int | None) -> TopicView:
+        """Keep the topic's messages `retention_ms` (None: forever)."""
+        return self.change_topic(name, TopicChange(retention_ms=retention_ms))
+
+    def delete_topic(self, name: str) -> None:
+        """Delete the topic, its messages and every group's offsets on it."""
+        self._client.request("DELETE", f"/v1/topics/{segment(name)}")
+
+    # ---- consumer groups -------------------------------------------------------------------------
+
+    def create_group(self, name: str, *, attributes: Mapping[str, str] | None = None) -> GroupView:
+        """Create a consumer group; raises GroupExists."""
+        return self._send(GroupView, "POST", "/v1/groups", {"name": name, "attributes": dict(attributes or {})})
+
+    def list_groups(self, *, after: str | None = None, limit: int = 100) -> GroupList:
+        """One page of groups in name order, after the name `after`."""
+        return self._get(GroupList, "/v1/groups", after=after, limit=limit)
+
+    def iter_groups(self, *, page_size: int = 1000) -> Iterator[GroupView]:
+        """Every group, in name order, fetched a page at a time."""
+        after = None
+        while True:
+            page = self.list_groups(after=after, limit=page_size)
+            yield from page.groups
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def describe_group(self, name: str, topic: str | None = None) -> GroupDescription:
+        """The group with its lag per queue on `topic`, or on every topic it has committed offsets on."""
+        return self._get(GroupDescription, f"/v1/groups/{segment(name)}", topic=topic)
+
+    def delete_group(self, name: str) -> None:
+        self._client.request("DELETE", f"/v1/groups/{segment(name)}")
+
+    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> CommittedOffsets:
+        """Record the group's next offset to consume per queue; returns every offset it has on `topic`."""
+        commit = {"topic": topic, "offsets": {str(queue): offset for queue, offset in offsets.items()}}
+        return self._send(CommittedOffsets, "POST", f"/v1/groups/{segment(group)}/offsets", commit)
+
+    def reset_offsets(self, group: str, topic: str, to: ResetTarget) -> CommittedOffsets:
+        """Move the group's offsets on every queue of `topic` to `earliest`, `latest` or a timestamp (ms)."""
+        reset = (
+            {"topic": topic, "to": "timestamp", "timestamp": to} if isinstance(to, int) else {"topic": topic, "to": to}
+        )
+        return self._send(CommittedOffsets, "POST", f"/v1/groups/{segment(group)}/reset", reset)
+
+    # ---- queries ---------------------------------------------------------------------------------
+
+    def message(self, msg_id: str) -> MessageView:
+        """The message with this id; raises MessageNotFound."""
+        return self._get(MessageView, f"/v1/messages/{segment(msg_id)}")
+
+    def messages_by_key(self, topic: str, key: str, *, limit: int = 32) -> list[MessageView]:
+        """The most recent `limit` messages of `topic` carrying `key`, oldest first."""
+        return self._get(MessageList, f"/v1/topics/{segment(topic)}/messages", key=key, limit=limit).messages
+
+    def offset_for_time(self, topic: str, queue: int, timestamp_ms: int) -> OffsetForTime:
+        """The first offset of the queue stored at or after `timestamp_ms` (its max_offset if none)."""
+        return self._get(OffsetForTime, f"/v1/topics/{segment(topic)}/queues/{queue}/offset", timestamp=timestamp_ms)
+
+    # ---- plumbing --------------------------------------------------------------------------------
+
+    def _get(self, model: type[M], path: str, **params: Any) -> M:
+        given = {name: value for name, value in params.items() if value is not None}
+        return model.model_validate_json(self._client.request("GET", path, params=given).content)
+
+    def _send(self, model: type[M], method: str, path: str, body: dict) -> M:
+        return model.model_validate_json(self._client.request(method, path, json=body).content)
+
+    def close(self) -> None:
+        """Close the HTTP client, unless it was passed in (then its owner closes it)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

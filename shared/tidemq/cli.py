@@ -1,5 +1,0 @@
-"""The `tidemq` command line."""
-
-
-def main() -> None:
-    raise SystemExit("tidemq: the CLI is being built")

@@ -1,0 +1,57 @@
+"""What several commands take: start positions, retentions, and --yes before deleting something."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..consumer import Start
+
+
+class StartPosition(click.ParamType):
+    """`earliest`, `latest`, or a timestamp in ms since the epoch."""
+
+    name = "earliest|latest|TIMESTAMP_MS"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> Start:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower()
+        if text in ("earliest", "latest"):
+            return text  # type: ignore[return-value]
+        if text.isdigit():
+            return int(text)
+        self.fail(f"{value!r} is not 'earliest', 'latest' or a timestamp in ms since the epoch", param, ctx)
+
+
+class Retention(click.ParamType):
+    """How long a topic keeps messages: milliseconds (at least 1000), or `forever`."""
+
+    name = "MS|forever"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int | None:
+        if value is None or isinstance(value, int):
+            return value
+        text = str(value).strip().lower()
+        if text == "forever":
+            return None
+        if text.isdigit() and int(text) >= 1000:
+            return int(text)
+        self.fail(f"{value!r} is not a number of milliseconds (at least 1000) or 'forever'", param, ctx)
+
+
+START = StartPosition()
+RETENTION = Retention()
+
+
+yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Ask before deleting something, unless --yes was given; off a terminal --yes is required."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError("stdin is not a terminal: pass --yes to confirm")
+    click.confirm(question, abort=True)

@@ -1,0 +1,184 @@
+"""Producer: send messages to one topic, one at a time (JSON) or in binary batches (the fast path).
+
+    with Producer("orders") as producer:
+        producer.send(b"hello", keys=["order-1"], tag="new")
+        for line in lines:
+            producer.add(line, tag="bulk")      # sent batch_size at a time
+    # leaving the block sends what is still buffered
+
+A batch is stored atomically (all or nothing). Without a queue or sharding key the server puts a
+whole batch in one queue, chosen round-robin per batch; one sharding key always goes to one queue.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from shared import codec
+from tidemq_store.model import Message
+
+from .client import HttpClient, segment
+
+DEFAULT_BATCH_SIZE = 100
+DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024
+"""Half the server's default limit on one put (TIDEMQ_MAX_BATCH_BYTES), leaving room for framing."""
+
+
+@dataclass(slots=True, frozen=True)
+class OutgoingMessage:
+    """A message to send: body, keys (for lookups), tag (for filtering), user properties, and where to
+    put it: an explicit `queue`, else the queue of its `sharding_key`, else the server's choice."""
+
+    body: bytes
+    keys: Sequence[str] = ()
+    tag: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    queue: int | None = None
+    sharding_key: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class SendResult:
+    """Where a message was stored."""
+
+    msg_id: str
+    queue: int
+    offset: int
+
+
+def _as_bytes(body: bytes | str) -> bytes:
+    return body.encode() if isinstance(body, str) else bytes(body)
+
+
+def _frame(message: OutgoingMessage) -> bytes:
+    """One message in the binary batch encoding (queue -1: the server chooses)."""
+    queue = -1 if message.queue is None else message.queue
+    stored = Message(message.body, queue, tuple(message.keys), message.tag, message.properties)
+    return codec.encode_produce([(stored, message.sharding_key)])
+
+
+class Producer:
+    """Sends messages to `topic`. Connection errors and 5xx are retried with backoff (see HttpClient)."""
+
+    def __init__(
+        self,
+        topic: str,
+        url: str | None = None,
+        *,
+        client: HttpClient | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.topic, self.batch_size, self.max_batch_bytes = topic, batch_size, max_batch_bytes
+        self._client = client or HttpClient(url)
+        self._owns_client = client is None
+        self._buffer: list[OutgoingMessage] = []
+
+    def send(
+        self,
+        body: bytes | str,
+        *,
+        keys: Sequence[str] = (),
+        tag: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        queue: int | None = None,
+        sharding_key: str | None = None,
+    ) -> SendResult:
+        """Send one message now and return where it was stored."""
+        data = _as_bytes(body)
+        try:
+            text, encoding = data.decode(), "utf-8"
+        except UnicodeDecodeError:
+            text, encoding = base64.b64encode(data).decode(), "base64"
+        message = {
+            "body": text,
+            "body_encoding": encoding,
+            "keys": list(keys),
+            "tag": tag,
+            "properties": dict(properties or {}),
+            "queue": queue,
+            "sharding_key": sharding_key,
+        }
+        response = self._client.request(
+            "POST", f"/v1/topics/{segment(self.topic)}/messages", json={"messages": [message]}
+        )
+        stored = response.json()["messages"][0]
+        return SendResult(stored["msg_id"], stored["queue"], stored["offset"])
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[SendResult]:
+        """Send `messages` as one binary batch, stored all or nothing; results in the same order.
+
+        The server bounds a batch (TIDEMQ_MAX_BATCH_MESSAGES, TIDEMQ_MAX_BATCH_BYTES): over them this raises
+        InvalidBatch or MessageTooLarge. `add` and `flush` send batches that fit.
+        """
+        return self._post(b"".join(_frame(m) for m in messages)) if messages else []
+
+    def add(
+        self,
+        body: bytes | str,
+        *,
+        keys: Sequence[str] = (),
+        tag: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        queue: int | None = None,
+        sharding_key: str | None = None,
+    ) -> list[SendResult]:
+        """Buffer a message. Once `batch_size` are buffered they are sent, and their results returned;
+        until then this returns []."""
+        message = OutgoingMessage(_as_bytes(body), tuple(keys), tag, dict(properties or {}), queue, sharding_key)
+        self._buffer.append(message)
+        return self.flush() if len(self._buffer) >= self.batch_size else []
+
+    @property
+    def buffered(self) -> int:
+        """Messages added and not sent yet."""
+        return len(self._buffer)
+
+    def flush(self) -> list[SendResult]:
+        """Send everything buffered, in batches of at most `batch_size` messages and `max_batch_bytes`."""
+        results: list[SendResult] = []
+        while self._buffer:
+            frames, size = [], 0
+            for message in self._buffer[: self.batch_size]:
+                frame = _frame(message)
+                if frames and size + len(frame) > self.max_batch_bytes:
+                    break
+                frames.append(frame)
+                size += len(frame)
+            results += self._post(b"".join(frames))
+            del self._buffer[: len(frames)]  # only once stored: a batch that failed stays buffered
+        return results
+
+    def _post(self, batch: bytes) -> list[SendResult]:
+        response = self._client.request(
+            "POST",
+            f"/v1/topics/{segment(self.topic)}/batch",
+            content=batch,
+            headers={"content-type": codec.CONTENT_TYPE},
+        )
+        results = []
+        for line in response.text.splitlines():  # "msg_id queue offset" per message, in order
+            msg_id, queue, offset = line.split()
+            results.append(SendResult(msg_id, int(queue), int(offset)))
+        return results
+
+    def close(self) -> None:
+        """Send what is buffered, then close the HTTP client (unless it was passed in)."""
+        try:
+            self.flush()
+        finally:
+            if self._owns_client:
+                self._client.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        if exc_type is None:
+            self.close()
+        elif self._owns_client:
+            self._client.close()  # an error left the block: do not send half a job

@@ -3,6 +3,8 @@
 
     python -m functions.local_gateway       # what `make run` starts; TIDEMQ_HOST / TIDEMQ_PORT
 
+`running_gateway` starts one as a child process on a free loopback port (tests and benchmarks).
+
 Handlers run in worker threads, so concurrent requests really run concurrently (and share group
 commits), with one store per process as in a Lambda execution environment.
 """
@@ -10,12 +12,20 @@ commits), with one store per process as in a Lambda execution environment.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import socket
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -169,6 +179,47 @@ def main() -> None:
     settings = get_settings()
     print(f"TideMQ local gateway on http://{settings.host}:{settings.port} (data in {settings.home.resolve()})")
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_gateway(home: Path, **env: str) -> Iterator[str]:
+    """Run a gateway process serving the store in `home` on a free loopback port (`env`: more settings,
+    e.g. TIDEMQ_FLUSH_DISK_TYPE="ASYNC"); yield its base URL, then stop it with SIGTERM."""
+    port = free_port()
+    environment = {**os.environ, "TIDEMQ_PORT": str(port), "TIDEMQ_HOME": str(home), **env}
+    home = Path(home)
+    home.mkdir(parents=True, exist_ok=True)
+    log = home / "gateway.log"  # a file, not a pipe: a full pipe would stall the server
+    with log.open("ab") as output:
+        server = subprocess.Popen([sys.executable, "-m", "functions.local_gateway"], env=environment,
+                                  stdout=output, stderr=subprocess.STDOUT)  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/health", timeout=1).close()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    server.kill()
+                    raise RuntimeError(f"gateway did not start: {log.read_text(errors='replace')}") from None
+                time.sleep(0.1)
+        yield base
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 if __name__ == "__main__":

@@ -87,9 +87,14 @@ def encode_consume(batch: RecordBatch) -> bytes:
     return _CONSUME_HEAD.pack(batch.next_offset, batch.min_offset, batch.max_offset, batch.count) + batch.records
 
 
+def consume_header(data: bytes) -> tuple[int, int, int, int]:
+    """(next_offset, min_offset, max_offset, count) of a consume batch, without decoding its records."""
+    return _CONSUME_HEAD.unpack_from(data)
+
+
 def decode_consume(data: bytes, tag_filter: TagFilter | None = None) -> tuple[list[StoredMessage], int, int, int]:
     """Decode (and CRC-check) a consume batch into (messages, next_offset, min_offset, max_offset)."""
-    next_offset, min_offset, max_offset, count = _CONSUME_HEAD.unpack_from(data)
+    next_offset, min_offset, max_offset, count = consume_header(data)
     messages = decode_records(data[_CONSUME_HEAD.size :])
     if len(messages) != count:
         raise CorruptStore(f"consume batch announced {count} messages and holds {len(messages)}")

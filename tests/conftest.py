@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -40,9 +39,3 @@ def open_test_store(store_config) -> Iterator[Callable[..., MessageStore]]:
 @pytest.fixture
 def store(open_test_store) -> MessageStore:
     return open_test_store()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

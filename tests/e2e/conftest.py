@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.gateway import running_gateway
+from functions.local_gateway import running_gateway
 
 
 class Gateway(NamedTuple):

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import click
 import pytest
+
+from functions.local_gateway import free_port
 from tidemq import Admin
 from tidemq.cli import cli
-
-from tests.conftest import free_port
 
 TIDEMQ = Path(sys.executable).parent / "tidemq"
 LINES = 100_000

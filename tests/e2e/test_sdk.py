@@ -8,10 +8,9 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from tidemq import Admin, ApiError, Consumer, HttpClient, OutgoingMessage, Producer, ServerUnreachable
 
-from tests.conftest import free_port
-from tests.gateway import running_gateway
+from functions.local_gateway import free_port, running_gateway
+from tidemq import Admin, ApiError, Consumer, HttpClient, OutgoingMessage, Producer, ServerUnreachable
 from tidemq_store.errors import (
     GroupNotFound,
     InvalidArgument,

@@ -1,0 +1,115 @@
+"""TideMQ as a peer in the broker benchmark of `../shared/bench/peers` (run it with `bench/peers.sh`).
+
+The harness starts the local gateway (`python -m functions.local_gateway`, what `make run` starts) in its
+temp dir with the default flush policy, SYNC: every produce is acknowledged only after its fsync, which none
+of the other peers does. The workload, as for every peer:
+
+- produce: batches of B sent one after the other through the SDK's binary batch (`Producer.send_batch`),
+  each acknowledged before the next, to a topic of one queue (the harness checks the order of all N);
+- consume: the queue from offset 0 in batches of up to 4 MiB, the next request sent while the previous
+  batch is decoded (and CRC-checked), as a RocketMQ consumer pulls ahead of its listener;
+- latency: single `Producer.send` calls (JSON), each waiting for its acknowledgement.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import queue
+import sys
+import threading
+
+import bench_peers
+from bench_peers import BenchError, Peer, ServerProc, free_port, remaining
+
+from shared import codec
+from tidemq import Admin, OutgoingMessage, Producer
+from tidemq.client import HttpClient
+
+CONSUME_MAX_BYTES = 4 * 1024 * 1024
+
+
+class TideMQPeer(Peer):
+    name = "tidemq"
+    notes = "local gateway (uvicorn -> API Gateway v2 events -> Lambda handlers), SYNC: fsync before every ack"
+
+    def launch(self, tmp):
+        self.port = free_port()
+        self.url = f"http://{bench_peers.HOST}:{self.port}"
+        env = {
+            **os.environ,
+            "TIDEMQ_HOST": bench_peers.HOST,
+            "TIDEMQ_PORT": str(self.port),
+            "TIDEMQ_HOME": os.path.join(tmp, "data"),
+            "TIDEMQ_FLUSH_DISK_TYPE": "SYNC",
+        }
+        return [ServerProc("tidemq", [sys.executable, "-m", "functions.local_gateway"], tmp, env)]
+
+    def versions(self):
+        version = importlib.metadata.version("tidemq")
+        return {"server": f"tidemq {version} (SYNC)", "client": f"tidemq SDK {version} (httpx)"}
+
+    async def setup(self):
+        self.client = HttpClient(self.url, timeout_s=30)
+        with Admin(client=self.client) as admin:
+            admin.create_topic("bench", queues=1, retention_ms=None)
+            admin.create_topic("lat", queues=1, retention_ms=None)
+        self.producer = Producer("bench", client=self.client)
+
+    async def produce(self, payloads, batch, deadline):
+        for first in range(0, len(payloads), batch):
+            remaining(deadline)
+            results = self.producer.send_batch([OutgoingMessage(body) for body in payloads[first : first + batch]])
+            if results[-1].offset != first + len(results) - 1:
+                raise BenchError(f"batch at {first} stored at offset {results[-1].offset - len(results) + 1}")
+
+    async def consume(self, n, deadline):
+        batches: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=2)
+
+        def fetch() -> None:  # pulls ahead: the next request goes out while the caller decodes
+            offset = 0
+            try:
+                while offset < n:
+                    remaining(deadline)
+                    wanted = {"offset": offset, "max_messages": min(n - offset, 10_000), "max_bytes": CONSUME_MAX_BYTES}
+                    data = self.client.request("GET", "/v1/topics/bench/queues/0/batch", params=wanted).content
+                    batches.put(data)
+                    offset = codec.consume_header(data)[0]
+            except BaseException as error:
+                batches.put(error)
+
+        puller = threading.Thread(target=fetch, daemon=True)
+        puller.start()
+        out: list[bytes] = []
+        while len(out) < n:
+            data = batches.get(timeout=remaining(deadline))
+            if isinstance(data, BaseException):
+                raise data
+            messages = codec.decode_consume(data)[0]
+            if not messages:
+                raise BenchError(f"consume returned nothing after {len(out)} messages")
+            out += [message.body for message in messages]
+        puller.join()
+        return out
+
+    async def latency(self, payload, count, warmup, deadline):
+        latencies = []
+        with Producer("lat", client=self.client) as sender:
+            for i in range(warmup + count):
+                remaining(deadline)
+                began = bench_peers.time.perf_counter_ns()
+                sender.send(payload)
+                if i >= warmup:
+                    latencies.append(bench_peers.time.perf_counter_ns() - began)
+        return latencies
+
+    async def info(self):
+        with Admin(client=self.client) as admin:
+            ranges = admin.describe_topic("bench").queue_offsets[0]
+        return {"stream_msgs": ranges.max_offset - ranges.min_offset}
+
+    async def close(self):
+        self.client.close()
+
+
+PEER = TideMQPeer

@@ -35,10 +35,11 @@ format: $(INSTALLED)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-## bench: the engine and metadata benchmarks (JSON lines on stdout)
+## bench: the engine, metadata and HTTP benchmarks (JSON lines on stdout); bench/peers.sh runs the peers
 bench: $(INSTALLED)
 	$(PY) bench/engine.py
 	$(PY) bench/topics.py
+	$(PY) bench/http.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out

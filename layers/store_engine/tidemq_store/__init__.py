@@ -5,7 +5,7 @@ with open_store(StoreConfig(home="data")) as store: ...
 """
 
 from .api import CleanReport, MessageStore
-from .config import FlushDiskType, StoreConfig
+from .config import FlushDiskType, StoreConfig, TieredStorageLevel, TierMedium
 from .model import (
     GetResult,
     GroupConfig,
@@ -21,10 +21,20 @@ from .model import (
 
 
 def open_store(config: StoreConfig) -> MessageStore:
-    """Open the embedded store described by `config` (recovering it if it was not closed cleanly)."""
+    """Open the embedded store described by `config` (recovering it if it was not closed cleanly),
+    behind the tiered access layer when `config.tier` names a cold tier."""
     from .embedded import EmbeddedMessageStore
 
-    return EmbeddedMessageStore(config)
+    hot = EmbeddedMessageStore(config)
+    if config.tier is TierMedium.OFF:
+        return hot
+    from .tiered import TieredMessageStore, open_driver
+
+    try:
+        return TieredMessageStore(hot, open_driver(config), config)
+    except BaseException:
+        hot.close()
+        raise
 
 
 __all__ = [
@@ -41,6 +51,8 @@ __all__ = [
     "StoreConfig",
     "StoredMessage",
     "TagFilter",
+    "TierMedium",
+    "TieredStorageLevel",
     "TopicConfig",
     "open_store",
 ]

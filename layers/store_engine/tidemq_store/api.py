@@ -26,6 +26,7 @@ from .model import (
     RecordBatch,
     StoredMessage,
     TagFilter,
+    TierQueueStatus,
     TopicConfig,
 )
 
@@ -142,6 +143,20 @@ class MessageStore(ABC):
     @abstractmethod
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
         """The most recent `limit` messages of `topic` carrying `key`, oldest first."""
+
+    # ---- cold tier ---------------------------------------------------------------------------------
+
+    def tier_status(self, topic: str) -> list[TierQueueStatus] | None:
+        """Per queue: the hot minimum, the cold range and the upload lag; None when there is no cold tier."""
+        self.get_topic(topic)
+        return None
+
+    def upload_now(self, topic: str | None = None) -> int:
+        """Upload what waits for the cold tier now (of `topic`, or all); return how many messages went.
+        Without a cold tier there is nothing to upload: 0."""
+        if topic is not None:
+            self.get_topic(topic)
+        return 0
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

@@ -25,6 +25,29 @@ class FlushDiskType(StrEnum):
     ASYNC = "ASYNC"
 
 
+class TierMedium(StrEnum):
+    """Where the cold tier lives: nowhere (`off`), a directory (`posix`: local disk or an EFS mount), or S3."""
+
+    OFF = "off"
+    POSIX = "posix"
+    S3 = "s3"
+
+
+class TieredStorageLevel(StrEnum):
+    """RocketMQ's tieredStorageLevel: when a read is served from the cold tier.
+
+    `DISABLE` never; `NOT_IN_DISK` when the hot tier no longer holds the offset; `NOT_IN_MEM` also when
+    the message is further than `tier_in_memory_bytes` from the end of the hot commit log (likely out of
+    the page cache); `FORCE` whenever the tier holds it. Every level falls back to the hot tier for what
+    the tier does not hold yet.
+    """
+
+    DISABLE = "DISABLE"
+    NOT_IN_DISK = "NOT_IN_DISK"
+    NOT_IN_MEM = "NOT_IN_MEM"
+    FORCE = "FORCE"
+
+
 class StoreConfig(BaseSettings):
     """Everything that bounds or places the embedded store engine."""
 
@@ -46,3 +69,22 @@ class StoreConfig(BaseSettings):
         default=False,
         description="fsync the metadata WAL on every change (survives power loss; a process crash never loses it).",
     )
+    tier: TierMedium = Field(default=TierMedium.OFF, description="Cold tier medium: off, posix or s3.")
+    tier_path: Path | None = Field(default=None, description="posix tier: its directory (default: <home>/tier).")
+    tier_bucket: str = Field(default="tidemq-tier", description="s3 tier: the bucket (created if missing).")
+    tier_prefix: str = Field(default="tidemq", description="s3 tier: the key prefix under which queues are stored.")
+    tier_level: TieredStorageLevel = Field(default=TieredStorageLevel.NOT_IN_DISK, description="tieredStorageLevel.")
+    tier_upload_age_ms: int = Field(default=1000, ge=1, description="Upload a queue's new messages at this age.")
+    tier_upload_messages: int = Field(default=10_000, ge=1, description="... or once this many are waiting.")
+    tier_upload_bytes: int = Field(default=4 * MIB, ge=KIB, description="... or once this many bytes are waiting.")
+    tier_segment_bytes: int = Field(default=64 * MIB, ge=KIB, description="posix tier: segment file size.")
+    tier_in_memory_bytes: int = Field(default=256 * MIB, ge=0, description="NOT_IN_MEM: the hot tail read hot.")
+    tier_cache_bytes: int = Field(default=64 * MIB, ge=0, description="Read-ahead cache bound (0: no read-ahead).")
+    tier_cache_ttl_s: float = Field(default=30.0, gt=0, description="Read-ahead entries expire after this long.")
+    hot_retention_ms: int | None = Field(
+        default=None, ge=0, description="Remove hot segments fully uploaded and older than this (unset: keep)."
+    )
+
+    @property
+    def tier_directory(self) -> Path:
+        return self.tier_path or self.home / "tier"

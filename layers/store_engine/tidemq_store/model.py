@@ -134,6 +134,20 @@ class QueueOffsets:
     max_offset: int
 
 
+@dataclass(slots=True, frozen=True)
+class TierQueueStatus:
+    """Where one queue's messages are: hot from `hot_min_offset`, cold in [cold_min_offset, cold_max_offset)
+    (None: nothing in the tier), and how far the upload lags (acknowledged messages not yet in the tier)."""
+
+    queue: int
+    hot_min_offset: int
+    cold_min_offset: int | None
+    cold_max_offset: int | None
+    max_offset: int
+    upload_lag_messages: int
+    upload_lag_seconds: float
+
+
 @dataclass(slots=True)
 class GetResult:
     """Messages read from one queue. `next_offset` is where the next read should start: past every

@@ -20,7 +20,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from ..api import UNSET, CleanReport, MessageStore
@@ -64,11 +64,10 @@ from ..record import (
     parse_message_id,
     record_size,
 )
+from ..selection import check_read, scan_size, select_runs
 from .commitlog import CommitLog
 from .consumequeue import Checkpoint, ConsumeQueueStore, Dispatch
 from .metadata import FOREVER, MetadataStore
-
-SCAN_LIMIT = 4096  # most ConsumeQueue entries one filtered get examines
 
 
 def current_ms() -> int:
@@ -113,6 +112,12 @@ class EmbeddedMessageStore(MessageStore):
         self._clean_lock = threading.Lock()
         self._arrivals = threading.Condition()  # notified after every acknowledged put (long polling)
         self._closed = False
+        self.put_listener: Callable[[str, list, int], None] | None = None
+        """Called after each acknowledged put with (topic, [(queue, offset, position, size, ...)], store
+        timestamp): how the tier's dispatcher learns of new messages without touching their bodies."""
+        self.release_policy: tuple[Callable[[], int], int] | None = None
+        """(upload frontier, age ms): segments wholly below the frontier (uploaded to the cold tier) and
+        older than the age are removed by the cleaner, as if expired (set by the tiered store)."""
         self.recover()
         self._stop = threading.Event()
         self._maintenance = threading.Thread(target=self._maintain, name="store-maintenance", daemon=True)
@@ -248,6 +253,8 @@ class EmbeddedMessageStore(MessageStore):
             self.commitlog.wait_durable(position)
         with self._arrivals:
             self._arrivals.notify_all()
+        if self.put_listener is not None:
+            self.put_listener(topic, dispatches, store_timestamp)
         return [
             PutResult(message_id(physical, size), queue, offset, store_timestamp)
             for queue, offset, physical, size, _, _ in dispatches
@@ -334,42 +341,16 @@ class EmbeddedMessageStore(MessageStore):
         entries alone (tag codes filter here; bodies are not touched)."""
         config = self.get_topic(topic)
         self._check_queue(config, queue)
-        if type(max_messages) is not int or not 1 <= max_messages <= self.config.max_get_messages:
-            raise InvalidArgument(f"max_messages must be 1..{self.config.max_get_messages}, got {max_messages}")
-        if type(max_bytes) is not int or max_bytes < 1:
-            raise InvalidArgument(f"max_bytes must be a positive integer, got {max_bytes}")
-        if tag_filter is None or isinstance(tag_filter, str):
-            tag_filter = TagFilter.parse(tag_filter)
+        tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
         min_offset, max_offset = self.cq.min_offset(topic, queue), self._max_offset(topic, queue)
         if type(offset) is not int or not min_offset <= offset <= max_offset:
             raise OffsetOutOfRange(topic, queue, offset, min_offset, max_offset)
-        scan = max_messages if tag_filter is None else max(max_messages, SCAN_LIMIT)
-        scan_end = min(max_offset, offset + scan)
+        scan_end = min(max_offset, offset + scan_size(max_messages, tag_filter))
         entries = self.cq.entries(topic, queue, offset, scan_end)
         if len(entries) != scan_end - offset:
             self._raced_with_cleaner(topic, queue, offset, max_offset)
         readable = self.commitlog.readable_position
-        codes = tag_filter.codes if tag_filter else None
-        runs: list[tuple[int, int, int]] = []  # (first offset, position, length) of adjacent selected records
-        next_offset, taken, taken_bytes = offset, 0, 0
-        run_end = -1
-        for queue_offset, (physical, size, tag_code, _) in enumerate(entries, offset):
-            if physical + size > readable:
-                break  # written but not yet acknowledged
-            if codes is None or tag_code in codes:
-                if taken and taken_bytes + size > max_bytes:
-                    break
-                if physical == run_end:
-                    first, run_start, length = runs[-1]
-                    runs[-1] = (first, run_start, length + size)
-                else:
-                    runs.append((queue_offset, physical, size))
-                run_end = physical + size
-                taken += 1
-                taken_bytes += size
-            next_offset = queue_offset + 1
-            if taken == max_messages:
-                break
+        runs, taken, next_offset = select_runs(entries, offset, max_messages, max_bytes, tag_filter, readable)
         return _Selection(runs, taken, next_offset, min_offset, max_offset, tag_filter)
 
     def _raced_with_cleaner(self, topic: str, queue: int, offset: int, max_offset: int) -> None:
@@ -557,6 +538,8 @@ class EmbeddedMessageStore(MessageStore):
                 if first is None or first >= now - longest:
                     break
                 keep_from = next_start
+        if self.release_policy is not None:
+            keep_from = max(keep_from, self._released_before(segments, now))
         expired = 0
         for topic, queue, max_offset in list(self.cq.queues()):
             config = self.meta.get_topic(topic)
@@ -584,6 +567,18 @@ class EmbeddedMessageStore(MessageStore):
             for start, end in deleted:
                 self.cq.drop_key_index(start, end)
         return CleanReport(len(deleted), expired)
+
+    def _released_before(self, segments: list[tuple[int, int]], now: int) -> int:
+        """Where the segments the release policy lets go end: uploaded wholly and old enough."""
+        frontier_of, age_ms = self.release_policy
+        frontier = frontier_of()
+        release_from = segments[0][0]
+        for (_, _), (next_start, _) in itertools.pairwise(segments):
+            first = self.commitlog.first_store_timestamp(next_start)
+            if next_start > frontier or first is None or first >= now - age_ms:
+                break
+            release_from = next_start
+        return release_from
 
     def _maintain(self) -> None:
         """Background: checkpoint and clean on their intervals until closed."""

@@ -1,0 +1,64 @@
+"""What one read returns, chosen from ConsumeQueue entries alone: the hot store and the cold tier share it.
+
+Entries are (position, size, tag_code, store_timestamp) for consecutive offsets. Tag codes filter here,
+so bodies that do not match are never read; records adjacent at their source are merged into runs, so
+a read costs one I/O per run. Tag codes can collide: whoever decodes the records confirms the real tag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .errors import InvalidArgument
+from .model import TagFilter
+
+SCAN_LIMIT = 4096
+"""Most entries a tag-filtered read examines, however few of them match."""
+
+
+def check_read(max_messages: object, max_bytes: object, most: int, tag_filter: str | TagFilter | None):
+    """Validate a read's limits; return its parsed tag filter (None: every message)."""
+    if type(max_messages) is not int or not 1 <= max_messages <= most:
+        raise InvalidArgument(f"max_messages must be 1..{most}, got {max_messages}")
+    if type(max_bytes) is not int or max_bytes < 1:
+        raise InvalidArgument(f"max_bytes must be a positive integer, got {max_bytes}")
+    if tag_filter is None or isinstance(tag_filter, str):
+        return TagFilter.parse(tag_filter)
+    return tag_filter
+
+
+def scan_size(max_messages: int, tag_filter: TagFilter | None) -> int:
+    return max_messages if tag_filter is None else max(max_messages, SCAN_LIMIT)
+
+
+def select_runs(
+    entries: Sequence[tuple[int, int, int, int]], offset: int, max_messages: int, max_bytes: int,
+    tag_filter: TagFilter | None, readable: int,
+) -> tuple[list[tuple[int, int, int]], int, int]:  # fmt: skip
+    """Choose from `entries` (the first one being `offset`'s) what a read returns.
+
+    Returns (runs, count, next_offset): runs are (first offset, position, length) of adjacent chosen
+    records; next_offset is past every entry examined, matching or not. Records ending past `readable`
+    (written but not acknowledged) stop the read. The first record is taken even above `max_bytes`.
+    """
+    codes = tag_filter.codes if tag_filter else None
+    runs: list[tuple[int, int, int]] = []
+    next_offset, taken, taken_bytes, run_end = offset, 0, 0, -1
+    for queue_offset, (position, size, tag_code, _) in enumerate(entries, offset):
+        if position + size > readable:
+            break
+        if codes is None or tag_code in codes:
+            if taken and taken_bytes + size > max_bytes:
+                break
+            if position == run_end:
+                first, run_start, length = runs[-1]
+                runs[-1] = (first, run_start, length + size)
+            else:
+                runs.append((queue_offset, position, size))
+            run_end = position + size
+            taken += 1
+            taken_bytes += size
+        next_offset = queue_offset + 1
+        if taken == max_messages:
+            break
+    return runs, taken, next_offset

@@ -1,0 +1,294 @@
+"""The read-ahead cache for cold reads (the 5.1 design's, with its two open problems addressed).
+
+A cold read fetches a *block*: the ConsumeQueue entries of consecutive offsets and their records, which
+sit back to back in the queue's tier commit log, so a block costs two ranged reads however many
+messages it holds. Blocks are shared by every reader of the queue (any number of consumer groups).
+
+Readers are tracked as *streams*: a read at the offset where an earlier read ended continues that
+stream; any other read starts a new one. Each stream has a prefetch window, in messages, that works
+like TCP's congestion window: it grows by `min_window` after every read the cache already held
+(additive increase) and halves when a read had to wait for S3 or a block was evicted before anyone
+read it (multiplicative decrease). After each read the cache fetches ahead, in the background, until
+two windows past the stream's position are cached or in flight. Two readers that need the same block
+wait for one fetch (fetches are coalesced).
+
+Expiry is consumption-rate aware: each stream's rate (messages/s, smoothed) gives when it will reach a
+block; a block no live stream will reach before its TTL ends, or that every stream has passed, is
+dropped at once instead of sitting in memory until the TTL (the article's open problem). The cache is
+bounded in bytes: over the bound it drops blocks nobody needs first, then the least recently used.
+With `max_bytes` 0 there is no read-ahead: each read fetches just what it asks for.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .container import TieredQueue
+
+Entry = tuple[int, int, int, int]  # position, size, tag_code, store_timestamp
+QueueKey = tuple[str, int]
+RATE_SMOOTHING = 0.3
+MAX_STREAMS = 64  # per queue; the least recently seen goes first
+
+
+@dataclass(slots=True, eq=False)
+class Block:
+    """Offsets [first, first + len(entries)) of one queue with their records (`data` starts at `entries[0]`)."""
+
+    first: int
+    entries: list[Entry]
+    data: bytes
+    expires_at: float = 0.0
+    last_used: float = 0.0
+    reads: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.first + len(self.entries)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.data) + 24 * len(self.entries)
+
+    def records(self, position: int, length: int) -> bytes:
+        start = position - self.entries[0][0]
+        return self.data[start : start + length]
+
+
+@dataclass(slots=True, eq=False)
+class Stream:
+    """One reader going through a queue in order (usually one consumer group)."""
+
+    position: int
+    window: int
+    last_seen: float
+    rate: float | None = None  # messages per second, smoothed; None until measured
+
+
+@dataclass(slots=True)
+class QueueCache:
+    blocks: list[Block] = field(default_factory=list)  # sorted by first offset, not overlapping
+    in_flight: dict[int, tuple[int, Future]] = field(default_factory=dict)  # first -> (end, fetch)
+    streams: list[Stream] = field(default_factory=list)
+
+
+def fetch_block(tiered: TieredQueue, first: int, end: int) -> Block:
+    """Read offsets [first, end) from the tier: one read of entries, one of records."""
+    entries = tiered.entries(first, end)
+    start = entries[0][0]
+    last = entries[-1]
+    return Block(first, entries, tiered.read(start, last[0] + last[1] - start))
+
+
+class ReadAheadCache:
+    def __init__(
+        self, max_bytes: int, ttl_s: float, *, min_window: int = 256, max_window: int = 16_384,
+        fetch_threads: int = 4, clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        self.max_bytes, self.ttl_s = max_bytes, ttl_s
+        self.min_window, self.max_window = min_window, max_window
+        self.clock = clock
+        self._queues: dict[QueueKey, QueueCache] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(fetch_threads, thread_name_prefix="tier-read-ahead")
+        self.stats = {"hits": 0, "misses": 0, "waits": 0, "prefetches": 0, "evicted_unread": 0, "expired_early": 0}
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._bytes
+
+    # ---- reads ----
+
+    def read(self, tiered: TieredQueue, offset: int, count: int, end: int) -> Block:
+        """A block starting at or before `offset` that holds it (it may hold fewer than `count` after it)."""
+        if not self.enabled:
+            return fetch_block(tiered, offset, min(end, offset + count))
+        key = (tiered.topic, tiered.queue)
+        now = self.clock()
+        owned = None
+        with self._lock:
+            cache = self._queues.setdefault(key, QueueCache())
+            stream = self._stream(cache, offset, now)
+            block = self._cached(cache, offset)
+            pending = None if block else self._in_flight(cache, offset)
+            if block is None and pending is None:
+                fetch_end = min(end, offset + max(count, stream.window), self._next_start(cache, offset))
+                owned = pending = self._register(cache, offset, fetch_end)
+        if owned is not None:
+            self.stats["misses"] += 1
+            self._fill(key, cache, tiered, offset, fetch_end, owned)
+        elif block is None:
+            self.stats["waits"] += 1
+        if block is not None:
+            self.stats["hits"] += 1
+            stream.window = min(self.max_window, stream.window + self.min_window)
+        else:
+            if stream.rate is not None:  # a stream that should have been fetched ahead for had to wait
+                stream.window = max(self.min_window, stream.window // 2)
+            block = pending.result()
+        block.reads += 1
+        block.last_used = now
+        return block
+
+    def advance(self, tiered: TieredQueue, offset: int, next_offset: int, end: int) -> None:
+        """The read at `offset` ended at `next_offset`: move its stream, and fetch ahead of it."""
+        if not self.enabled or next_offset <= offset:
+            return
+        key = (tiered.topic, tiered.queue)
+        now = self.clock()
+        with self._lock:
+            cache = self._queues.get(key)
+            if cache is None:
+                return
+            stream = next((s for s in cache.streams if s.position == offset), None)
+            if stream is None:
+                return
+            elapsed = now - stream.last_seen
+            if elapsed > 0 and stream.rate is not None:
+                measured = (next_offset - offset) / elapsed
+                stream.rate = measured if stream.rate == 0 else stream.rate + RATE_SMOOTHING * (measured - stream.rate)
+            elif stream.rate is None:
+                stream.rate = 0.0
+            stream.position, stream.last_seen = next_offset, now
+            ahead = self._covered_until(cache, next_offset)
+            while ahead < end and ahead - next_offset < 2 * stream.window:
+                fetch_end = min(end, ahead + stream.window)
+                self._start_fetch(key, cache, tiered, ahead, fetch_end)
+                self.stats["prefetches"] += 1
+                ahead = fetch_end
+            self._expire(key, cache, now)
+
+    # ---- bookkeeping (under the lock) ----
+
+    def _stream(self, cache: QueueCache, offset: int, now: float) -> Stream:
+        for stream in cache.streams:
+            if stream.position == offset:
+                return stream
+        stream = Stream(offset, self.min_window, now)
+        cache.streams.append(stream)
+        if len(cache.streams) > MAX_STREAMS:
+            cache.streams.remove(min(cache.streams, key=lambda s: s.last_seen))
+        return stream
+
+    @staticmethod
+    def _cached(cache: QueueCache, offset: int) -> Block | None:
+        for block in cache.blocks:
+            if block.first <= offset < block.end:
+                return block
+        return None
+
+    @staticmethod
+    def _in_flight(cache: QueueCache, offset: int) -> Future | None:
+        for first, (end, future) in cache.in_flight.items():
+            if first <= offset < end:
+                return future
+        return None
+
+    def _covered_until(self, cache: QueueCache, offset: int) -> int:
+        """How far from `offset` on the queue is cached or being fetched without a gap."""
+        spans = sorted([(b.first, b.end) for b in cache.blocks] + [(f, e) for f, (e, _) in cache.in_flight.items()])
+        for first, end in spans:
+            if first <= offset < end:
+                offset = end
+        return offset
+
+    @staticmethod
+    def _next_start(cache: QueueCache, offset: int) -> int:
+        """The first offset after `offset` already cached or in flight (a fetch stops there)."""
+        starts = [b.first for b in cache.blocks] + list(cache.in_flight)
+        return min((first for first in starts if first > offset), default=2**63)
+
+    @staticmethod
+    def _register(cache: QueueCache, first: int, end: int) -> Future:
+        future: Future = Future()
+        cache.in_flight[first] = (end, future)
+        return future
+
+    def _start_fetch(self, key: QueueKey, cache: QueueCache, tiered: TieredQueue, first: int, end: int) -> None:
+        self._pool.submit(self._fill, key, cache, tiered, first, end, self._register(cache, first, end))
+
+    def _fill(
+        self, key: QueueKey, cache: QueueCache, tiered: TieredQueue, first: int, end: int, future: Future
+    ) -> None:
+        """Fetch [first, end) into the cache and complete `future` with the block (or the error)."""
+        try:
+            block = fetch_block(tiered, first, end)
+        except BaseException as error:
+            with self._lock:
+                cache.in_flight.pop(first, None)
+            future.set_exception(error)
+            return
+        with self._lock:
+            cache.in_flight.pop(first, None)
+            self._insert(key, cache, block)
+        future.set_result(block)
+
+    def _insert(self, key: QueueKey, cache: QueueCache, block: Block) -> None:
+        now = self.clock()
+        block.expires_at, block.last_used = now + self.ttl_s, now
+        if any(b.first < block.end and block.first < b.end for b in cache.blocks):
+            return  # raced with another fetch of an overlapping range: keep what is there
+        cache.blocks.append(block)
+        cache.blocks.sort(key=lambda b: b.first)
+        self._bytes += block.nbytes
+        self._expire(key, cache, now)
+        while self._bytes > self.max_bytes and self._evict_one(now):
+            pass
+
+    def _needed(self, cache: QueueCache, block: Block, now: float) -> bool:
+        """Whether a live stream is expected to read `block` before it expires."""
+        for stream in cache.streams:
+            if now - stream.last_seen > self.ttl_s or stream.position >= block.end:
+                continue  # gone quiet, or already past it
+            if stream.rate is None or stream.rate <= 0 or stream.position >= block.first:
+                return True  # reading it now, or its pace is not known yet
+            if now + (block.first - stream.position) / stream.rate <= block.expires_at:
+                return True
+        return False
+
+    def _expire(self, key: QueueKey, cache: QueueCache, now: float) -> None:
+        for block in list(cache.blocks):
+            if now >= block.expires_at or not self._needed(cache, block, now):
+                if now < block.expires_at:
+                    self.stats["expired_early"] += 1
+                self._drop(cache, block)
+        cache.streams[:] = [s for s in cache.streams if now - s.last_seen <= self.ttl_s]
+        if not cache.blocks and not cache.in_flight and not cache.streams:
+            self._queues.pop(key, None)
+
+    def _evict_one(self, now: float) -> bool:
+        """Drop one block, preferring those no stream needs, then the least recently used."""
+        candidates = [(cache, block) for cache in self._queues.values() for block in cache.blocks]
+        if not candidates:
+            return False
+        cache, block = min(candidates, key=lambda cb: (self._needed(cb[0], cb[1], now), cb[1].last_used))
+        if block.reads == 0:  # fetched for nothing: back off the windows of that queue
+            self.stats["evicted_unread"] += 1
+            for stream in cache.streams:
+                stream.window = max(self.min_window, stream.window // 2)
+        self._drop(cache, block)
+        return True
+
+    def _drop(self, cache: QueueCache, block: Block) -> None:
+        cache.blocks.remove(block)
+        self._bytes -= block.nbytes
+
+    def forget(self, topic: str) -> None:
+        """Drop everything cached for a topic (deleted, or its tier segments expired)."""
+        with self._lock:
+            for key in [k for k in self._queues if k[0] == topic]:
+                for block in list(self._queues[key].blocks):
+                    self._drop(self._queues[key], block)
+                del self._queues[key]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,217 @@
+"""The tier's container layer: each queue's own commit log and ConsumeQueue, as runs of segments.
+
+    <topic>/<queue>/commitlog/      the queue's records, back to back, byte for byte as the hot commit
+                                    log holds them (`tidemq_store.record`, CRC included), so a message
+                                    read cold is identical to the one read hot, id included
+    <topic>/<queue>/consumequeue/   24 bytes per queue offset, from the tier's first offset on:
+                                    position:u64 size:u32 tag_code:u32 store_timestamp:u64 (LE),
+                                    `position` being regenerated: the record's place in this queue's
+                                    tier commit log, not in the hot one
+
+A segment of the ConsumeQueue is named by its byte position, offset * 24; one of the commit log by
+its tier position. An upload appends the records to the commit log, then their entries to the
+ConsumeQueue, and commits in that order: the ConsumeQueue is the commit point. A crash can leave
+commit-log bytes no entry points to (recovery drops them) but never an entry without its record, so
+after recovery the tier holds every uploaded message exactly once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+import threading
+from collections.abc import Sequence
+
+from ..errors import CorruptStore
+from .segment import FileSegment, TierDriver
+
+ENTRY = struct.Struct("<QIIQ")  # position, size, tag_code, store_timestamp
+ENTRY_SIZE = ENTRY.size
+
+
+class FileQueue:
+    """One logical tier file: segments in order, appends to the last, reads across them."""
+
+    def __init__(self, driver: TierDriver, path: str, segment_bytes: int) -> None:
+        self.driver, self.path, self.segment_bytes = driver, path, segment_bytes
+        self._segments: list[FileSegment] = driver.segments(path)
+        self._bases = [segment.base for segment in self._segments]
+        self._lock = threading.Lock()
+
+    @property
+    def empty(self) -> bool:
+        return not self._segments
+
+    @property
+    def start(self) -> int | None:
+        return self._segments[0].base if self._segments else None
+
+    @property
+    def end(self) -> int | None:
+        """Just past the last committed byte (None while the file holds nothing)."""
+        return self._segments[-1].end if self._segments else None
+
+    def append(self, data: bytes, position: int) -> None:
+        """Buffer `data` to go at `position`, which must follow everything appended so far."""
+        with self._lock:
+            last = self._segments[-1] if self._segments else None
+            expected = last.end + last.pending_bytes if last else position
+            if position != expected:
+                raise CorruptStore(f"{self.path}: append at {position}, but the file ends at {expected}")
+            if last is None or last.sealed or (last.size and not self.driver.appendable):
+                last = self._add(position)
+            elif last.size + last.pending_bytes >= self.segment_bytes and not last.pending_bytes:
+                last.seal()
+                last = self._add(position)
+            last.append(data)
+
+    def _add(self, base: int) -> FileSegment:
+        segment = self.driver.create(self.path, base)
+        self._segments.append(segment)
+        self._bases.append(base)
+        return segment
+
+    def commit(self) -> None:
+        """Make what was appended durable; retry after an error by calling it again."""
+        if self._segments:
+            self._segments[-1].commit()
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._segments and self._segments[-1].pending_bytes)
+
+    def read(self, position: int, length: int) -> bytes:
+        with self._lock:
+            index = bisect.bisect_right(self._bases, position) - 1
+            segments = self._segments[max(index, 0) :]
+        parts, end = [], position + length
+        for segment in segments:
+            if position >= end:
+                break
+            if position < segment.base or position >= segment.end:
+                raise CorruptStore(f"{self.path}: no committed bytes at {position}")
+            take = min(end, segment.end) - position
+            parts.append(segment.read(position, take))
+            position += take
+        if position < end:
+            raise CorruptStore(f"{self.path}: committed bytes end before {end}")
+        return b"".join(parts)
+
+    def truncate(self, end: int) -> None:
+        """Keep only the bytes before `end` (recovery)."""
+        with self._lock:
+            while self._segments and self._segments[-1].base >= end:
+                self._segments.pop().delete()
+                self._bases.pop()
+            if self._segments and self._segments[-1].end > end:
+                self._segments[-1].truncate(end - self._segments[-1].base)
+
+    def delete_through(self, predicate) -> list[FileSegment]:
+        """Delete leading segments while `predicate(segment)` holds (never one with uncommitted bytes)."""
+        deleted = []
+        while True:
+            with self._lock:
+                if not self._segments or self._segments[0].pending_bytes or not predicate(self._segments[0]):
+                    return deleted
+                segment = self._segments.pop(0)
+                self._bases.pop(0)
+            segment.delete()
+            deleted.append(segment)
+
+    def first_segments(self) -> list[FileSegment]:
+        with self._lock:
+            return list(self._segments)
+
+
+class TieredQueue:
+    """One queue in the tier: its commit log and ConsumeQueue (see the module docstring)."""
+
+    def __init__(self, driver: TierDriver, topic: str, queue: int, segment_bytes: int) -> None:
+        self.topic, self.queue = topic, queue
+        base = f"{topic}/{queue}"
+        self.commitlog = FileQueue(driver, f"{base}/commitlog", segment_bytes)
+        self.consumequeue = FileQueue(driver, f"{base}/consumequeue", segment_bytes // 16 or ENTRY_SIZE)
+        self.recover()
+
+    # ---- offsets ----
+
+    @property
+    def min_offset(self) -> int | None:
+        start = self.consumequeue.start
+        return None if start is None else start // ENTRY_SIZE
+
+    @property
+    def max_offset(self) -> int | None:
+        end = self.consumequeue.end
+        return None if end is None else end // ENTRY_SIZE
+
+    def entries(self, start: int, end: int) -> list[tuple[int, int, int, int]]:
+        """(position, size, tag_code, store_timestamp) for offsets [start, end), all committed."""
+        if end <= start:
+            return []
+        return list(ENTRY.iter_unpack(self.consumequeue.read(start * ENTRY_SIZE, (end - start) * ENTRY_SIZE)))
+
+    def read(self, position: int, length: int) -> bytes:
+        return self.commitlog.read(position, length)
+
+    # ---- upload ----
+
+    def append(self, first_offset: int, records: bytes, entries: Sequence[tuple[int, int, int]]) -> None:
+        """Buffer records for offsets first_offset.. and their (size, tag_code, store_timestamp); `commit` uploads."""
+        max_offset = self.max_offset
+        if max_offset is not None and first_offset != max_offset:
+            raise CorruptStore(f"tier {self.topic}:{self.queue} ends at {max_offset}, cannot append {first_offset}")
+        position = self.commitlog.end or 0
+        packed = []
+        for size, tag_code, store_timestamp in entries:
+            packed.append(ENTRY.pack(position, size, tag_code, store_timestamp))
+            position += size
+        self.commitlog.append(records, self.commitlog.end or 0)
+        self.consumequeue.append(b"".join(packed), first_offset * ENTRY_SIZE)
+
+    def commit(self) -> None:
+        """Upload what `append` buffered: records first, then the entries that make them visible."""
+        self.commitlog.commit()
+        self.consumequeue.commit()
+
+    @property
+    def pending(self) -> bool:
+        return self.commitlog.pending or self.consumequeue.pending
+
+    # ---- recovery and retention ----
+
+    def recover(self) -> None:
+        """Cut a torn ConsumeQueue tail and drop commit-log bytes no entry points to."""
+        cq = self.consumequeue
+        if cq.end is not None and cq.end % ENTRY_SIZE:
+            cq.truncate(cq.end - cq.end % ENTRY_SIZE)
+        if cq.empty or cq.end == cq.start:
+            self.commitlog.truncate(0)
+            return
+        position, size, _, _ = self.entries(self.max_offset - 1, self.max_offset)[0]
+        expected = position + size
+        if (self.commitlog.end or 0) < expected:
+            raise CorruptStore(f"tier {self.topic}:{self.queue}: entries point past the commit log's end")
+        self.commitlog.truncate(expected)
+
+    def delete_expired(self, before_timestamp: int) -> int:
+        """Delete segments whose every message was stored before `before_timestamp`; return how many
+        messages went. ConsumeQueue segments go first, so no entry ever points to a deleted record."""
+        last_end = 0
+        deleted = 0
+
+        def expired(segment: FileSegment) -> bool:
+            if segment.size < ENTRY_SIZE:
+                return False
+            raw = segment.read(segment.end - ENTRY_SIZE, ENTRY_SIZE)
+            position, size, _, store_timestamp = ENTRY.unpack(raw)
+            if store_timestamp >= before_timestamp:
+                return False
+            nonlocal last_end, deleted
+            last_end = position + size
+            deleted += segment.size // ENTRY_SIZE
+            return True
+
+        if self.consumequeue.delete_through(expired):
+            self.commitlog.delete_through(lambda segment: segment.end <= last_end)
+        return deleted

@@ -1,0 +1,37 @@
+"""The S3 client the tier uses: boto3, with the endpoint from the standard `AWS_ENDPOINT_URL`.
+
+So the same code talks to AWS, LocalStack (`AWS_ENDPOINT_URL=http://localhost:4566`) or a moto server.
+botocore retries every call itself ("standard" mode: 5xx, 503 SlowDown, throttling, connection errors
+and timeouts, with exponential backoff and jitter) before the uploader's own retry loop sees an error.
+"""
+
+from __future__ import annotations
+
+import os
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+RETRIES = Config(
+    retries={"mode": "standard", "max_attempts": 8},
+    connect_timeout=5,
+    read_timeout=30,
+    max_pool_connections=32,
+)
+
+
+def s3_client():
+    """A boto3 S3 client (region from the environment, else us-east-1)."""
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    return boto3.session.Session().client("s3", region_name=region, config=RETRIES)
+
+
+def ensure_bucket(client, bucket: str) -> None:
+    """Create `bucket` unless it exists."""
+    try:
+        client.head_bucket(Bucket=bucket)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+            raise
+        client.create_bucket(Bucket=bucket)

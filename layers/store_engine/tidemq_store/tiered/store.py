@@ -1,0 +1,309 @@
+"""`TieredMessageStore`: the access layer over a hot store and its cold tier (RocketMQ 5.1's TieredMessageStore).
+
+Writes, metadata and long polling go to the hot store; every acknowledged put is dispatched to the
+tier (dispatcher.py). Reads choose a tier per `tier_level` (config.TieredStorageLevel) and offset:
+
+    DISABLE      hot
+    NOT_IN_DISK  cold below the hot minimum (hot segments removed by hot retention), else hot
+    NOT_IN_MEM   also cold when the record is more than `tier_in_memory_bytes` behind the hot log's end
+    FORCE        cold wherever the tier holds the offset
+
+and fall back to the hot tier for offsets the tier does not hold yet (or when a cold read fails while
+the hot tier still has the data). Cold reads go through the read-ahead cache (cache.py), filter by tag
+on the server from the tier's ConsumeQueue, and return the records byte for byte as stored, so a
+consumer cannot tell which tier served it. A queue's readable range starts at the lower of the two
+minimums. Lookups by message id and key search the hot tier only.
+
+Hot retention (`hot_retention_ms`): hot segments whose records are all in the tier and older than it are
+removed by the hot cleaner (never under DISABLE, which could not read them back); topic retention also
+deletes cold segments whose messages expired.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from ..api import UNSET, CleanReport, MessageStore
+from ..config import StoreConfig, TieredStorageLevel
+from ..errors import OffsetOutOfRange, TideMQError
+from ..model import (
+    GetResult,
+    GroupConfig,
+    Message,
+    PutResult,
+    QueueOffsets,
+    RecordBatch,
+    StoredMessage,
+    TagFilter,
+    TierQueueStatus,
+    TopicConfig,
+)
+from ..record import decode_run
+from ..selection import check_read, scan_size, select_runs
+from .cache import Block, ReadAheadCache
+from .container import TieredQueue
+from .dispatcher import TieredDispatcher
+from .segment import TierDriver
+
+log = logging.getLogger("tidemq.tier")
+ALL = 2**63
+
+
+class ColdRead(NamedTuple):
+    """What a cold read returns: `runs` of adjacent records (first offset, position, length) in `block`."""
+
+    block: Block
+    runs: list[tuple[int, int, int]]
+    count: int
+    next_offset: int
+    tag_filter: TagFilter | None
+    min_offset: int
+    max_offset: int
+
+
+class TieredMessageStore(MessageStore):
+    def __init__(self, hot, driver: TierDriver, config: StoreConfig) -> None:
+        self.hot, self.driver, self.config = hot, driver, config
+        self.dispatcher = TieredDispatcher(hot, driver, config)
+        self.cache = ReadAheadCache(config.tier_cache_bytes, config.tier_cache_ttl_s)
+        hot.put_listener = self.dispatcher.dispatch
+        if config.hot_retention_ms is not None and config.tier_level is not TieredStorageLevel.DISABLE:
+            hot.release_policy = (self.dispatcher.frontier, config.hot_retention_ms)
+
+    # ---- topics and groups: the hot store's ------------------------------------------------------
+
+    def create_topic(self, config: TopicConfig) -> TopicConfig:
+        return self.hot.create_topic(config)
+
+    def get_topic(self, name: str) -> TopicConfig:
+        return self.hot.get_topic(name)
+
+    def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
+        return self.hot.list_topics(after, limit)
+
+    def update_topic(
+        self, name: str, *, retention_ms: int | object | None = UNSET, queues: int | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> TopicConfig:  # fmt: skip
+        return self.hot.update_topic(name, retention_ms=retention_ms, queues=queues, attributes=attributes)
+
+    def delete_topic(self, name: str) -> None:
+        config = self.hot.get_topic(name)
+        locks = [self.dispatcher.queue_lock(name, queue) for queue in range(config.queues)]
+        for lock in locks:  # no upload of the topic is running, none starts
+            lock.acquire()
+        try:
+            self.hot.delete_topic(name)
+            self.dispatcher.forget(name)
+            self.cache.forget(name)
+        finally:
+            for lock in locks:
+                lock.release()
+
+    def create_group(self, config: GroupConfig) -> GroupConfig:
+        return self.hot.create_group(config)
+
+    def get_group(self, name: str) -> GroupConfig:
+        return self.hot.get_group(name)
+
+    def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
+        return self.hot.list_groups(after, limit)
+
+    def delete_group(self, name: str) -> None:
+        self.hot.delete_group(name)
+
+    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        self.hot.commit_offsets(group, topic, offsets)
+
+    def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
+        return self.hot.committed_offsets(group, topic)
+
+    def group_topics(self, group: str) -> list[str]:
+        return self.hot.group_topics(group)
+
+    # ---- messages --------------------------------------------------------------------------------
+
+    def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
+        return self.hot.put(topic, messages)  # the hot store's put listener dispatches to the tier
+
+    def get(
+        self, topic: str, queue: int, offset: int, max_messages: int = 32, max_bytes: int = 4 * 1024 * 1024,
+        tag_filter: str | TagFilter | None = None,
+    ) -> GetResult:  # fmt: skip
+        cold = self._cold_read(topic, queue, offset, max_messages, max_bytes, tag_filter)
+        if cold is None:
+            return self._with_cold_min(topic, queue, offset, lambda: self.hot.get(
+                topic, queue, offset, max_messages, max_bytes, tag_filter))  # fmt: skip
+        messages: list[StoredMessage] = []
+        for first, position, length in cold.runs:
+            messages += decode_run(cold.block.records(position, length), topic, queue, first)
+        if cold.tag_filter is not None:  # tag codes can collide: confirm the real tag
+            messages = [m for m in messages if cold.tag_filter.matches(m.tag)]
+        return GetResult(messages, cold.next_offset, cold.min_offset, cold.max_offset)
+
+    def read_records(
+        self, topic: str, queue: int, offset: int, max_messages: int = 1000, max_bytes: int = 4 * 1024 * 1024,
+        tag_filter: str | TagFilter | None = None,
+    ) -> RecordBatch:  # fmt: skip
+        cold = self._cold_read(topic, queue, offset, max_messages, max_bytes, tag_filter)
+        if cold is None:
+            return self._with_cold_min(topic, queue, offset, lambda: self.hot.read_records(
+                topic, queue, offset, max_messages, max_bytes, tag_filter))  # fmt: skip
+        records = b"".join(cold.block.records(position, length) for _, position, length in cold.runs)
+        return RecordBatch(records, cold.count, cold.next_offset, cold.min_offset, cold.max_offset)
+
+    def _route(self, topic: str, queue: int, offset: int) -> TieredQueue | None:
+        """The tier queue to read `offset` from, or None for the hot tier (see the module docstring)."""
+        level = self.config.tier_level
+        if level is TieredStorageLevel.DISABLE or not isinstance(offset, int):
+            return None
+        hot_min = self.hot.cq.min_offset(topic, queue)
+        if level is TieredStorageLevel.NOT_IN_DISK and offset >= hot_min:
+            return None
+        if not self.dispatcher.has_tier_data(topic, queue):
+            return None
+        tiered = self.dispatcher.tiered_queue(topic, queue)
+        low, high = tiered.min_offset, tiered.max_offset
+        if low is None or not low <= offset < high:
+            return None
+        if offset < hot_min or level is TieredStorageLevel.FORCE:
+            return tiered
+        if level is TieredStorageLevel.NOT_IN_MEM:
+            entry = self.hot.cq.entry(topic, queue, offset)
+            behind = self.hot.commitlog.written_position - entry.physical_offset if entry else ALL
+            return tiered if behind > self.config.tier_in_memory_bytes else None
+        return None
+
+    def _cold_read(
+        self, topic: str, queue: int, offset: int, max_messages: int, max_bytes: int,
+        tag_filter: str | TagFilter | None,
+    ) -> ColdRead | None:  # fmt: skip
+        """What a cold read returns, or None to read hot."""
+        config = self.hot.get_topic(topic)
+        self.hot._check_queue(config, queue)
+        tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
+        tiered = self._route(topic, queue, offset)
+        if tiered is None:
+            return None
+        end = tiered.max_offset
+        scan_end = min(end, offset + scan_size(max_messages, tag_filter))
+        try:
+            block = self.cache.read(tiered, offset, scan_end - offset, end)
+        except Exception:
+            if offset >= self.hot.cq.min_offset(topic, queue):
+                log.warning("cold read of %s:%s at %s failed; reading hot", topic, queue, offset, exc_info=True)
+                return None
+            raise
+        entries = block.entries[offset - block.first : scan_end - block.first]
+        runs, count, next_offset = select_runs(entries, offset, max_messages, max_bytes, tag_filter, ALL)
+        self.cache.advance(tiered, offset, next_offset, end)
+        min_offset = min(tiered.min_offset, self.hot.cq.min_offset(topic, queue))
+        return ColdRead(block, runs, count, next_offset, tag_filter, min_offset, self.hot._max_offset(topic, queue))
+
+    def _with_cold_min(self, topic: str, queue: int, offset: int, read):
+        """A hot read, with the queue's minimum (in results and errors) counting the cold tier."""
+        try:
+            result = read()
+        except OffsetOutOfRange as error:
+            low = self._min_offset(topic, queue, error.min_offset)
+            if low != error.min_offset:
+                raise OffsetOutOfRange(topic, queue, offset, low, error.max_offset) from None
+            raise
+        result.min_offset = self._min_offset(topic, queue, result.min_offset)
+        return result
+
+    def _min_offset(self, topic: str, queue: int, hot_min: int) -> int:
+        if self.config.tier_level is TieredStorageLevel.DISABLE or not self.dispatcher.has_tier_data(topic, queue):
+            return hot_min
+        cold_min = self.dispatcher.tiered_queue(topic, queue).min_offset
+        return hot_min if cold_min is None else min(cold_min, hot_min)
+
+    def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
+        return self.hot.wait_for_messages(topic, queue, offset, timeout_s)
+
+    def queue_offsets(self, topic: str) -> list[QueueOffsets]:
+        return [
+            QueueOffsets(q.queue, self._min_offset(topic, q.queue, q.min_offset), q.max_offset)
+            for q in self.hot.queue_offsets(topic)
+        ]
+
+    def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
+        offset = self.hot.offset_for_timestamp(topic, queue, timestamp_ms)
+        hot_min = self.hot.cq.min_offset(topic, queue)
+        if offset > hot_min or self.config.tier_level is TieredStorageLevel.DISABLE:
+            return offset
+        if not self.dispatcher.has_tier_data(topic, queue):
+            return offset
+        tiered = self.dispatcher.tiered_queue(topic, queue)
+        low, high = tiered.min_offset, min(tiered.max_offset or 0, hot_min)
+        if low is None or low >= high:
+            return offset
+        while low < high:  # the first cold offset stored at or after the time
+            middle = (low + high) // 2
+            if tiered.entries(middle, middle + 1)[0][3] >= timestamp_ms:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    def message_by_id(self, msg_id: str) -> StoredMessage:
+        return self.hot.message_by_id(msg_id)
+
+    def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
+        return self.hot.messages_by_key(topic, key, limit)
+
+    # ---- cold tier -------------------------------------------------------------------------------
+
+    def tier_status(self, topic: str) -> list[TierQueueStatus]:
+        statuses = []
+        for offsets in self.hot.queue_offsets(topic):
+            queue = offsets.queue
+            cold_min = cold_max = None
+            if self.dispatcher.has_tier_data(topic, queue):
+                tiered = self.dispatcher.tiered_queue(topic, queue)
+                cold_min, cold_max = tiered.min_offset, tiered.max_offset
+            lag = self.dispatcher.lag(topic, queue)
+            statuses.append(TierQueueStatus(queue, offsets.min_offset, cold_min, cold_max, offsets.max_offset,
+                                            lag.messages, round(lag.seconds, 3)))  # fmt: skip
+        return statuses
+
+    def upload_now(self, topic: str | None = None) -> int:
+        if topic is not None:
+            self.hot.get_topic(topic)
+        return self.dispatcher.upload_now(topic)
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        self.hot.flush()
+
+    def recover(self) -> None:
+        self.hot.recover()
+
+    def clean_expired(self, now_ms: int | None = None) -> CleanReport:
+        """Hot retention and release, then topic retention in the tier."""
+        report = self.hot.clean_expired(now_ms)
+        now = now_ms if now_ms is not None else _now_ms()
+        expired = 0
+        for topic, queue in list(self.hot.meta.tier_queues()):
+            config = self.hot.meta.get_topic(topic)
+            if config is None or config.retention_ms is None:
+                continue
+            with self.dispatcher.queue_lock(topic, queue):
+                try:
+                    expired += self.dispatcher.tiered_queue(topic, queue).delete_expired(now - config.retention_ms)
+                except TideMQError:
+                    log.exception("cold retention of %s:%s failed", topic, queue)
+        return CleanReport(report.segments_deleted, report.messages_expired + expired)
+
+    def close(self) -> None:
+        self.dispatcher.close()
+        self.cache.close()
+        self.hot.close()
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -16,7 +16,7 @@ install: $(INSTALLED)
 
 ## run: the local platform on 127.0.0.1:8080 (embedded store under ./.tidemq), in the foreground
 run: $(INSTALLED)
-	$(PY) -m functions.local_gateway
+	TIDEMQ_TIER=$${TIDEMQ_TIER:-s3} $(PY) -m functions.local_gateway
 
 ## test: lint, then the whole suite (unit, integration, end-to-end)
 test: $(INSTALLED)

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ import uvicorn
 
 from functions.routes import Route, handler_for, routes
 from functions.store import close_store, get_store
+from shared.local_aws import free_port
 from shared.settings import get_settings
 
 TEXT_TYPES = ("text/", "application/json", "application/x-ndjson", "application/xml")
@@ -143,7 +143,10 @@ async def app(scope, receive, send) -> None:
                 asyncio.get_running_loop().set_default_executor(
                     ThreadPoolExecutor(get_settings().gateway_threads, thread_name_prefix="handler")
                 )
-                await asyncio.to_thread(get_store)  # open (and recover) the store before serving
+                store = await asyncio.to_thread(get_store)  # open (and recover) the store before serving
+                if store.tier_medium:
+                    via = os.environ.get("AWS_ENDPOINT_URL", "AWS")
+                    print(f"cold tier {store.tier_medium} via {via}, reads {get_settings().tier_level}", flush=True)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await asyncio.to_thread(close_store)
@@ -179,13 +182,6 @@ def main() -> None:
     settings = get_settings()
     print(f"TideMQ local gateway on http://{settings.host}:{settings.port} (data in {settings.home.resolve()})")
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -9,8 +9,9 @@ from __future__ import annotations
 import atexit
 import threading
 
+from shared import local_aws
 from shared.settings import get_settings
-from tidemq_store import MessageStore, open_store
+from tidemq_store import MessageStore, TierMedium, open_store
 
 _lock = threading.Lock()
 _store: MessageStore | None = None
@@ -21,7 +22,10 @@ def get_store() -> MessageStore:
     if _store is None:
         with _lock:
             if _store is None:
-                _store = open_store(get_settings())
+                settings = get_settings()
+                if settings.tier is TierMedium.S3:  # no AWS_ENDPOINT_URL: an embedded moto server
+                    local_aws.start_if_needed()
+                _store = open_store(settings)
                 atexit.register(_store.close)
     return _store
 

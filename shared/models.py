@@ -60,6 +60,30 @@ class TopicDescription(TopicView):
     queue_offsets: list[QueueRange]
 
 
+class TierQueueView(ApiModel):
+    """Where one queue's messages are, and how far its upload to the cold tier lags."""
+
+    queue: int
+    hot_min_offset: int = Field(description="Oldest offset the hot tier still holds.")
+    cold_min_offset: int | None = Field(description="Oldest offset in the cold tier (null: none there).")
+    cold_max_offset: int | None = Field(description="Just past the newest offset in the cold tier.")
+    max_offset: int
+    upload_lag_messages: int = Field(description="Acknowledged messages not yet in the cold tier.")
+    upload_lag_seconds: float = Field(description="Age of the oldest of them.")
+
+
+class TierStatus(ApiModel):
+    topic: str
+    tier: str | None = Field(description="The cold tier (e.g. s3://bucket/prefix); null when tiering is off.")
+    level: str = Field(description="tieredStorageLevel: which tier serves reads.")
+    queues: list[TierQueueView]
+
+
+class TierUpload(ApiModel):
+    topic: str
+    uploaded: int = Field(description="Messages uploaded by this request.")
+
+
 class TopicChange(ApiModel):
     """Fields to change; absent fields stay as they are (`retention_ms: null` keeps forever)."""
 

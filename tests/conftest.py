@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.local_aws import LocalAws
 from tidemq_store import MessageStore, StoreConfig, open_store
 
 
@@ -39,3 +40,18 @@ def open_test_store(store_config) -> Iterator[Callable[..., MessageStore]]:
 @pytest.fixture
 def store(open_test_store) -> MessageStore:
     return open_test_store()
+
+
+@pytest.fixture(scope="session")
+def local_aws() -> Iterator[LocalAws]:
+    """A moto server over HTTP on a free loopback port, for the whole session."""
+    with LocalAws() as aws:
+        yield aws
+
+
+@pytest.fixture
+def aws_env(local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch) -> LocalAws:
+    """boto3 in this test points at the session's moto server (AWS_ENDPOINT_URL and test credentials)."""
+    for name, value in local_aws.env.items():
+        monkeypatch.setenv(name, value)
+    return local_aws

@@ -6,10 +6,12 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.api.errors import responses
+from functions.api.observability import metrics
 from functions.api.resolver import lambda_entry, new_resolver
-from functions.logic import groups, queries, topics
+from functions.logic import groups, queries, tiers, topics
 from functions.store import get_store
 from shared.models import (
     CommittedOffsets,
@@ -23,6 +25,8 @@ from shared.models import (
     OffsetCommit,
     OffsetForTime,
     OffsetReset,
+    TierStatus,
+    TierUpload,
     TopicChange,
     TopicDescription,
     TopicList,
@@ -77,6 +81,23 @@ def change_topic(topic: Annotated[str, Path()], change: TopicChange) -> TopicVie
 def delete_topic(topic: Annotated[str, Path()]):
     topics.delete_topic(get_store(), topic)
     return Response(204)
+
+
+@app.get("/v1/topics/<topic>/tier", tags=["topics"], responses=responses(400, 404))
+def tier_status(topic: Annotated[str, Path()]) -> TierStatus:
+    """Per queue: the hot minimum, the cold range and the upload lag (also as metrics)."""
+    status = tiers.tier_status(get_store(), topic)
+    metrics.add_metric(name="TierUploadLagMessages", unit=MetricUnit.Count,
+                       value=sum(q.upload_lag_messages for q in status.queues))  # fmt: skip
+    metrics.add_metric(name="TierUploadLagSeconds", unit=MetricUnit.Seconds,
+                       value=max((q.upload_lag_seconds for q in status.queues), default=0.0))  # fmt: skip
+    return status
+
+
+@app.post("/v1/topics/<topic>/tier/upload", tags=["topics"], responses=responses(400, 404))
+def upload_now(topic: Annotated[str, Path()]) -> TierUpload:
+    """Upload the topic's waiting messages to the cold tier now, instead of at their age or size."""
+    return tiers.upload_now(get_store(), topic)
 
 
 # ---- queries -------------------------------------------------------------------------------------

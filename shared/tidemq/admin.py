@@ -15,6 +15,8 @@ from shared.models import (
     MessageList,
     MessageView,
     OffsetForTime,
+    TierStatus,
+    TierUpload,
     TopicChange,
     TopicDescription,
     TopicList,
@@ -27,6 +29,10 @@ from .client import HttpClient, segment
 M = TypeVar("M", bound=BaseModel)
 ResetTarget = Literal["earliest", "latest"] | int
 """Where a group's offsets go: the start or end of each queue, or the first message at or after a time (ms)."""
+
+
+def model_of(model: type[M], response) -> M:
+    return model.model_validate_json(response.content)
 
 
 class Admin:
@@ -90,6 +96,14 @@ class Admin:
         """Delete the topic, its messages and every group's offsets on it."""
         self._client.request("DELETE", f"/v1/topics/{segment(name)}")
 
+    def tier_status(self, name: str) -> TierStatus:
+        """Per queue: the hot minimum, the cold tier's range and how far the upload lags."""
+        return self._get(TierStatus, f"/v1/topics/{segment(name)}/tier")
+
+    def upload_now(self, name: str) -> TierUpload:
+        """Upload the topic's waiting messages to the cold tier now."""
+        return model_of(TierUpload, self._client.request("POST", f"/v1/topics/{segment(name)}/tier/upload"))
+
     # ---- consumer groups -------------------------------------------------------------------------
 
     def create_group(self, name: str, *, attributes: Mapping[str, str] | None = None) -> GroupView:
@@ -150,7 +164,7 @@ class Admin:
         return model.model_validate_json(self._client.request("GET", path, params=given).content)
 
     def _send(self, model: type[M], method: str, path: str, body: dict) -> M:
-        return model.model_validate_json(self._client.request(method, path, json=body).content)
+        return model_of(model, self._client.request(method, path, json=body))
 
     def close(self) -> None:
         """Close the HTTP client, unless it was passed in (then its owner closes it)."""

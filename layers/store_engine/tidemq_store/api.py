@@ -146,10 +146,14 @@ class MessageStore(ABC):
 
     # ---- cold tier ---------------------------------------------------------------------------------
 
-    def tier_status(self, topic: str) -> list[TierQueueStatus] | None:
-        """Per queue: the hot minimum, the cold range and the upload lag; None when there is no cold tier."""
-        self.get_topic(topic)
-        return None
+    tier_medium: str | None = None
+    """Where the cold tier is (e.g. `s3://bucket/prefix`), None without one."""
+
+    def tier_status(self, topic: str) -> list[TierQueueStatus]:
+        """Per queue: the hot minimum, the cold range (None: nothing in a cold tier) and the upload lag."""
+        return [
+            TierQueueStatus(q.queue, q.min_offset, None, None, q.max_offset, 0, 0.0) for q in self.queue_offsets(topic)
+        ]
 
     def upload_now(self, topic: str | None = None) -> int:
         """Upload what waits for the cold tier now (of `topic`, or all); return how many messages went.

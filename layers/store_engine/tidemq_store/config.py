@@ -71,7 +71,9 @@ class StoreConfig(BaseSettings):
     )
     tier: TierMedium = Field(default=TierMedium.OFF, description="Cold tier medium: off, posix or s3.")
     tier_path: Path | None = Field(default=None, description="posix tier: its directory (default: <home>/tier).")
-    tier_bucket: str = Field(default="tidemq-tier", description="s3 tier: the bucket (created if missing).")
+    tier_bucket: str = Field(
+        default="tidemq-tier", pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", description="s3 tier: the bucket."
+    )
     tier_prefix: str = Field(default="tidemq", description="s3 tier: the key prefix under which queues are stored.")
     tier_level: TieredStorageLevel = Field(default=TieredStorageLevel.NOT_IN_DISK, description="tieredStorageLevel.")
     tier_upload_age_ms: int = Field(default=1000, ge=1, description="Upload a queue's new messages at this age.")

@@ -1,4 +1,4 @@
-"""`tidemq topic ...`: create, list, describe, change retention of and delete topics."""
+"""`tidemq topic ...`: create, list, describe, change retention of and delete topics; their cold tier."""
 
 from __future__ import annotations
 
@@ -111,3 +111,28 @@ def delete(client: HttpClient, name: str, yes: bool) -> None:
     confirm(f"Delete topic {name!r} and all its messages?", yes)
     Admin(client=client).delete_topic(name)
     stdout.print(f"deleted topic {name!r}")
+
+
+@topic.command("tier")
+@click.argument("name")
+@click.pass_obj
+def tier(client: HttpClient, name: str) -> None:
+    """Show where the messages of topic NAME are: hot from where, cold in which range, upload lag."""
+    status = Admin(client=client).tier_status(name)
+    stdout.print(f"topic {name!r}: cold tier {status.tier or 'off'}, reads {status.level}")
+    columns = ("queue", "hot_min", "cold_min", "cold_max", "max_offset", "upload_lag", "lag_s")
+    rows = table(*columns, numeric=columns)
+    for q in status.queues:
+        cold = ("-", "-") if q.cold_min_offset is None else (str(q.cold_min_offset), str(q.cold_max_offset))
+        rows.add_row(str(q.queue), str(q.hot_min_offset), *cold, str(q.max_offset), str(q.upload_lag_messages),
+                     f"{q.upload_lag_seconds:.1f}")  # fmt: skip
+    stdout.print(rows)
+
+
+@topic.command("upload")
+@click.argument("name")
+@click.pass_obj
+def upload(client: HttpClient, name: str) -> None:
+    """Upload the waiting messages of topic NAME to the cold tier now (without waiting for their age)."""
+    done = Admin(client=client).upload_now(name)
+    stdout.print(f"uploaded {done.uploaded} messages of topic {name!r}")

@@ -18,6 +18,7 @@ after recovery the tier holds every uploaded message exactly once.
 from __future__ import annotations
 
 import bisect
+import logging
 import struct
 import threading
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from ..errors import CorruptStore
 from .segment import FileSegment, TierDriver
 
+log = logging.getLogger("tidemq.tier")
 ENTRY = struct.Struct("<QIIQ")  # position, size, tag_code, store_timestamp
 ENTRY_SIZE = ENTRY.size
 
@@ -192,6 +194,9 @@ class TieredQueue:
         expected = position + size
         if (self.commitlog.end or 0) < expected:
             raise CorruptStore(f"tier {self.topic}:{self.queue}: entries point past the commit log's end")
+        if self.commitlog.end > expected:
+            log.info("tier %s:%s: dropping %d bytes an unfinished upload left", self.topic, self.queue,
+                     self.commitlog.end - expected)  # fmt: skip
         self.commitlog.truncate(expected)
 
     def delete_expired(self, before_timestamp: int) -> int:

@@ -67,6 +67,7 @@ class ColdRead(NamedTuple):
 class TieredMessageStore(MessageStore):
     def __init__(self, hot, driver: TierDriver, config: StoreConfig) -> None:
         self.hot, self.driver, self.config = hot, driver, config
+        self.tier_medium = driver.describe()
         self.dispatcher = TieredDispatcher(hot, driver, config)
         self.cache = ReadAheadCache(config.tier_cache_bytes, config.tier_cache_ttl_s)
         hot.put_listener = self.dispatcher.dispatch

@@ -1,0 +1,58 @@
+"""`make run`'s cold tier: with TIDEMQ_TIER=s3 and no AWS_ENDPOINT_URL the gateway starts its own S3 (moto)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from functions.local_gateway import running_gateway
+from tidemq import Admin, Consumer, OutgoingMessage, Producer
+
+TIDEMQ = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).parents[2] / ".venv")) / "bin" / "tidemq"
+
+
+def test_the_gateway_serves_messages_from_its_embedded_s3_once_the_hot_segments_are_gone(tmp_path, monkeypatch):
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    settings = {
+        "TIDEMQ_TIER": "s3",
+        "TIDEMQ_TIER_UPLOAD_AGE_MS": "3600000",  # uploads only when asked to, below
+        "TIDEMQ_HOT_RETENTION_MS": "0",
+        "TIDEMQ_COMMITLOG_SEGMENT_BYTES": "65536",
+        "TIDEMQ_CLEAN_INTERVAL_S": "0.2",
+    }
+    with running_gateway(tmp_path / "data", **settings) as url:
+        log = (tmp_path / "data" / "gateway.log").read_text()
+        assert "cold tier s3://tidemq-tier/tidemq via http://127.0.0.1:" in log
+        with Admin(url) as admin:
+            admin.create_topic("orders", queues=2)
+            with Producer("orders", url) as producer:  # a batch goes to one queue: one batch each
+                sent = [
+                    result
+                    for half in (0, 500)
+                    for result in producer.send_batch(
+                        [OutgoingMessage(f"order {i}".encode() * 30, tag=f"t{i % 3}") for i in range(half, half + 500)]
+                    )
+                ]
+            assert [q.upload_lag_messages for q in admin.tier_status("orders").queues] == [500, 500]
+
+            cli = [str(TIDEMQ), "--url", url]
+            done = subprocess.run([*cli, "topic", "upload", "orders"], capture_output=True, text=True, timeout=60)
+            assert (done.returncode, done.stdout) == (0, "uploaded 1000 messages of topic 'orders'\n"), done.stderr
+            deadline = time.monotonic() + 30
+            while admin.tier_status("orders").queues[0].hot_min_offset == 0:  # the cleaner removes hot segments
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            shown = subprocess.run([*cli, "topic", "tier", "orders"], capture_output=True, text=True, timeout=60)
+            assert shown.returncode == 0 and "cold tier s3://tidemq-tier/tidemq, reads NOT_IN_DISK" in shown.stdout
+            rows = [line.split() for line in shown.stdout.splitlines() if line.strip()[:1].isdigit()]
+            assert [row[2:5] for row in rows] == [["0", "500", "500"]] * 2  # cold 0..500, max 500
+
+        with Consumer("orders", url=url, tag="t1") as consumer:
+            received = []
+            while not consumer.drained:
+                received += consumer.poll()
+        expected = {(r.queue, r.offset) for i, r in enumerate(sent) if i % 3 == 1}
+        assert {(m.queue, m.queue_offset) for m in received} == expected
+        assert all(m.body.startswith(b"order ") and m.tag == "t1" for m in received)

@@ -40,6 +40,7 @@ bench: $(INSTALLED)
 	$(PY) bench/engine.py
 	$(PY) bench/topics.py
 	$(PY) bench/http.py
+	$(PY) bench/tier.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out

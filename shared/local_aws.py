@@ -1,18 +1,23 @@
-"""AWS with no cloud account: a moto server over real HTTP on a free loopback port.
+"""AWS with no cloud account: a moto server process, over real HTTP on a free loopback port.
 
 What `make run` and the tests use for S3 (and DynamoDB) when `AWS_ENDPOINT_URL` is not set. Everything
 reaches AWS through boto3 with the standard `AWS_ENDPOINT_URL`, so pointing that at LocalStack
-(`http://localhost:4566`) or leaving it unset in AWS needs no code change. moto keeps its data in
-memory: it is gone when the process that started the server exits.
+(`http://localhost:4566`) or leaving it unset in AWS needs no code change. The server is a child
+process (its own interpreter, as a remote S3 would be: it does not compete for ours), stopped with its
+owner. moto keeps its data in memory: it is gone when the server stops.
 """
 
 from __future__ import annotations
 
-import logging
+import atexit
 import os
 import socket
-
-from moto.server import ThreadedMotoServer
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
 
@@ -27,18 +32,42 @@ class LocalAws:
     """A moto server on 127.0.0.1; `endpoint` is its URL, `env` what points boto3 at it."""
 
     def __init__(self) -> None:
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto logs every request otherwise
         self.port = free_port()
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.env = {"AWS_ENDPOINT_URL": self.endpoint, **LOCAL_CREDENTIALS}
+        self._server: subprocess.Popen | None = None
 
-    def start(self) -> LocalAws:
-        self._server.start()
-        return self
+    def start(self, timeout_s: float = 60) -> LocalAws:
+        self._server = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        atexit.register(self.stop)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
+                return self
+            except (urllib.error.URLError, ConnectionError):
+                if self._server.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"the moto server on port {self.port} did not start") from None
+                time.sleep(0.1)
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used so far (Linux)."""
+        fields = Path(f"/proc/{self._server.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
-        self._server.stop()
+        if self._server is not None and self._server.poll() is None:
+            self._server.terminate()
+            try:
+                self._server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._server.kill()
+                self._server.wait()
+        atexit.unregister(self.stop)
 
     def __enter__(self) -> LocalAws:
         return self.start()

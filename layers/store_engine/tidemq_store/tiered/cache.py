@@ -6,11 +6,15 @@ messages it holds. Blocks are shared by every reader of the queue (any number of
 
 Readers are tracked as *streams*: a read at the offset where an earlier read ended continues that
 stream; any other read starts a new one. Each stream has a prefetch window, in messages, that works
-like TCP's congestion window: it grows by `min_window` after every read the cache already held
-(additive increase) and halves when a read had to wait for S3 or a block was evicted before anyone
-read it (multiplicative decrease). After each read the cache fetches ahead, in the background, until
-two windows past the stream's position are cached or in flight. Two readers that need the same block
-wait for one fetch (fetches are coalesced).
+like TCP Tahoe's congestion window: it starts at `min_window` (or the read's size) and, with every read
+that continues the stream from what was fetched ahead, doubles while below its threshold (slow start)
+and then grows by `min_window` (additive increase); when a stream's next read finds nothing fetched
+ahead (it was dropped) or a block is evicted before anyone read it, the threshold becomes half the
+window and the window starts over (multiplicative decrease). After each read the cache
+fetches ahead, in the background, until a window's worth past the stream's position is cached or in
+flight, in blocks of at most `max_block` messages that never straddle a tier segment (so a block is
+one request for entries and one for records), so that several fetches run at once and S3's latency
+is paid in parallel. Two readers that need the same block wait for one fetch (coalesced).
 
 Expiry is consumption-rate aware: each stream's rate (messages/s, smoothed) gives when it will reach a
 block; a block no live stream will reach before its TTL ends, or that every stream has passed, is
@@ -66,6 +70,8 @@ class Stream:
     position: int
     window: int
     last_seen: float
+    read_size: int  # messages the reader asks for at a time: a block is never smaller
+    threshold: int = 2**62  # slow start below it, additive increase above it
     rate: float | None = None  # messages per second, smoothed; None until measured
 
 
@@ -86,11 +92,11 @@ def fetch_block(tiered: TieredQueue, first: int, end: int) -> Block:
 
 class ReadAheadCache:
     def __init__(
-        self, max_bytes: int, ttl_s: float, *, min_window: int = 256, max_window: int = 16_384,
-        fetch_threads: int = 4, clock: Callable[[], float] = time.monotonic,
+        self, max_bytes: int, ttl_s: float, *, min_window: int = 4096, max_window: int = 65_536,
+        max_block: int = 4096, fetch_threads: int = 8, clock: Callable[[], float] = time.monotonic,
     ) -> None:  # fmt: skip
         self.max_bytes, self.ttl_s = max_bytes, ttl_s
-        self.min_window, self.max_window = min_window, max_window
+        self.min_window, self.max_window, self.max_block = min_window, max_window, max_block
         self.clock = clock
         self._queues: dict[QueueKey, QueueCache] = {}
         self._bytes = 0
@@ -117,23 +123,26 @@ class ReadAheadCache:
         owned = None
         with self._lock:
             cache = self._queues.setdefault(key, QueueCache())
-            stream = self._stream(cache, offset, now)
+            stream = self._stream(cache, offset, count, now)
             block = self._cached(cache, offset)
             pending = None if block else self._in_flight(cache, offset)
             if block is None and pending is None:
-                fetch_end = min(end, offset + max(count, stream.window), self._next_start(cache, offset))
+                # just what this read needs, now; the rest of the window in the background meanwhile
+                fetch_end = min(end, offset + count, self._next_start(cache, offset), tiered.segment_end_offset(offset))
                 owned = pending = self._register(cache, offset, fetch_end)
+                self._fetch_ahead(key, cache, tiered, stream, fetch_end, end)
+        sequential = stream.rate is not None  # it has read before: this read continues it
         if owned is not None:
             self.stats["misses"] += 1
             self._fill(key, cache, tiered, offset, fetch_end, owned)
-        elif block is None:
-            self.stats["waits"] += 1
-        if block is not None:
-            self.stats["hits"] += 1
-            stream.window = min(self.max_window, stream.window + self.min_window)
         else:
-            if stream.rate is not None:  # a stream that should have been fetched ahead for had to wait
-                stream.window = max(self.min_window, stream.window // 2)
+            self.stats["hits" if block is not None else "waits"] += 1
+        if sequential and owned is not None:  # what was fetched ahead for it is gone: back off
+            self._back_off(stream)
+        elif sequential:  # read in order from what was fetched ahead (or is arriving): reach further
+            grown = stream.window * 2 if stream.window < stream.threshold else stream.window + self.min_window
+            stream.window = min(self.max_window, grown)
+        if block is None:
             block = pending.result()
         block.reads += 1
         block.last_used = now
@@ -159,21 +168,36 @@ class ReadAheadCache:
             elif stream.rate is None:
                 stream.rate = 0.0
             stream.position, stream.last_seen = next_offset, now
-            ahead = self._covered_until(cache, next_offset)
-            while ahead < end and ahead - next_offset < 2 * stream.window:
-                fetch_end = min(end, ahead + stream.window)
-                self._start_fetch(key, cache, tiered, ahead, fetch_end)
-                self.stats["prefetches"] += 1
-                ahead = fetch_end
+            self._fetch_ahead(key, cache, tiered, stream, next_offset, end)
             self._expire(key, cache, now)
+
+    def _fetch_ahead(
+        self, key: QueueKey, cache: QueueCache, tiered: TieredQueue, stream: Stream, position: int, end: int
+    ) -> None:
+        """Start background fetches until a window past `position` is cached or in flight."""
+        ahead = self._covered_until(cache, position)
+        while ahead < end and ahead - position < stream.window:
+            fetch_end = min(end, ahead + self._block_size(stream), tiered.segment_end_offset(ahead))
+            self._start_fetch(key, cache, tiered, ahead, fetch_end)
+            self.stats["prefetches"] += 1
+            ahead = fetch_end
 
     # ---- bookkeeping (under the lock) ----
 
-    def _stream(self, cache: QueueCache, offset: int, now: float) -> Stream:
+    def _back_off(self, stream: Stream) -> None:
+        stream.threshold = max(self.min_window, stream.window // 2)
+        stream.window = max(self.min_window, stream.read_size)
+
+    def _block_size(self, stream: Stream) -> int:
+        """Blocks hold whole reads: a read never ends a few messages short of what it asked for."""
+        return stream.read_size * max(1, min(stream.window, self.max_block) // stream.read_size)
+
+    def _stream(self, cache: QueueCache, offset: int, count: int, now: float) -> Stream:
         for stream in cache.streams:
             if stream.position == offset:
+                stream.read_size = count
                 return stream
-        stream = Stream(offset, self.min_window, now)
+        stream = Stream(offset, max(self.min_window, count), now, count)
         cache.streams.append(stream)
         if len(cache.streams) > MAX_STREAMS:
             cache.streams.remove(min(cache.streams, key=lambda s: s.last_seen))
@@ -274,7 +298,7 @@ class ReadAheadCache:
         if block.reads == 0:  # fetched for nothing: back off the windows of that queue
             self.stats["evicted_unread"] += 1
             for stream in cache.streams:
-                stream.window = max(self.min_window, stream.window // 2)
+                self._back_off(stream)
         self._drop(cache, block)
         return True
 

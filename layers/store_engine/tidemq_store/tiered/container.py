@@ -99,6 +99,12 @@ class FileQueue:
             raise CorruptStore(f"{self.path}: committed bytes end before {end}")
         return b"".join(parts)
 
+    def segment_end(self, position: int) -> int:
+        """Where the segment holding `position` ends (reads that stop there cost one request)."""
+        with self._lock:
+            index = bisect.bisect_right(self._bases, position) - 1
+            return self._segments[index].end if index >= 0 else position
+
     def truncate(self, end: int) -> None:
         """Keep only the bytes before `end` (recovery)."""
         with self._lock:
@@ -155,6 +161,11 @@ class TieredQueue:
 
     def read(self, position: int, length: int) -> bytes:
         return self.commitlog.read(position, length)
+
+    def segment_end_offset(self, offset: int) -> int:
+        """The end of the ConsumeQueue segment holding `offset`: S3 uploads put a queue's records and their
+        entries in one segment each, so offsets up to here cost one request for each."""
+        return self.consumequeue.segment_end(offset * ENTRY_SIZE) // ENTRY_SIZE
 
     # ---- upload ----
 

@@ -156,18 +156,21 @@ class TieredDispatcher:
             with self._lock:
                 self._busy.discard(key)
 
-    def upload(self, topic: str, queue: int) -> int:
-        """Upload everything of the queue that is acknowledged and not yet in the tier; return how many."""
+    def upload(self, topic: str, queue: int, *, everything: bool = False) -> int:
+        """Upload the queue's acknowledged messages not yet in the tier, in uploads of at most the upload
+        limits; return how many. Stops after an upload below the limits (what arrived meanwhile waits for
+        its own trigger, so uploads stay large) unless `everything`."""
         total = 0
         with self.queue_lock(topic, queue):
             while not self._stop.is_set():
-                uploaded = self._upload_chunk(topic, queue)
-                if not uploaded:
-                    return total
+                uploaded, full = self._upload_chunk(topic, queue)
                 total += uploaded
+                if not uploaded or not (full or everything):
+                    return total
         return total
 
-    def _upload_chunk(self, topic: str, queue: int) -> int:
+    def _upload_chunk(self, topic: str, queue: int) -> tuple[int, bool]:
+        """Upload the next messages of the queue: (how many, whether the upload limits stopped it)."""
         hot, meta = self.hot, self.hot.meta
         tiered = self.tiered_queue(topic, queue)
         hot.get_topic(topic)  # TopicNotFound once deleted
@@ -181,15 +184,13 @@ class TieredDispatcher:
                         topic, queue, start, hot_min, hot_min)  # fmt: skip
             tiered = self._restart(topic, queue)
             start = hot_min
+        most = min(self.config.tier_upload_messages, self.config.max_get_messages)
         try:
-            batch = hot.read_records(
-                topic, queue, start, min(self.config.tier_upload_messages, self.config.max_get_messages),
-                self.config.tier_upload_bytes,
-            )  # fmt: skip
+            batch = hot.read_records(topic, queue, start, most, self.config.tier_upload_bytes)
         except OffsetOutOfRange:
-            return 0 if start >= hot.cq.max_offset(topic, queue) else self._upload_chunk(topic, queue)
+            return (0, False) if start >= hot.cq.max_offset(topic, queue) else self._upload_chunk(topic, queue)
         if not batch.count:
-            return 0
+            return 0, False
         entries = hot.cq.entries(topic, queue, start, start + batch.count)
         meta.set_tier_progress(topic, queue, start + batch.count, start)
         tiered.append(start, batch.records, [(size, tag, stamp) for _, size, tag, stamp in entries])
@@ -198,7 +199,9 @@ class TieredDispatcher:
         now_ms = time.time_ns() // 1_000_000
         self.upload_lags_ms.extend(now_ms - stamp for *_, stamp in entries)
         self.uploaded_messages += batch.count
-        return batch.count
+        cut_by_bytes = len(batch.records) * 2 > self.config.tier_upload_bytes and batch.next_offset < batch.max_offset
+        full = batch.count == most or cut_by_bytes
+        return batch.count, full
 
     def _commit(self, tiered: TieredQueue) -> None:
         """Commit the queue's upload, retrying with backoff until it succeeds or the store closes."""
@@ -232,7 +235,7 @@ class TieredDispatcher:
             keys += [(topic, q) for q in range(self.hot.get_topic(topic).queues) if (topic, q) not in keys]
         total = 0
         for key in keys:
-            total += self.upload(*key)
+            total += self.upload(*key, everything=True)
             with self._lock:
                 self._waiting.pop(key, None)
         return total

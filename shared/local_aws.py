@@ -10,7 +10,9 @@ owner. moto keeps its data in memory: it is gone when the server stops.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+PR_SET_PDEATHSIG = 1
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
 
 
@@ -26,6 +29,12 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """In the child: receive SIGTERM when the parent dies, even by SIGKILL (Linux), so no server outlives it."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class LocalAws:
@@ -41,6 +50,7 @@ class LocalAws:
         self._server = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
         )  # fmt: skip
         atexit.register(self.stop)
         deadline = time.monotonic() + timeout_s

@@ -25,6 +25,13 @@ class FlushDiskType(StrEnum):
     ASYNC = "ASYNC"
 
 
+class Backend(StrEnum):
+    """Which `MessageStore` serves: the embedded engine, or the serverless one (EFS files + DynamoDB)."""
+
+    EMBEDDED = "embedded"
+    SERVERLESS = "serverless"
+
+
 class TierMedium(StrEnum):
     """Where the cold tier lives: nowhere (`off`), a directory (`posix`: local disk or an EFS mount), or S3."""
 
@@ -53,6 +60,7 @@ class StoreConfig(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TIDEMQ_", extra="ignore")
 
+    backend: Backend = Field(default=Backend.EMBEDDED, description="embedded or serverless.")
     home: Path = Field(default=Path(".tidemq"), description="Directory holding all store data.")
     flush_disk_type: FlushDiskType = Field(default=FlushDiskType.SYNC)
     flush_interval_ms: int = Field(default=500, ge=1, description="ASYNC: how often the commit log is fsync'd.")
@@ -86,6 +94,15 @@ class StoreConfig(BaseSettings):
     hot_retention_ms: int | None = Field(
         default=None, ge=0, description="Remove hot segments fully uploaded and older than this (unset: keep)."
     )
+
+    efs_path: Path | None = Field(default=None, description="serverless: the shared directory (default <home>/efs).")
+    dynamodb_prefix: str = Field(
+        default="tidemq", pattern=r"^[A-Za-z0-9_.-]{1,200}$", description="serverless: DynamoDB table name prefix."
+    )
+
+    @property
+    def efs_directory(self) -> Path:
+        return self.efs_path or self.home / "efs"
 
     @property
     def tier_directory(self) -> Path:

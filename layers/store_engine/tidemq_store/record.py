@@ -159,6 +159,25 @@ def _check(buf: bytes | bytearray | memoryview, pos: int, available: int) -> tup
     return fields
 
 
+_OFFSET = struct.Struct("<Q")
+QUEUE_OFFSET_AT = 14
+
+
+def rebase(data: bytes, first_offset: int) -> bytes:
+    """Records written with queue offsets 0, 1, ... given their real offsets first_offset, +1, ... (the
+    serverless backend writes a batch before it knows where its queue puts it). Each record's CRC is
+    checked first, then recomputed over the new offset."""
+    out = bytearray(data)
+    position, index = 0, 0
+    while position < len(out):
+        size = _check(out, position, len(out) - position)[0]
+        _OFFSET.pack_into(out, position + QUEUE_OFFSET_AT, first_offset + index)
+        _CRC.pack_into(out, position + 5, crc32c(memoryview(out)[position + CRC_START : position + size]))
+        position += size
+        index += 1
+    return bytes(out)
+
+
 def message_id(physical_offset: int, size: int) -> str:
     return ((physical_offset << 32) | size).to_bytes(12, "big").hex()
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from ..api import UNSET, CleanReport, MessageStore
+from ..batch import current_ms, validate_batch
 from ..config import StoreConfig
 from ..errors import (
     ClientError,
@@ -31,9 +32,7 @@ from ..errors import (
     GroupExists,
     GroupNotFound,
     InvalidArgument,
-    InvalidBatch,
     MessageNotFound,
-    MessageTooLarge,
     OffsetOutOfRange,
     QueueOutOfRange,
     StoreClosed,
@@ -59,19 +58,13 @@ from ..record import (
     decode_message,
     decode_run,
     encode_batch,
-    encode_properties,
     message_id,
     parse_message_id,
-    record_size,
 )
 from ..selection import check_read, scan_size, select_runs
 from .commitlog import CommitLog
 from .consumequeue import Checkpoint, ConsumeQueueStore, Dispatch
 from .metadata import FOREVER, MetadataStore
-
-
-def current_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _Selection(NamedTuple):
@@ -223,7 +216,7 @@ class EmbeddedMessageStore(MessageStore):
 
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
         config = self.get_topic(topic)
-        pending = self._validate_batch(config, messages)
+        pending = validate_batch(self.config, config, messages)
         with self._write_lock:
             self._check_open()
             if self.meta.get_topic(topic) is None:  # deleted while we validated
@@ -259,57 +252,6 @@ class EmbeddedMessageStore(MessageStore):
             PutResult(message_id(physical, size), queue, offset, store_timestamp)
             for queue, offset, physical, size, _, _ in dispatches
         ]
-
-    def _validate_batch(self, config: TopicConfig, messages: Sequence[Message]) -> list[tuple]:
-        """Check a whole batch before anything is written.
-
-        Returns (queue, born_timestamp, encoded properties, body, tag code, keys, record size) each.
-        """
-        limits = self.config
-        if not isinstance(messages, Sequence) or not messages:
-            raise InvalidBatch("a batch must hold at least one message")
-        if len(messages) > limits.max_batch_messages:
-            raise InvalidBatch(f"a batch holds at most {limits.max_batch_messages} messages, got {len(messages)}")
-        born_default = current_ms()
-        queues, max_size = config.queues, limits.max_message_bytes
-        fixed = record_size(config.name.encode(), b"", b"")  # + properties + body
-        total, pending = 0, []
-        for index, message in enumerate(messages):
-            if type(message) is not Message:
-                raise InvalidArgument(f"message {index} is a {type(message).__name__}, not a Message")
-            body, queue, born, keys, tag = (
-                message.body,
-                message.queue,
-                message.born_timestamp,
-                message.keys,
-                message.tag,
-            )
-            if type(body) is not bytes:
-                if not isinstance(body, bytes | bytearray | memoryview):
-                    raise InvalidArgument(f"message {index}: body must be bytes, got {type(body).__name__}")
-                body = bytes(body)
-            if type(queue) is not int or not 0 <= queue < queues:
-                raise QueueOutOfRange(config.name, queue, queues)
-            props = b""
-            if keys or tag is not None or message.properties:
-                try:
-                    props = encode_properties(keys, tag, message.properties)
-                except InvalidArgument as error:
-                    raise InvalidArgument(f"message {index}: {error}") from None
-            size = len(body) + len(props)
-            if size > max_size:
-                raise MessageTooLarge(f"message {index} is {size} bytes (body and properties); the limit is {max_size}")
-            if born is None:
-                born = born_default
-            elif type(born) is not int or born < 0:
-                raise InvalidArgument(f"message {index}: born_timestamp must be a non-negative integer (ms)")
-            total += fixed + size
-            pending.append(
-                (queue, born, props, body, tag_hash(tag) if tag else 0, tuple(keys) if keys else (), fixed + size)
-            )
-        if total > limits.max_batch_bytes:
-            raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
-        return pending
 
     # ---- get -------------------------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""The serverless backend (being built): stateless writers over a shared directory and DynamoDB."""

@@ -11,7 +11,7 @@ import threading
 
 from shared import local_aws
 from shared.settings import get_settings
-from tidemq_store import MessageStore, TierMedium, open_store
+from tidemq_store import Backend, MessageStore, TierMedium, open_store
 
 _lock = threading.Lock()
 _store: MessageStore | None = None
@@ -23,7 +23,8 @@ def get_store() -> MessageStore:
         with _lock:
             if _store is None:
                 settings = get_settings()
-                if settings.tier is TierMedium.S3:  # no AWS_ENDPOINT_URL: an embedded moto server
+                if settings.tier is TierMedium.S3 or settings.backend is Backend.SERVERLESS:
+                    # S3 or DynamoDB wanted, and no AWS_ENDPOINT_URL: an embedded moto server
                     local_aws.start_if_needed()
                 _store = open_store(settings)
                 atexit.register(_store.close)

@@ -5,6 +5,11 @@ reaches AWS through boto3 with the standard `AWS_ENDPOINT_URL`, so pointing that
 (`http://localhost:4566`) or leaving it unset in AWS needs no code change. The server is a child
 process (its own interpreter, as a remote S3 would be: it does not compete for ours), stopped with its
 owner. moto keeps its data in memory: it is gone when the server stops.
+
+The server answers one request at a time (`python -m shared.local_aws PORT`): moto does not make a
+DynamoDB transaction atomic against concurrent requests, and DynamoDB does; serving them one by one
+gives the serializability the serverless backend's protocol relies on (and costs nothing here: moto
+holds one interpreter lock either way).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ class LocalAws:
 
     def start(self, timeout_s: float = 60) -> LocalAws:
         self._server = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-m", "shared.local_aws", str(self.port)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
         )  # fmt: skip
@@ -95,3 +100,18 @@ def start_if_needed() -> LocalAws | None:
         if name == "AWS_ENDPOINT_URL" or not os.environ.get(name):
             os.environ[name] = value
     return local
+
+
+def serve(port: int) -> None:
+    """Serve moto on 127.0.0.1:`port`, one request at a time, until terminated."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from moto.server import MotoRequestHandler
+    from werkzeug.serving import make_server
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    app = DomainDispatcherApplication(create_backend_app)
+    make_server("127.0.0.1", port, app, threaded=False, request_handler=MotoRequestHandler).serve_forever()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

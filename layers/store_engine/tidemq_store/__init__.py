@@ -5,7 +5,7 @@ with open_store(StoreConfig(home="data")) as store: ...
 """
 
 from .api import CleanReport, MessageStore
-from .config import FlushDiskType, StoreConfig, TieredStorageLevel, TierMedium
+from .config import Backend, FlushDiskType, StoreConfig, TieredStorageLevel, TierMedium
 from .model import (
     GetResult,
     GroupConfig,
@@ -23,6 +23,10 @@ from .model import (
 def open_store(config: StoreConfig) -> MessageStore:
     """Open the embedded store described by `config` (recovering it if it was not closed cleanly),
     behind the tiered access layer when `config.tier` names a cold tier."""
+    if config.backend is Backend.SERVERLESS:
+        from .serverless.store import ServerlessMessageStore
+
+        return ServerlessMessageStore(config)
     from .embedded import EmbeddedMessageStore
 
     hot = EmbeddedMessageStore(config)
@@ -38,6 +42,7 @@ def open_store(config: StoreConfig) -> MessageStore:
 
 
 __all__ = [
+    "Backend",
     "CleanReport",
     "FlushDiskType",
     "GetResult",

@@ -14,11 +14,13 @@ from functions.local_gateway import running_gateway
 class Gateway(NamedTuple):
     url: str
     home: Path
+    backend: str
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory) -> Iterator[Gateway]:
-    """One gateway per test module, its store in a fresh directory; tests share it, so each uses its own names."""
-    home = tmp_path_factory.mktemp("gateway") / "data"
-    with running_gateway(home) as url:
-        yield Gateway(url, home)
+@pytest.fixture(scope="module", params=["embedded", "serverless"])
+def gateway(request, tmp_path_factory) -> Iterator[Gateway]:
+    """One gateway per test module and backend, its store in a fresh directory (the serverless one with its own
+    moto server for DynamoDB); tests share it, so each uses its own names."""
+    home = tmp_path_factory.mktemp(f"gateway-{request.param}") / "data"
+    with running_gateway(home, TIDEMQ_BACKEND=request.param) as url:
+        yield Gateway(url, home, request.param)

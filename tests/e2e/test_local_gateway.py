@@ -10,15 +10,18 @@ import pytest
 
 
 def test_health_answers_200_and_the_store_lives_under_tidemq_home(gateway):
-    base, home = gateway
+    base, home, backend = gateway
     with urllib.request.urlopen(f"{base}/health", timeout=5) as response:
         assert response.status == 200
         assert json.loads(response.read()) == {"status": "ok"}
-    assert (home / "commitlog").is_dir() and (home / "metadata").is_dir()
+    if backend == "embedded":
+        assert (home / "commitlog").is_dir() and (home / "metadata").is_dir()
+    else:  # the shared directory; the rest is in DynamoDB
+        assert (home / "efs" / "segments").is_dir()
 
 
 def test_unknown_routes_are_404(gateway):
-    base, _ = gateway
+    base = gateway.url
     with pytest.raises(urllib.error.HTTPError) as raised:
         urllib.request.urlopen(f"{base}/no/such/route", timeout=5)
     assert raised.value.code == 404

@@ -279,7 +279,8 @@ class ServerlessMessageStore(MessageStore):
             size = sum(pending[index][6] for index, *_ in by_queue[queue])
             spans[queue] = (at, size, len(by_queue[queue]))
             at += size
-        firsts = self._sequence(topic, key, spans, store_timestamp)
+        keys = {queue: {k for index, *_ in by_queue[queue] for k in pending[index][5]} for queue in order}
+        firsts = self._sequence(topic, key, spans, store_timestamp, keys)
         results: list[PutResult | None] = [None] * len(pending)
         for queue in order:
             at = spans[queue][0]
@@ -290,7 +291,9 @@ class ServerlessMessageStore(MessageStore):
                 at += size
         return results  # type: ignore[return-value]
 
-    def _sequence(self, topic: str, file_key: int, spans: dict[int, tuple[int, int, int]], stamp: int) -> dict:
+    def _sequence(
+        self, topic: str, file_key: int, spans: dict[int, tuple[int, int, int]], stamp: int, keys: dict[int, set]
+    ) -> dict:
         """Step 3 of the protocol: assign each queue's first offset with one transaction (retried on a race)."""
         queues = self.tables.queues
         lost = 0
@@ -310,7 +313,8 @@ class ServerlessMessageStore(MessageStore):
                                            return_values="ALL_OLD")  # fmt: skip
                         transaction.save(self.tables.batches(_queue_key(topic, queue), first, count=count,
                                                              file=f"{file_key:06x}", position=position,
-                                                             length=length, store_timestamp=stamp))  # fmt: skip
+                                                             length=length, store_timestamp=stamp,
+                                                             keys=keys.get(queue) or None))  # fmt: skip
             except TransactWriteError as error:
                 if not self._learn_counters(topic, spans, error):
                     raise
@@ -440,7 +444,25 @@ class ServerlessMessageStore(MessageStore):
         raise MessageNotFound(f"with id {msg_id}")  # written, never sequenced (or expired)
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
-        raise InvalidArgument("the serverless backend has no key index yet: look messages up by id or offset")
+        """Batches carrying the key, newest first, per queue (a filtered Query of the queue's index: its cost
+        grows with the queue's batches; a key table is the way to make it flat)."""
+        config = self.get_topic(topic)
+        if not isinstance(key, str) or not key:
+            raise InvalidArgument("key must be a non-empty string")
+        if not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidArgument(f"limit must be 1..1000, got {limit!r}")
+        batches, found = self.tables.batches, []
+        for queue in range(config.queues):
+            items = batches.query(_queue_key(topic, queue), filter_condition=batches.keys.contains(key),
+                                  scan_index_forward=False, consistent_read=True)  # fmt: skip
+            for item in items:
+                data = rebase(self._read_file(item.file, int(item.position), int(item.length)), int(item.first_offset))
+                matches = [m for m in decode_records(data) if key in m.keys]
+                found += matches
+                if len(matches) >= limit:
+                    break
+        found.sort(key=lambda m: (m.store_timestamp, m.queue, m.queue_offset))
+        return found[-limit:]
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.connection import Connection
 from pynamodb.models import Model
 
@@ -66,6 +66,7 @@ class Tables:
             position = NumberAttribute()
             length = NumberAttribute()
             store_timestamp = NumberAttribute()
+            keys = UnicodeSetAttribute(null=True)  # the batch's message keys (lookups by key filter on it)
 
         self.topics, self.groups, self.offsets, self.queues, self.batches = Topics, Groups, Offsets, Queues, Batches
 

@@ -41,6 +41,7 @@ bench: $(INSTALLED)
 	$(PY) bench/topics.py
 	$(PY) bench/http.py
 	$(PY) bench/tier.py
+	$(PY) bench/serverless.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out

@@ -363,11 +363,13 @@ class ServerlessMessageStore(MessageStore):
             raise OffsetOutOfRange(topic, queue, offset, low, high)
         key = _queue_key(topic, queue)
         batches = self.tables.batches
-        first = list(batches.query(key, batches.first_offset <= offset, scan_index_forward=False, limit=1,
-                                   consistent_read=True)) if offset < high else []  # fmt: skip
-        rest = batches.query(key, batches.first_offset > offset, consistent_read=True) if first else []
+        # One Query: the batch holding `offset` starts at most max_batch_messages - 1 before it.
+        scan = max(max_messages, 4096) if tag_filter is not None else max_messages
+        window = batches.first_offset.between(max(0, offset - self.config.max_batch_messages + 1), offset + scan)
+        items = [item for item in batches.query(key, window, consistent_read=True) if offset < high
+                 and int(item.first_offset) + int(item.count) > offset]  # fmt: skip
         parts, messages, taken, size, next_offset = [], [], 0, 0, offset
-        for item in [*first, *rest]:
+        for item in items:
             data = rebase(self._read_file(item.file, int(item.position), int(item.length)), int(item.first_offset))
             decoded = decode_records(data, (topic, queue, int(item.first_offset)))
             position = 0

@@ -81,6 +81,10 @@ class MessageStore(ABC):
     def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]: ...
 
     @abstractmethod
+    def update_group(self, config: GroupConfig) -> GroupConfig:
+        """Replace an existing group's config (GroupNotFound if there is none); `created_at` is kept."""
+
+    @abstractmethod
     def delete_group(self, name: str) -> None: ...
 
     @abstractmethod

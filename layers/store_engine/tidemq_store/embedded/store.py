@@ -189,6 +189,14 @@ class EmbeddedMessageStore(MessageStore):
     def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
         return self.meta.list_groups(after, _check_limit(limit))
 
+    def update_group(self, config: GroupConfig) -> GroupConfig:
+        with self._write_lock:
+            self._check_open()
+            current = self.get_group(config.name)
+            config = validated(GroupConfig, {**config.model_dump(), "created_at": current.created_at})
+            self.meta.put_group(config)
+        return config
+
     def delete_group(self, name: str) -> None:
         self.get_group(name)
         self.meta.delete_group(name)

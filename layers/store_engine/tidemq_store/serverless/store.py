@@ -44,6 +44,7 @@ from ..api import UNSET, CleanReport, MessageStore
 from ..batch import current_ms, validate_batch
 from ..config import StoreConfig
 from ..errors import (
+    CorruptStore,
     GroupExists,
     GroupNotFound,
     InvalidArgument,
@@ -216,6 +217,19 @@ class ServerlessMessageStore(MessageStore):
 
     def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
         return self._list(self.tables.groups, "group", GroupConfig, after, limit)
+
+    def update_group(self, config: GroupConfig) -> GroupConfig:
+        current = self.get_group(config.name)
+        updated = validated(GroupConfig, {**config.model_dump(), "created_at": current.created_at})
+        try:
+            self.tables.groups("group", updated.name, config=updated.model_dump_json()).save(
+                condition=self.tables.groups.name.exists()
+            )
+        except PutError as error:
+            if _conditional(error):
+                raise GroupNotFound(config.name) from None
+            raise
+        return updated
 
     def delete_group(self, name: str) -> None:
         self.get_group(name)
@@ -435,8 +449,8 @@ class ServerlessMessageStore(MessageStore):
         name, position = f"{physical >> POSITION_BITS:06x}", physical & ((1 << POSITION_BITS) - 1)
         try:
             message = decode_message(self._read_file(name, position, size))
-        except (OSError, ValueError) as error:
-            raise MessageNotFound(f"with id {msg_id}") from error
+        except (OSError, ValueError, CorruptStore):  # no such file, or no record there: not an id we gave out
+            raise MessageNotFound(f"with id {msg_id}") from None
         batches = self.tables.batches
         found = (batches.file == name) & (batches.position <= position)
         for item in batches.query(_queue_key(message.topic, message.queue), filter_condition=found):

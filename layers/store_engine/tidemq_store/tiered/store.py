@@ -113,6 +113,9 @@ class TieredMessageStore(MessageStore):
     def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
         return self.hot.list_groups(after, limit)
 
+    def update_group(self, config: GroupConfig) -> GroupConfig:
+        return self.hot.update_group(config)
+
     def delete_group(self, name: str) -> None:
         self.hot.delete_group(name)
 

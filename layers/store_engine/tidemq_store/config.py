@@ -96,6 +96,19 @@ class StoreConfig(BaseSettings):
     )
 
     efs_path: Path | None = Field(default=None, description="serverless: the shared directory (default <home>/efs).")
+    efs_segment_bytes: int = Field(default=64 * MIB, ge=64 * KIB, description="serverless: a writer's file size.")
+    efs_segment_age_s: float = Field(
+        default=600.0, gt=0, description="serverless: a writer starts a new file after this long."
+    )
+    efs_segment_grace_s: float = Field(
+        default=3600.0, gt=0, description="serverless: files idle this long and referenced by no batch are deleted."
+    )
+    efs_hot_ms: int = Field(
+        default=0, ge=0, description="serverless: messages stay on the shared directory this long once in the tier."
+    )
+    maintenance_interval_s: float = Field(
+        default=10.0, gt=0, description="serverless, locally: how often the maintenance run (tier upload) starts."
+    )
     dynamodb_prefix: str = Field(
         default="tidemq", pattern=r"^[A-Za-z0-9_.-]{1,200}$", description="serverless: DynamoDB table name prefix."
     )

@@ -40,6 +40,13 @@ def check_name(kind: str, name: object) -> str:
     return name
 
 
+def check_page_limit(limit: object) -> int:
+    """Return `limit` if it is a valid page size for listings (1..1000), else raise `InvalidArgument`."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
+        raise InvalidArgument(f"limit must be 1..1000, got {limit!r}")
+    return limit
+
+
 M = TypeVar("M", bound=BaseModel)
 
 

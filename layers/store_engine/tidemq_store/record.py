@@ -36,7 +36,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from .errors import CorruptStore, InvalidArgument, MessageNotFound
-from .model import StoredMessage
+from .model import StoredMessage, tag_hash
 
 MAGIC = 0xD1
 END_OF_BATCH = 0x01
@@ -265,6 +265,17 @@ def read_header(buf: bytes, pos: int = 0) -> RecordHeader:
     keys, tag, _ = decode_properties(bytes(buf[start + tlen : start + tlen + plen])) if plen else ((), None, None)
     return RecordHeader(size, flags, queue, queue_offset, physical, stored, bytes(buf[start : start + tlen]).decode(),
                         tag, keys)  # fmt: skip
+
+
+def entry_fields(data: bytes) -> list[tuple[int, int, int]]:
+    """(size, tag code, store_timestamp) of each record in `data` (verified records back to back): what a
+    ConsumeQueue entry keeps of them."""
+    fields, position = [], 0
+    while position < len(data):
+        header = read_header(data, position)
+        fields.append((header.size, tag_hash(header.tag), header.store_timestamp))
+        position += header.size
+    return fields
 
 
 def scan_batches(buf: bytes, base_position: int) -> Iterator[list[RecordHeader]]:

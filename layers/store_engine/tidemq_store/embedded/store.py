@@ -51,6 +51,7 @@ from ..model import (
     TagFilter,
     TopicConfig,
     check_name,
+    check_page_limit,
     tag_hash,
     validated,
 )
@@ -136,7 +137,7 @@ class EmbeddedMessageStore(MessageStore):
         return config
 
     def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
-        return self.meta.list_topics(after, _check_limit(limit))
+        return self.meta.list_topics(after, check_page_limit(limit))
 
     def update_topic(
         self, name: str, *, retention_ms: int | object | None = UNSET, queues: int | None = None,
@@ -187,7 +188,7 @@ class EmbeddedMessageStore(MessageStore):
         return config
 
     def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
-        return self.meta.list_groups(after, _check_limit(limit))
+        return self.meta.list_groups(after, check_page_limit(limit))
 
     def update_group(self, config: GroupConfig) -> GroupConfig:
         with self._write_lock:
@@ -372,7 +373,7 @@ class EmbeddedMessageStore(MessageStore):
         self.get_topic(topic)
         if not isinstance(key, str) or not key:
             raise InvalidArgument("key must be a non-empty string")
-        limit = _check_limit(limit)
+        limit = check_page_limit(limit)
         readable = self.commitlog.readable_position
         starts = [start for start, _ in self.commitlog.segments()]
         found = [(p, s) for p, s in self.cq.key_lookup(starts, topic, key) if p + s <= readable]
@@ -560,12 +561,6 @@ class EmbeddedMessageStore(MessageStore):
         self.cq.close()
         self.meta.close()
         os.close(self._lock_fd)
-
-
-def _check_limit(limit: object) -> int:
-    if not isinstance(limit, int) or not 1 <= limit <= 1000:
-        raise InvalidArgument(f"limit must be 1..1000, got {limit!r}")
-    return limit
 
 
 __all__ = ["ClientError", "EmbeddedMessageStore", "StoreLocked"]

@@ -1,48 +1,28 @@
 """`ServerlessMessageStore`: any number of stateless processes producing and consuming over a shared
-directory (EFS in AWS) and DynamoDB (tables.py), with no process that owns a queue (RIP-20).
+directory (EFS in AWS) and DynamoDB, with no process that owns a queue (RIP-20's stateless compute).
 
-Files: each writer (a process, a Lambda execution environment) appends to segment files of its own,
-`<efs>/segments/<key:06x>`, created exclusively with a random 24-bit key. A record's physical offset is
-`key << 40 | position in the file`, so a message id (record.py) says where the message is.
+    segments.py     the records: each writer's own files on the shared directory
+    queue_index.py  the sequencing protocol: offsets, dense and ordered, from one DynamoDB write per batch
+    tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches
+    maintenance.py  the scheduled run: upload to the cold tier, retention, deleting unreferenced files
 
-Produce protocol, per batch:
-
-  1. Validate the whole batch. Encode each queue's records with queue offsets 0, 1, ... (not known yet).
-  2. Append the batch to the writer's segment file with one write, and fsync it.
-  3. Sequence it with one DynamoDB transaction that, for every queue in the batch, moves the queue's
-     counter from N (the value the writer last saw) to N + n on condition that it is still N, and puts
-     the index item (queue, first offset N, file, position, length). If another writer moved a counter
-     first, the transaction changes nothing and the writer learns the new values (from the cancellation,
-     else one read) and tries again: DynamoDB only, the bytes on EFS do not move.
-  4. Acknowledge.
-
-Why it is safe: offsets are only ever assigned by a successful transaction, which moves a counter from
-exactly N to N + n and writes the index item for [N, N + n) atomically. So a queue's index items tile
-[min_offset, next_offset) with no gap and no overlap, and an item exists exactly when its offsets do:
-readers (strongly consistent) never see a hole that later fills, nor an offset twice. Bytes are durable
-before they are sequenced, so every item points to data that is there. A crash before step 3 leaves
-bytes no item points to (never read; compaction drops them); a crash after it leaves a stored batch
-that was not acknowledged, which the producer's retry may store again (at-least-once, as everywhere).
-Each batch costs one EFS append and, without contention, one DynamoDB request.
-
-Reads find batches through the index (one Query) and read each with one read, giving the records
-their real offsets (`record.rebase`) on the way out.
+A put validates the whole batch, appends each queue's records to the writer's segment file with one
+write and one fsync, then sequences each queue's part with one UpdateItem (queue_index.py says why that is
+safe) and acknowledges. A read finds its batches through the queue item (and, further back, the `batches`
+items) and reads each with one pread, giving records their real offsets (`record.rebase`); below the
+queue's hot boundary it reads the cold tier instead (maintenance.py moves messages there).
 """
 
 from __future__ import annotations
 
-import os
-import random
-import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
-from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError
-from pynamodb.transactions import TransactWrite
+from pynamodb.exceptions import DoesNotExist, PutError
 
 from ..api import UNSET, CleanReport, MessageStore
 from ..batch import current_ms, validate_batch
-from ..config import StoreConfig
+from ..config import StoreConfig, TierMedium
 from ..errors import (
     CorruptStore,
     GroupExists,
@@ -63,63 +43,20 @@ from ..model import (
     RecordBatch,
     StoredMessage,
     TagFilter,
+    TierQueueStatus,
     TopicConfig,
     check_name,
+    check_page_limit,
     validated,
 )
 from ..record import decode_message, decode_records, encode_batch, message_id, parse_message_id, rebase
-from ..selection import check_read
+from ..selection import check_read, scan_size
+from .queue_index import BatchRef, QueueIndex, QueueMissing, QueueState, is_conditional
+from .segments import Appended, SegmentWriter, physical_offset, read_segment, split_physical
 from .tables import Tables
 
-KEY_BITS = 24
-POSITION_BITS = 40
-MAX_ATTEMPTS = 1000
 TOPIC_CACHE_S = 5.0
-BACKOFF_S = 0.001  # after a lost race: a random pause up to this, doubling per loss
-MAX_BACKOFF_S = 0.05
-
-
-class SegmentWriter:
-    """This process's own segment file on the shared directory: one append per batch, fsync'd."""
-
-    def __init__(self, directory, segment_bytes: int) -> None:
-        self.directory, self.segment_bytes = directory, segment_bytes
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._fd = -1
-        self.key = 0
-        self.position = 0
-
-    def _open_new(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-        while True:
-            key = random.getrandbits(KEY_BITS)
-            try:
-                self._fd = os.open(self.directory / f"{key:06x}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                continue
-            self.key, self.position = key, 0
-            return
-
-    def append(self, encode) -> tuple[int, int]:
-        """Write `encode(physical_start)` at the end of the current file, durably; return (file key, position)."""
-        with self._lock:
-            if self._fd < 0 or self.position >= self.segment_bytes:
-                self._open_new()
-            position = self.position
-            data = encode((self.key << POSITION_BITS) | position)
-            written = os.pwrite(self._fd, data, position)
-            if written != len(data):
-                raise OSError(f"short write to segment {self.key:06x}: {written} of {len(data)} bytes")
-            os.fsync(self._fd)
-            self.position += len(data)
-            return self.key, position
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+WAIT_POLL_S = 0.05
 
 
 class ServerlessMessageStore(MessageStore):
@@ -128,21 +65,33 @@ class ServerlessMessageStore(MessageStore):
         self.tables = Tables(config.dynamodb_prefix)
         self.tables.create_missing()
         self.segments = config.efs_directory / "segments"
-        self.writer = SegmentWriter(self.segments, config.commitlog_segment_bytes)
-        self._counters: dict[tuple[str, int], int] = {}  # the next offset this process last saw per queue
+        max_age_s = min(config.efs_segment_age_s, config.efs_segment_grace_s / 2)  # segments.py says why
+        self.writer = SegmentWriter(self.segments, config.efs_segment_bytes, max_age_s)
+        self.index = QueueIndex(self.tables, self._keys_of)
         self._topics: dict[str, tuple[float, TopicConfig]] = {}
-        self.requests = 0  # DynamoDB requests made by puts (for the benchmark's requests per message)
+        self.tier = None
+        if config.tier is not TierMedium.OFF:
+            from .cold import ColdTier
+
+            self.tier = ColdTier(config)
+            self.tier_medium = self.tier.medium
+
+    @property
+    def requests(self) -> int:
+        """DynamoDB requests this process has made so far (for the benchmark's requests per message)."""
+        return self.tables.requests
 
     # ---- topics ----------------------------------------------------------------------------------
 
     def create_topic(self, config: TopicConfig) -> TopicConfig:
+        """One conditional PutItem; each queue's item is made by its first put."""
         check_name("topic", config.name)
         created = validated(TopicConfig, {**config.model_dump(), "created_at": current_ms()})
         item = self.tables.topics("topic", created.name, config=created.model_dump_json())
         try:
             item.save(condition=self.tables.topics.name.does_not_exist())
         except PutError as error:
-            if _conditional(error):
+            if is_conditional(error):
                 raise TopicExists(config.name) from None
             raise
         return created
@@ -159,6 +108,7 @@ class ServerlessMessageStore(MessageStore):
         return self._list(self.tables.topics, "topic", TopicConfig, after, limit)
 
     def _list(self, model, kind: str, config_type, after: str | None, limit: int) -> list:
+        check_page_limit(limit)
         condition = model.name > after if after else None
         items = model.query(kind, condition, limit=limit, consistent_read=True)
         return [config_type.model_validate_json(item.config) for item in items]
@@ -186,12 +136,12 @@ class ServerlessMessageStore(MessageStore):
         self.tables.topics("topic", name).delete()
         self._topics.pop(name, None)
         for queue in range(config.queues):
-            key = _queue_key(name, queue)
-            with self.tables.batches.batch_write() as batch:
-                for item in self.tables.batches.query(key):
-                    batch.delete(item)
-            self.tables.queues(key).delete()
-            self._counters.pop((name, queue), None)
+            self.index.drop(name, queue)
+        with self.tables.offsets.batch_write() as writer:
+            for item in self.tables.offsets.query(name):
+                writer.delete(item)
+        if self.tier is not None:
+            self.tier.forget(name)
 
     # ---- groups and offsets ----------------------------------------------------------------------
 
@@ -203,7 +153,7 @@ class ServerlessMessageStore(MessageStore):
                 condition=self.tables.groups.name.does_not_exist()
             )
         except PutError as error:
-            if _conditional(error):
+            if is_conditional(error):
                 raise GroupExists(config.name) from None
             raise
         return created
@@ -226,7 +176,7 @@ class ServerlessMessageStore(MessageStore):
                 condition=self.tables.groups.name.exists()
             )
         except PutError as error:
-            if _conditional(error):
+            if is_conditional(error):
                 raise GroupNotFound(config.name) from None
             raise
         return updated
@@ -234,158 +184,123 @@ class ServerlessMessageStore(MessageStore):
     def delete_group(self, name: str) -> None:
         self.get_group(name)
         self.tables.groups("group", name).delete()
+        offsets = self.tables.offsets
+        with offsets.batch_write() as writer:
+            for item in offsets.by_group.query(name):
+                writer.delete(offsets(item.topic, item.slot))
 
     def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         self.get_group(group)
         config = self.get_topic(topic)
         for queue, offset in offsets.items():
             _check_queue(config, queue)
-            low, high = self._range(topic, queue)
-            if not isinstance(offset, int) or not 0 <= offset <= high:
-                raise OffsetOutOfRange(topic, queue, offset, low, high)
-        with self.tables.offsets.batch_write() as batch:
+            state = self.index.state(topic, queue)
+            if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= state.next_offset:
+                raise OffsetOutOfRange(topic, queue, offset, state.min_offset, state.next_offset)
+        with self.tables.offsets.batch_write() as writer:
             for queue, offset in offsets.items():
-                batch.save(self.tables.offsets(f"{topic}@{group}", queue, offset=offset))
+                writer.save(self.tables.offsets(topic, _slot(group, queue), group=group, queue=queue, offset=offset))
 
     def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
-        items = self.tables.offsets.query(f"{topic}@{group}", consistent_read=True)
+        self.get_group(group)
+        self.get_topic(topic)
+        offsets = self.tables.offsets
+        items = offsets.query(topic, offsets.slot.startswith(f"{group}|"), consistent_read=True)
         return {int(item.queue): int(item.offset) for item in items}
 
-    def group_topics(self, group: str) -> list[str]:
-        self.get_group(group)
-        topics = []
-        for config in self._all_topics():
-            if next(iter(self.tables.offsets.query(f"{config.name}@{group}", limit=1)), None) is not None:
-                topics.append(config.name)
-        return topics
-
-    def _all_topics(self):
+    def all_topics(self) -> Iterator[TopicConfig]:
+        """Every topic, a page of 1,000 at a time."""
         after = None
         while page := self.list_topics(after, 1000):
             yield from page
             after = page[-1].name
 
+    def group_topics(self, group: str) -> list[str]:
+        """The group's topics, from the `by_group` index (eventually consistent: a first commit shows up
+        within a second or so)."""
+        self.get_group(group)
+        return sorted({item.topic for item in self.tables.offsets.by_group.query(group)})
+
     # ---- put -------------------------------------------------------------------------------------
 
-    def _topic_for_put(self, topic: str) -> TopicConfig:
+    def _topic_for_put(self, topic: str, fresh: bool = False) -> TopicConfig:
         """The topic's config, read at most every TOPIC_CACHE_S per process (a put must not cost a read;
         a queue added meanwhile is refused for that long)."""
         cached = self._topics.get(topic)
-        if cached is None or time.monotonic() - cached[0] > TOPIC_CACHE_S:
-            self.requests += 1
+        if fresh or cached is None or time.monotonic() - cached[0] > TOPIC_CACHE_S:
             cached = self._topics[topic] = (time.monotonic(), self.get_topic(topic))
         return cached[1]
 
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
         config = self._topic_for_put(topic)
         pending = validate_batch(self.config, config, messages)
-        store_timestamp = current_ms()
-        by_queue: dict[int, list] = {}
-        for index, (queue, born, props, body, _, _, _) in enumerate(pending):
-            by_queue.setdefault(queue, []).append((index, born, props, body))
+        by_queue: dict[int, list[int]] = {}
+        for index, (queue, *_) in enumerate(pending):
+            by_queue.setdefault(queue, []).append(index)
         order = sorted(by_queue)
-        records = []
-        for queue in order:  # each queue's records together, offsets relative to the batch
-            records += [(queue, i, born, props, body) for i, (_, born, props, body) in enumerate(by_queue[queue])]
-        key, position = self.writer.append(lambda start: encode_batch(topic.encode(), records, start, store_timestamp))
-        spans, at = {}, position
+        records = []  # each queue's records together, offsets relative to the queue's part of the batch
         for queue in order:
-            size = sum(pending[index][6] for index, *_ in by_queue[queue])
-            spans[queue] = (at, size, len(by_queue[queue]))
-            at += size
-        keys = {queue: {k for index, *_ in by_queue[queue] for k in pending[index][5]} for queue in order}
-        firsts = self._sequence(topic, key, spans, store_timestamp, keys)
+            records += [(queue, i, *pending[index][1:4]) for i, index in enumerate(by_queue[queue])]
+        store_timestamp, appended = self._append(topic.encode(), records)
+        parts, at = {}, appended.position
+        for queue in order:
+            indexes = by_queue[queue]
+            length = sum(pending[index][6] for index in indexes)
+            has_keys = any(pending[index][5] for index in indexes)
+            parts[queue] = BatchRef(0, len(indexes), appended.file, at, length, store_timestamp, has_keys)
+            at += length
         results: list[PutResult | None] = [None] * len(pending)
         for queue in order:
-            at = spans[queue][0]
-            for i, (index, *_) in enumerate(by_queue[queue]):
+            first = self._sequence(topic, queue, parts[queue])
+            at = parts[queue].position
+            for i, index in enumerate(by_queue[queue]):
                 size = pending[index][6]
-                physical = (key << POSITION_BITS) | at
-                results[index] = PutResult(message_id(physical, size), queue, firsts[queue] + i, store_timestamp)
+                results[index] = PutResult(message_id(physical_offset(appended.file, at), size), queue, first + i,
+                                           store_timestamp)  # fmt: skip
                 at += size
         return results  # type: ignore[return-value]
 
-    def _sequence(
-        self, topic: str, file_key: int, spans: dict[int, tuple[int, int, int]], stamp: int, keys: dict[int, set]
-    ) -> dict:
-        """Step 3 of the protocol: assign each queue's first offset with one transaction (retried on a race)."""
-        queues = self.tables.queues
-        lost = 0
-        for _ in range(MAX_ATTEMPTS):
-            firsts = {q: self._counters.get((topic, q), 0) for q in spans}
-            try:
-                self.requests += 1
-                with TransactWrite(connection=self.tables.connection) as transaction:
-                    for queue, (position, length, count) in spans.items():
-                        first = firsts[queue]
-                        counter = queues(_queue_key(topic, queue))
-                        if first == 0:
-                            condition = queues.next_offset.does_not_exist() | (queues.next_offset == 0)
-                        else:
-                            condition = queues.next_offset == first
-                        transaction.update(counter, [queues.next_offset.set(first + count)], condition=condition,
-                                           return_values="ALL_OLD")  # fmt: skip
-                        transaction.save(self.tables.batches(_queue_key(topic, queue), first, count=count,
-                                                             file=f"{file_key:06x}", position=position,
-                                                             length=length, store_timestamp=stamp,
-                                                             keys=keys.get(queue) or None))  # fmt: skip
-            except TransactWriteError as error:
-                if not self._learn_counters(topic, spans, error):
-                    raise
-                lost += 1  # another writer got there first: step back a little, more after each loss
-                time.sleep(random.uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2**lost)))
-                continue
-            for queue, (_, _, count) in spans.items():
-                self._counters[(topic, queue)] = firsts[queue] + count
-            return firsts
-        raise TimeoutError(f"could not sequence a batch of {topic} in {MAX_ATTEMPTS} attempts")
+    def _append(self, topic: bytes, records: list) -> tuple[int, Appended]:
+        """Step 1 of a put: the records on the shared directory, durably; (store timestamp, where)."""
+        store_timestamp = current_ms()
+        return store_timestamp, self.writer.append(lambda start: encode_batch(topic, records, start, store_timestamp))
 
-    def _learn_counters(self, topic: str, spans: dict, error: TransactWriteError) -> bool:
-        """After a lost race: update the counters we know; False if the failure was not a race."""
-        reasons = error.cancellation_reasons or []
-        if not any(r is not None and r.code == "ConditionalCheckFailed" for r in reasons):
-            return False
-        learned = set()
-        for reason in reasons:
-            item = reason.raw_item if reason is not None else None
-            if item and "next_offset" in item and "key" in item:
-                name, _, queue = item["key"]["S"].rpartition("|")
-                self._counters[(name, int(queue))] = int(item["next_offset"]["N"])
-                learned.add(int(queue))
-        for queue in spans:
-            if queue not in learned:
-                self.requests += 1
-                self._counters[(topic, queue)] = self._range(topic, queue)[1]
-        return True
+    def _sequence(self, topic: str, queue: int, batch: BatchRef) -> int:
+        try:
+            return self.index.sequence(topic, queue, batch)
+        except QueueMissing:  # the queue's first put, or the topic is gone (or lost this queue): look again
+            _check_queue(self._topic_for_put(topic, fresh=True), queue)
+            self.index.create(topic, queue)
+            return self.index.sequence(topic, queue, batch)
+
+    def _keys_of(self, batch: BatchRef) -> set[str]:
+        data = read_segment(self.segments, batch.file, batch.position, batch.length)
+        return {key for message in decode_records(data) for key in message.keys}
 
     # ---- get -------------------------------------------------------------------------------------
-
-    def _range(self, topic: str, queue: int) -> tuple[int, int]:
-        try:
-            item = self.tables.queues.get(_queue_key(topic, queue), consistent_read=True)
-        except DoesNotExist:
-            return 0, 0
-        return int(item.min_offset or 0), int(item.next_offset or 0)
 
     def _select(self, topic, queue, offset, max_messages, max_bytes, tag_filter):
         """(records, messages, next_offset, min, max) of a read: whole records with their real offsets."""
         config = self.get_topic(topic)
         _check_queue(config, queue)
         tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
-        low, high = self._range(topic, queue)
+        state = self.index.state(topic, queue)
+        low, high = self._min_offset(topic, queue, state), state.next_offset
         if type(offset) is not int or not low <= offset <= high:
             raise OffsetOutOfRange(topic, queue, offset, low, high)
-        key = _queue_key(topic, queue)
-        batches = self.tables.batches
-        # One Query: the batch holding `offset` starts at most max_batch_messages - 1 before it.
-        scan = max(max_messages, 4096) if tag_filter is not None else max_messages
-        window = batches.first_offset.between(max(0, offset - self.config.max_batch_messages + 1), offset + scan)
-        items = [item for item in batches.query(key, window, consistent_read=True) if offset < high
-                 and int(item.first_offset) + int(item.count) > offset]  # fmt: skip
-        parts, messages, taken, size, next_offset = [], [], 0, 0, offset
-        for item in items:
-            data = rebase(self._read_file(item.file, int(item.position), int(item.length)), int(item.first_offset))
-            decoded = decode_records(data, (topic, queue, int(item.first_offset)))
+        if offset < state.hot_offset and self.tier is not None:
+            records, _, next_offset = self.tier.read(topic, queue, offset, max_messages, max_bytes, tag_filter,
+                                                     state.hot_offset, high)  # fmt: skip
+            messages = decode_records(records, None if tag_filter else (topic, queue, offset))
+            if tag_filter is not None:  # tag codes can collide: confirm the real tag
+                messages = [m for m in messages if tag_filter.matches(m.tag)]
+            return records, messages, next_offset, low, high
+        end = min(high, offset + scan_size(max_messages, tag_filter))
+        refs = self.index.batches(topic, queue, state, offset, end, self.config.max_batch_messages)
+        parts, messages, size, next_offset = [], [], 0, offset
+        for ref in refs:
+            data = rebase(read_segment(self.segments, ref.file, ref.position, ref.length), ref.first_offset)
+            decoded = decode_records(data, (topic, queue, ref.first_offset))
             position = 0
             for message in decoded:
                 length = int.from_bytes(data[position : position + 4], "little")
@@ -393,26 +308,18 @@ class ServerlessMessageStore(MessageStore):
                 position += length
                 if message.queue_offset < offset:
                     continue
+                if message.queue_offset >= end:
+                    return b"".join(parts), messages, next_offset, low, high
                 if tag_filter is None or tag_filter.matches(message.tag):
-                    if taken and size + length > max_bytes:
+                    if messages and size + length > max_bytes:
                         return b"".join(parts), messages, next_offset, low, high
                     parts.append(record)
                     messages.append(message)
-                    taken += 1
                     size += length
                 next_offset = message.queue_offset + 1
-                if taken == max_messages:
+                if len(messages) == max_messages:
                     return b"".join(parts), messages, next_offset, low, high
-            if next_offset - offset >= max(max_messages, 4096):
-                break
         return b"".join(parts), messages, next_offset, low, high
-
-    def _read_file(self, name: str, position: int, length: int) -> bytes:
-        with open(self.segments / name, "rb", buffering=0) as file:
-            data = os.pread(file.fileno(), length, position)
-        if len(data) != length:
-            raise OSError(f"segment {name} is shorter than its index says")
-        return data
 
     def get(
         self, topic: str, queue: int, offset: int, max_messages: int = 32, max_bytes: int = 4 * 1024 * 1024,
@@ -430,55 +337,123 @@ class ServerlessMessageStore(MessageStore):
         )
         return RecordBatch(records, len(messages), next_offset, low, high)
 
+    def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
+        """Long polling: one GetItem of the queue item every WAIT_POLL_S (no process to notify us)."""
+        _check_queue(self.get_topic(topic), queue)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.index.state(topic, queue).next_offset > offset:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(WAIT_POLL_S, remaining))
+
+    def _min_offset(self, topic: str, queue: int, state: QueueState) -> int:
+        """The oldest readable offset: the queue's minimum, or below the hot boundary, the cold tier's."""
+        if self.tier is None or state.hot_offset <= state.min_offset:
+            return state.min_offset
+        return max(state.min_offset, self.tier.min_offset(topic, queue, state.hot_offset))
+
     def queue_offsets(self, topic: str) -> list[QueueOffsets]:
         config = self.get_topic(topic)
-        return [QueueOffsets(q, *self._range(topic, q)) for q in range(config.queues)]
+        offsets = []
+        for queue in range(config.queues):
+            state = self.index.state(topic, queue)
+            offsets.append(QueueOffsets(queue, self._min_offset(topic, queue, state), state.next_offset))
+        return offsets
 
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
+        """The first batch stored at or after the time: the cold tier's answer below the hot boundary, else a
+        paged walk of the queue's batch items and entries."""
         _check_queue(self.get_topic(topic), queue)
-        if not isinstance(timestamp_ms, int):
+        if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
             raise InvalidArgument(f"timestamp must be an integer (ms since the epoch), got {timestamp_ms!r}")
-        for item in self.tables.batches.query(_queue_key(topic, queue), consistent_read=True):
-            if int(item.store_timestamp) >= timestamp_ms:
-                return int(item.first_offset)
-        return self._range(topic, queue)[1]
+        state = self.index.state(topic, queue)
+        if self.tier is not None and state.hot_offset > state.min_offset:
+            found = self.tier.offset_for_timestamp(topic, queue, timestamp_ms, state.hot_offset)
+            if found is not None:
+                return max(found, state.min_offset)
+        low = max(state.min_offset, state.hot_offset)
+        hot = self.index.batches(topic, queue, state, low, state.next_offset, self.config.max_batch_messages)
+        for ref in hot:
+            if ref.store_timestamp >= timestamp_ms:
+                return max(ref.first_offset, low)
+        return state.next_offset
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
-        """The id says which file and where; the queue's index says which offset (a scan of its items)."""
+        """The id names the file and place; the queue's entries (or its batch items) say which offset."""
         physical, size = parse_message_id(msg_id)
-        name, position = f"{physical >> POSITION_BITS:06x}", physical & ((1 << POSITION_BITS) - 1)
+        file, position = split_physical(physical)
         try:
-            message = decode_message(self._read_file(name, position, size))
+            message = decode_message(read_segment(self.segments, file, position, size))
         except (OSError, ValueError, CorruptStore):  # no such file, or no record there: not an id we gave out
             raise MessageNotFound(f"with id {msg_id}") from None
-        batches = self.tables.batches
-        found = (batches.file == name) & (batches.position <= position)
-        for item in batches.query(_queue_key(message.topic, message.queue), filter_condition=found):
-            if position < int(item.position) + int(item.length):
-                message.queue_offset += int(item.first_offset)
+        state = self.index.state(message.topic, message.queue)
+        refs = [*state.pending]
+        if not any(_holds(ref, file, position) for ref in refs):
+            batches = self.tables.batches
+            found = (batches.file == file) & (batches.position <= position)
+            refs = list(self.index.indexed_batches(message.topic, message.queue, condition=found))
+        for ref in refs:
+            if _holds(ref, file, position) and ref.first_offset + message.queue_offset >= state.min_offset:
+                message.queue_offset += ref.first_offset
                 return message
         raise MessageNotFound(f"with id {msg_id}")  # written, never sequenced (or expired)
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
-        """Batches carrying the key, newest first, per queue (a filtered Query of the queue's index: its cost
-        grows with the queue's batches; a key table is the way to make it flat)."""
+        """Batches carrying the key, newest first, per queue: the hot entries, then the batch items (a
+        filtered Query of the queue's hot index; its cost grows with the hot tier, not the cold one)."""
         config = self.get_topic(topic)
         if not isinstance(key, str) or not key:
             raise InvalidArgument("key must be a non-empty string")
-        if not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise InvalidArgument(f"limit must be 1..1000, got {limit!r}")
-        batches, found = self.tables.batches, []
+        check_page_limit(limit)
+        found: list[StoredMessage] = []
+        batches = self.tables.batches
         for queue in range(config.queues):
-            items = batches.query(_queue_key(topic, queue), filter_condition=batches.keys.contains(key),
-                                  scan_index_forward=False, consistent_read=True)  # fmt: skip
-            for item in items:
-                data = rebase(self._read_file(item.file, int(item.position), int(item.length)), int(item.first_offset))
+            state = self.index.state(topic, queue)
+            keyed = [ref for ref in reversed(state.pending) if ref.has_keys]
+            refs = [*keyed, *self.index.indexed_batches(topic, queue, True, batches.keys.contains(key))]
+            taken = 0
+            for ref in refs:
+                if ref.first_offset < max(state.min_offset, state.hot_offset):
+                    break
+                data = rebase(read_segment(self.segments, ref.file, ref.position, ref.length), ref.first_offset)
                 matches = [m for m in decode_records(data) if key in m.keys]
                 found += matches
-                if len(matches) >= limit:
+                taken += len(matches)
+                if taken >= limit:
                     break
         found.sort(key=lambda m: (m.store_timestamp, m.queue, m.queue_offset))
         return found[-limit:]
+
+    # ---- cold tier -------------------------------------------------------------------------------
+
+    def tier_status(self, topic: str) -> list[TierQueueStatus]:
+        config = self.get_topic(topic)
+        statuses = []
+        for queue in range(config.queues):
+            state = self.index.state(topic, queue)
+            cold_min = cold_max = None
+            if self.tier is not None:
+                cold_min, cold_max = self.tier.range(topic, queue)
+            uploaded = state.min_offset if cold_max is None else max(cold_max, state.min_offset)
+            lag = max(0, state.next_offset - uploaded)
+            oldest = next((ref.store_timestamp for ref in state.pending if ref.end_offset > uploaded), None)
+            seconds = 0.0 if not lag or oldest is None else max(0.0, (current_ms() - oldest) / 1000)
+            statuses.append(TierQueueStatus(queue, max(state.min_offset, state.hot_offset), cold_min, cold_max,
+                                            state.next_offset, lag if self.tier else 0, round(seconds, 3)))  # fmt: skip
+        return statuses
+
+    def upload_now(self, topic: str | None = None) -> int:
+        """Run the maintenance upload now (what the scheduled function does), for `topic` or every dirty queue."""
+        if topic is not None:
+            self.get_topic(topic)
+        if self.tier is None:
+            return 0
+        from .maintenance import Maintenance
+
+        return Maintenance(self).upload(topic).messages
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -489,14 +464,23 @@ class ServerlessMessageStore(MessageStore):
         """Nothing to do: no process owns a queue, so none has anything to recover."""
 
     def clean_expired(self, now_ms: int | None = None) -> CleanReport:
-        return CleanReport(0, 0)
+        """Retention (the maintenance run's part that needs no cold tier)."""
+        from .maintenance import Maintenance
+
+        return Maintenance(self).retention(now_ms)
 
     def close(self) -> None:
         self.writer.close()
+        if self.tier is not None:
+            self.tier.close()
 
 
-def _queue_key(topic: str, queue: int) -> str:
-    return f"{topic}|{queue}"
+def _slot(group: str, queue: int) -> str:
+    return f"{group}|{queue:04d}"
+
+
+def _holds(ref: BatchRef, file: str, position: int) -> bool:
+    return ref.file == file and ref.position <= position < ref.position + ref.length
 
 
 def _check_queue(config: TopicConfig, queue: object) -> None:
@@ -504,6 +488,4 @@ def _check_queue(config: TopicConfig, queue: object) -> None:
         raise QueueOutOfRange(config.name, queue, config.queues)  # type: ignore[arg-type]
 
 
-def _conditional(error: Exception) -> bool:
-    cause = getattr(error, "cause_response_code", None)
-    return cause == "ConditionalCheckFailedException"
+__all__ = ["ServerlessMessageStore"]

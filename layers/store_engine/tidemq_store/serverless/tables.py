@@ -1,27 +1,46 @@
 """The serverless backend's DynamoDB tables (pynamodb), named `<dynamodb_prefix>-<table>`.
 
-topics   kind="topic" (hash) | name (range)        -> the TopicConfig as JSON
-         one partition, so a page of topics is one ordered Query; each topic is one item, so
-         creating or reading one costs the same with a million as with ten
-groups   kind="group" (hash) | name (range)        -> the GroupConfig as JSON
-offsets  "topic@group" (hash) | queue (range)      -> committed offset
-queues   "topic|queue" (hash)                       -> next_offset (the counter), min_offset
+topics   kind="topic" (hash) | name (range)     -> config: the TopicConfig as JSON
+         one partition, so a page of topics is one ordered Query; each topic is one item, so creating
+         or reading one costs one request with a million topics as with ten
+groups   kind="group" (hash) | name (range)     -> config: the GroupConfig as JSON
+offsets  topic (hash) | "group|queue" (range)   -> group, queue, offset: a group's committed offset; by topic
+         so deleting a topic finds its offsets with one Query, and the index `by_group` (group | topic) lists
+         a group's topics
+queues   "topic|queue" (hash)                   -> the queue's sequencer (queue_index.py): next_offset,
+         indexed, pending (the newest batch entries), min_offset, hot_offset; `dirty` while it holds
+         messages not yet in the cold tier (the sparse index `dirty` lists just those queues); `uploading`
+         while a maintenance run holds the queue
 batches  "topic|queue" (hash) | first_offset (range)
-         -> count, file, position, length, store_timestamp, last_store_timestamp:
-            one item per produce batch: where its records are on the shared file system
+         -> count, file, position, length, store_timestamp, keys: one item per batch below the queue's
+            `indexed` (queue_index.py); the index `by_file` (file | position) says which batches a
+            segment file still holds
 """
 
 from __future__ import annotations
 
 import os
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
-from pynamodb.connection import Connection
+from pynamodb.attributes import ListAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
+from pynamodb.signals import pre_dynamodb_send
+
+DIRTY = "dirty"  # the one value of `queues.dirty`: the sparse index holds only queues that have it
+
+
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S, ATTEMPTS = 5, 10, 3
+"""Every DynamoDB call gives up within about a minute (segments.py relies on a put finishing that fast)."""
 
 
 def _meta(table: str, prefix: str, host: str | None, region: str):
     return type("Meta", (), {"table_name": f"{prefix}-{table}", "host": host, "region": region,
+                             "billing_mode": "PAY_PER_REQUEST", "connect_timeout_seconds": CONNECT_TIMEOUT_S,
+                             "read_timeout_seconds": READ_TIMEOUT_S, "max_retry_attempts": ATTEMPTS})  # fmt: skip
+
+
+def _index(name: str):
+    return type("Meta", (), {"index_name": name, "projection": KeysOnlyProjection(),
                              "billing_mode": "PAY_PER_REQUEST"})  # fmt: skip
 
 
@@ -29,9 +48,12 @@ class Tables:
     """The models bound to one prefix and endpoint (`AWS_ENDPOINT_URL`, else AWS)."""
 
     def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.requests = 0
+        """DynamoDB requests this process has made to these tables (benchmarks and tests read it)."""
+        pre_dynamodb_send.connect(self._count)
         host = os.environ.get("AWS_ENDPOINT_URL") or None
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        self.connection = Connection(region=region, host=host)
 
         class Topics(Model):
             Meta = _meta("topics", prefix, host, region)
@@ -45,17 +67,40 @@ class Tables:
             name = UnicodeAttribute(range_key=True)
             config = UnicodeAttribute()
 
+        class OffsetsByGroup(GlobalSecondaryIndex):
+            Meta = _index("by_group")
+            group = UnicodeAttribute(hash_key=True)
+            topic = UnicodeAttribute(range_key=True)
+
         class Offsets(Model):
             Meta = _meta("offsets", prefix, host, region)
-            key = UnicodeAttribute(hash_key=True)
-            queue = NumberAttribute(range_key=True)
+            topic = UnicodeAttribute(hash_key=True)
+            slot = UnicodeAttribute(range_key=True)
+            group = UnicodeAttribute()
+            queue = NumberAttribute()
             offset = NumberAttribute()
+            by_group = OffsetsByGroup()
+
+        class DirtyQueues(GlobalSecondaryIndex):
+            Meta = _index("dirty")
+            dirty = UnicodeAttribute(hash_key=True)
 
         class Queues(Model):
             Meta = _meta("queues", prefix, host, region)
             key = UnicodeAttribute(hash_key=True)
             next_offset = NumberAttribute(default=0)
+            indexed = NumberAttribute(default=0)
+            pending = ListAttribute(of=UnicodeAttribute, default=list)
             min_offset = NumberAttribute(default=0)
+            hot_offset = NumberAttribute(default=0)
+            dirty = UnicodeAttribute(null=True)
+            uploading = NumberAttribute(null=True)  # the maintenance lease: held until this time (epoch s)
+            by_dirty = DirtyQueues()
+
+        class BatchesByFile(GlobalSecondaryIndex):
+            Meta = _index("by_file")
+            file = UnicodeAttribute(hash_key=True)
+            position = NumberAttribute(range_key=True)
 
         class Batches(Model):
             Meta = _meta("batches", prefix, host, region)
@@ -67,8 +112,13 @@ class Tables:
             length = NumberAttribute()
             store_timestamp = NumberAttribute()
             keys = UnicodeSetAttribute(null=True)  # the batch's message keys (lookups by key filter on it)
+            by_file = BatchesByFile()
 
         self.topics, self.groups, self.offsets, self.queues, self.batches = Topics, Groups, Offsets, Queues, Batches
+
+    def _count(self, _sender, *, table_name: str | None = None, **_) -> None:
+        if table_name and table_name.startswith(f"{self.prefix}-"):
+            self.requests += 1
 
     def create_missing(self) -> None:
         for model in (self.topics, self.groups, self.offsets, self.queues, self.batches):

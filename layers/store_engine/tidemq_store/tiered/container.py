@@ -134,12 +134,15 @@ class FileQueue:
 class TieredQueue:
     """One queue in the tier: its commit log and ConsumeQueue (see the module docstring)."""
 
-    def __init__(self, driver: TierDriver, topic: str, queue: int, segment_bytes: int) -> None:
+    def __init__(self, driver: TierDriver, topic: str, queue: int, segment_bytes: int, *, writer: bool = True) -> None:
+        """`writer=False` opens a read-only view for a process that does not upload: it leaves an unfinished
+        upload's bytes alone (recovering would race the uploader that is finishing it)."""
         self.topic, self.queue = topic, queue
         base = f"{topic}/{queue}"
         self.commitlog = FileQueue(driver, f"{base}/commitlog", segment_bytes)
         self.consumequeue = FileQueue(driver, f"{base}/consumequeue", segment_bytes // 16 or ENTRY_SIZE)
-        self.recover()
+        if writer:
+            self.recover()
 
     # ---- offsets ----
 
@@ -192,6 +195,11 @@ class TieredQueue:
         return self.commitlog.pending or self.consumequeue.pending
 
     # ---- recovery and retention ----
+
+    def clear(self) -> None:
+        """Delete every segment (the tier restarts at a later offset: what it held expired)."""
+        self.consumequeue.delete_through(lambda segment: True)
+        self.commitlog.delete_through(lambda segment: True)
 
     def recover(self) -> None:
         """Cut a torn ConsumeQueue tail and drop commit-log bytes no entry points to."""

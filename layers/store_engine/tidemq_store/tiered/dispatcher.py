@@ -219,9 +219,7 @@ class TieredDispatcher:
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
 
     def _restart(self, topic: str, queue: int) -> TieredQueue:
-        tiered = self.tiered_queue(topic, queue)
-        tiered.consumequeue.delete_through(lambda segment: True)
-        tiered.commitlog.delete_through(lambda segment: True)
+        self.tiered_queue(topic, queue).clear()
         fresh = TieredQueue(self.driver, topic, queue, self.config.tier_segment_bytes)
         with self._lock:
             self._queues[(topic, queue)] = fresh

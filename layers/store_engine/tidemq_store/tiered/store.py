@@ -192,18 +192,13 @@ class TieredMessageStore(MessageStore):
         tiered = self._route(topic, queue, offset)
         if tiered is None:
             return None
-        end = tiered.max_offset
-        scan_end = min(end, offset + scan_size(max_messages, tag_filter))
         try:
-            block = self.cache.read(tiered, offset, scan_end - offset, end)
+            block, runs, count, next_offset = read_cold(self.cache, tiered, offset, max_messages, max_bytes, tag_filter)
         except Exception:
             if offset >= self.hot.cq.min_offset(topic, queue):
                 log.warning("cold read of %s:%s at %s failed; reading hot", topic, queue, offset, exc_info=True)
                 return None
             raise
-        entries = block.entries[offset - block.first : scan_end - block.first]
-        runs, count, next_offset = select_runs(entries, offset, max_messages, max_bytes, tag_filter, ALL)
-        self.cache.advance(tiered, offset, next_offset, end)
         min_offset = min(tiered.min_offset, self.hot.cq.min_offset(topic, queue))
         return ColdRead(block, runs, count, next_offset, tag_filter, min_offset, self.hot._max_offset(topic, queue))
 
@@ -307,6 +302,21 @@ class TieredMessageStore(MessageStore):
         self.dispatcher.close()
         self.cache.close()
         self.hot.close()
+
+
+def read_cold(
+    cache: ReadAheadCache, tiered: TieredQueue, offset: int, max_messages: int, max_bytes: int,
+    tag_filter: TagFilter | None,
+) -> tuple[Block, list[tuple[int, int, int]], int, int]:  # fmt: skip
+    """One cold read of a queue through the read-ahead cache: (block, runs, count, next_offset), the runs being
+    (first offset, position, length) of adjacent chosen records in the block (selection.select_runs)."""
+    end = tiered.max_offset
+    scan_end = min(end, offset + scan_size(max_messages, tag_filter))
+    block = cache.read(tiered, offset, scan_end - offset, end)
+    entries = block.entries[offset - block.first : scan_end - block.first]
+    runs, count, next_offset = select_runs(entries, offset, max_messages, max_bytes, tag_filter, ALL)
+    cache.advance(tiered, offset, next_offset, end)
+    return block, runs, count, next_offset
 
 
 def _now_ms() -> int:

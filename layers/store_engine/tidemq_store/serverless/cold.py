@@ -1,0 +1,93 @@
+"""The serverless backend's cold tier: each queue's tier files (tiered/container.py) on S3 (or a POSIX
+directory), with the same layout and record bytes as the embedded engine's tier.
+
+Only the maintenance run writes them (maintenance.py, one uploader per queue at a time under a lease);
+every other process holds read-only views, listed on first use and listed again when the queue's hot
+boundary shows that an upload went further than the view. Reads go through the read-ahead cache
+(tiered/cache.py) exactly as the embedded engine's cold reads do.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from ..config import StoreConfig
+from ..errors import OffsetOutOfRange
+from ..model import TagFilter
+from ..tiered import open_driver
+from ..tiered.cache import ReadAheadCache
+from ..tiered.container import TieredQueue
+from ..tiered.store import read_cold
+
+
+class ColdTier:
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.driver = open_driver(config)
+        self.medium = self.driver.describe()
+        self.cache = ReadAheadCache(config.tier_cache_bytes, config.tier_cache_ttl_s)
+        self._views: dict[tuple[str, int], TieredQueue] = {}
+        self._lock = threading.Lock()
+
+    def view(self, topic: str, queue: int, holds_until: int | None = None) -> TieredQueue:
+        """This process's read-only view of the queue's tier files, listed again if it ends before
+        `holds_until` (None: list again now)."""
+        key = (topic, queue)
+        with self._lock:
+            view = self._views.get(key)
+        if view is None or holds_until is None or (view.max_offset or 0) < holds_until:
+            view = TieredQueue(self.driver, topic, queue, self.config.tier_segment_bytes, writer=False)
+            with self._lock:
+                self._views[key] = view
+        return view
+
+    def writer(self, topic: str, queue: int) -> TieredQueue:
+        """The queue's tier files for uploading (recovered from an unfinished upload first)."""
+        return TieredQueue(self.driver, topic, queue, self.config.tier_segment_bytes)
+
+    def read(
+        self, topic: str, queue: int, offset: int, max_messages: int, max_bytes: int, tag_filter: TagFilter | None,
+        hot_offset: int, max_offset: int,
+    ) -> tuple[bytes, int, int]:  # fmt: skip
+        """(records, count, next_offset) from `offset`, which is below the queue's hot boundary."""
+        view = self.view(topic, queue, hot_offset)
+        low = view.min_offset
+        if low is None or not low <= offset < view.max_offset:
+            raise OffsetOutOfRange(topic, queue, offset, hot_offset if low is None else low, max_offset)
+        block, runs, count, next_offset = read_cold(self.cache, view, offset, max_messages, max_bytes, tag_filter)
+        return b"".join(block.records(position, length) for _, position, length in runs), count, next_offset
+
+    def min_offset(self, topic: str, queue: int, hot_offset: int) -> int:
+        """The oldest offset the tier holds (the hot boundary when it holds none)."""
+        low = self.view(topic, queue, hot_offset).min_offset
+        return hot_offset if low is None else min(low, hot_offset)
+
+    def range(self, topic: str, queue: int) -> tuple[int | None, int | None]:
+        view = self.view(topic, queue)
+        return view.min_offset, view.max_offset
+
+    def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int, hot_offset: int) -> int | None:
+        """The first offset below the hot boundary stored at or after the time (None: none is)."""
+        view = self.view(topic, queue, hot_offset)
+        low, high = view.min_offset, min(view.max_offset or 0, hot_offset)
+        if low is None or low >= high:
+            return None
+        end = high
+        while low < high:
+            middle = (low + high) // 2
+            if view.entries(middle, middle + 1)[0][3] >= timestamp_ms:
+                high = middle
+            else:
+                low = middle + 1
+        return None if low == end else low
+
+    def forget(self, topic: str) -> None:
+        """Delete a topic's tier files (topic deletion)."""
+        with self._lock:
+            for key in [key for key in self._views if key[0] == topic]:
+                del self._views[key]
+        self.cache.forget(topic)
+        self.driver.delete_topic(topic)
+
+    def close(self) -> None:
+        self.cache.close()

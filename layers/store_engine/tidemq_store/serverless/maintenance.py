@@ -1,0 +1,313 @@
+"""The serverless backend's maintenance run: what the scheduled function (functions/maintenance) does in AWS
+(every minute, an EventBridge schedule) and a timer does inside `make run`.
+
+1. Upload. The queues holding messages not yet in the cold tier are exactly those whose item carries
+   `dirty` (every sequencing sets it), and the sparse index `dirty` lists only those. For each, under a
+   lease on its queue item (`uploading`: one maintenance run per queue at a time, however runs overlap):
+   - index its pending entries (queue_index.py, step 3), so every batch on the shared directory is
+     findable through a `batches` item, and so through the `by_file` index;
+   - append [tier end, next_offset) to the queue's tier files (tiered/container.py) in uploads of at most
+     `tier_upload_bytes`, the records given their real offsets first, so the tier holds them byte for
+     byte as readers get them; the tier's ConsumeQueue says how far uploads got, as for the embedded engine;
+   - move the hot boundary (`hot_offset`) over what is uploaded and older than `efs_hot_ms`, clear
+     `dirty` if nothing arrived meanwhile, release the lease: one conditional UpdateItem;
+   - delete the `batches` items below the new boundary (readers go to the tier there).
+2. Deleting files. A segment file nobody has written for `efs_segment_grace_s` whose name the `by_file`
+   index no longer shows is deleted: what it held is in the tier, expired, or was never sequenced (a
+   writer that died between its append and its sequencing). Skipped when an upload failed (its queue may
+   still point into files), and for files whose entries this run itself indexed (the index is
+   eventually consistent).
+3. Retention (`retention`, its own schedule): per queue, expired cold segments are deleted and
+   `min_offset` moves past expired batches.
+
+Nothing new, nothing done: the marker file `<efs>/maintenance.json` says when the last run started and
+whether it left work. A run that finds no segment file written since (by a margin that covers a put's
+sequencing and the index's lag) and nothing left returns after one directory scan, with no request to
+DynamoDB or S3.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pynamodb.exceptions import UpdateError
+
+from ..api import CleanReport
+from ..errors import CorruptStore
+from ..record import entry_fields, rebase
+from .queue_index import QueueState, is_conditional, queue_key, state_of
+from .segments import newest_write, read_segment
+from .tables import DIRTY
+
+if TYPE_CHECKING:
+    from .store import ServerlessMessageStore
+
+log = logging.getLogger("tidemq.maintenance")
+LEASE_S = 900.0  # a Lambda invocation's longest life: a run that held a queue this long is gone
+SKIP_MARGIN_S = 120.0  # a put is sequenced within a minute of its append, and `dirty` is listed within seconds
+COMMIT_ATTEMPTS = 5
+
+
+@dataclass
+class RunReport:
+    """What one maintenance run did."""
+
+    skipped: bool = False
+    queues: int = 0
+    messages: int = 0
+    failed: list[str] = field(default_factory=list)
+    files_deleted: int = 0
+    left_work: bool = False
+    touched_files: set[str] = field(default_factory=set)
+
+    def as_dict(self) -> dict:
+        return {"skipped": self.skipped, "queues": self.queues, "messages": self.messages,
+                "failed": self.failed, "files_deleted": self.files_deleted}  # fmt: skip
+
+
+class Maintenance:
+    def __init__(self, store: ServerlessMessageStore, skip_margin_s: float = SKIP_MARGIN_S) -> None:
+        self.store, self.index, self.config = store, store.index, store.config
+        self.skip_margin_s = skip_margin_s
+        self.queues = store.tables.queues
+        self.marker = self.config.efs_directory / "maintenance.json"
+
+    # ---- the scheduled run -----------------------------------------------------------------------
+
+    def run(self) -> RunReport:
+        """Upload, then delete unreferenced files; nothing at all when nothing changed (module docstring)."""
+        started = time.time()
+        last = self._read_marker()
+        idle = last is not None and not last["left_work"] and time.time() < last["gc_at"]
+        if idle and newest_write(self.store.segments) < last["started"] - self.skip_margin_s:
+            return RunReport(skipped=True)
+        report = self.upload()
+        gc_at = float("inf")
+        if not report.failed:
+            report.files_deleted, gc_at = self.delete_unreferenced_files(report.touched_files)
+        self._write_marker(started, report.left_work or bool(report.failed), gc_at)
+        return report
+
+    def upload(self, topic: str | None = None) -> RunReport:
+        """Step 1 for every dirty queue (or every queue of `topic`)."""
+        if topic is None:
+            keys = [item.key for item in self.queues.by_dirty.query(DIRTY)]
+        else:
+            keys = [queue_key(topic, queue) for queue in range(self.store.get_topic(topic).queues)]
+        report = RunReport()
+        for key in keys:
+            name, _, queue = key.rpartition("|")
+            try:
+                self._upload_queue(name, int(queue), report)
+            except Exception:
+                log.exception("maintenance of %s failed; the next run retries it", key)
+                report.failed.append(key)
+        return report
+
+    def _upload_queue(self, topic: str, queue: int, report: RunReport) -> None:
+        leased = self._lease(topic, queue)
+        if leased is None:  # held by another run, or the queue is gone
+            report.left_work = True
+            return
+        lease, state = leased
+        try:
+            end = state.next_offset
+            before = {ref.file for ref in state.pending}
+            state = self.index.index_through(topic, queue, state, end)
+            report.touched_files |= before
+            uploaded = self._upload_to_tier(topic, queue, state, end) if self.store.tier is not None else 0
+            report.queues += 1
+            report.messages += uploaded
+            hot = self._hot_boundary(topic, queue, state, end) if self.store.tier is not None else state.hot_offset
+            if hot < end:
+                report.left_work = True  # kept hot for efs_hot_ms: a later run moves it
+            self._release(topic, queue, lease, hot, end, clean=hot >= end)
+            lease = None
+            if hot > state.hot_offset:
+                self.index.drop_below(topic, queue, hot)
+        finally:
+            if lease is not None:
+                self._release(topic, queue, lease, state.hot_offset, end, clean=False)
+
+    def _upload_to_tier(self, topic: str, queue: int, state: QueueState, end: int) -> int:
+        """Append [tier end, end) to the queue's tier files; return how many messages went."""
+        tiered = self.store.tier.writer(topic, queue)
+        start = tiered.max_offset
+        if start is None or start < state.min_offset:
+            if start is not None:
+                log.warning("tier %s:%s ends at %s, below the queue's minimum %s: restarting it there",
+                            topic, queue, start, state.min_offset)  # fmt: skip
+                tiered.clear()
+                tiered = self.store.tier.writer(topic, queue)
+            start = state.min_offset
+        if start > end:
+            raise CorruptStore(f"tier {topic}:{queue} ends at {start}, past the queue's end {end}")
+        first, parts, fields, size = start, [], [], 0
+        for ref in self.index.walk(topic, queue, state, _batch_start(self.index, topic, queue, state, start)):
+            if ref.first_offset >= end:
+                break
+            data = rebase(read_segment(self.store.segments, ref.file, ref.position, ref.length), ref.first_offset)
+            records = entry_fields(data)
+            skip = max(0, start - ref.first_offset)  # the tier restarted inside this batch
+            cut = sum(record_size for record_size, _, _ in records[:skip])
+            parts.append(data[cut:])
+            fields += records[skip:]
+            size += len(data) - cut
+            if size >= self.config.tier_upload_bytes:
+                first = self._commit(tiered, first, parts, fields)
+                parts, fields, size = [], [], 0
+        if parts:
+            first = self._commit(tiered, first, parts, fields)
+        return first - start
+
+    def _commit(self, tiered, first: int, parts: list[bytes], fields: list) -> int:
+        tiered.append(first, b"".join(parts), fields)
+        for attempt in range(COMMIT_ATTEMPTS):
+            try:
+                tiered.commit()
+                break
+            except Exception as error:
+                if attempt == COMMIT_ATTEMPTS - 1:
+                    raise
+                log.warning("tier upload of %s:%s failed (%s); retrying", tiered.topic, tiered.queue, error)
+                time.sleep(0.1 * 2**attempt)
+        return first + len(fields)
+
+    def _hot_boundary(self, topic: str, queue: int, state: QueueState, uploaded_end: int) -> int:
+        """Past every batch from the current boundary on that is uploaded and older than efs_hot_ms."""
+        hot = max(state.hot_offset, state.min_offset)
+        if not self.config.efs_hot_ms:
+            return max(hot, uploaded_end)
+        cutoff = time.time_ns() // 1_000_000 - self.config.efs_hot_ms
+        for ref in self.index.walk(topic, queue, state, hot):
+            if ref.end_offset > uploaded_end or ref.store_timestamp >= cutoff:
+                break
+            hot = ref.end_offset
+        return hot
+
+    # ---- the lease -------------------------------------------------------------------------------
+
+    def _lease(self, topic: str, queue: int) -> tuple[float, QueueState] | None:
+        """Hold the queue for this run: (the lease, the queue's state), or None when another run holds it."""
+        queues, item, now = self.queues, self.queues(queue_key(topic, queue)), time.time()
+        lease = now + LEASE_S
+        free = queues.uploading.does_not_exist() | (queues.uploading < now)
+        try:
+            item.update(actions=[queues.uploading.set(lease)], condition=queues.next_offset.exists() & free)
+        except UpdateError as error:
+            if is_conditional(error):
+                return None
+            raise
+        return lease, state_of(item)
+
+    def _release(self, topic: str, queue: int, lease: float, hot: int, end: int, clean: bool) -> None:
+        """Move the hot boundary and release the lease; clear `dirty` when `clean` and nothing arrived."""
+        queues, item = self.queues, self.queues(queue_key(topic, queue))
+        held = queues.uploading == lease
+        actions = [queues.hot_offset.set(hot), queues.uploading.remove()]
+        if clean:
+            with contextlib.suppress(UpdateError):
+                item.update(actions=[*actions, queues.dirty.remove()], condition=held & (queues.next_offset == end))
+                return
+        item.update(actions=actions, condition=held)
+
+    # ---- files -----------------------------------------------------------------------------------
+
+    def delete_unreferenced_files(self, spared: set[str]) -> tuple[int, float]:
+        """Step 2: delete idle files no `batches` item points into; (how many, when to look again)."""
+        deleted, look_again = 0, float("inf")
+        grace, now = self.config.efs_segment_grace_s, time.time()
+        by_file = self.store.tables.batches.by_file
+        try:
+            entries = list(os.scandir(self.store.segments))
+        except FileNotFoundError:
+            return 0, look_again
+        for entry in entries:
+            try:
+                idle_since = entry.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            if idle_since > now - grace or entry.name in spared:
+                look_again = min(look_again, max(idle_since + grace, now))
+                continue
+            if next(iter(by_file.query(entry.name, limit=1)), None) is not None:
+                continue  # still hot: the upload that moves its batches cold makes the next run look again
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+                deleted += 1
+        return deleted, look_again
+
+    # ---- retention -------------------------------------------------------------------------------
+
+    def retention(self, now_ms: int | None = None) -> CleanReport:
+        """Step 3 for every topic with a retention: expired cold segments go, `min_offset` moves past
+        expired batches (and their `batches` items go)."""
+        now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+        segments = messages = 0
+        for config in self.store.all_topics():
+            if config.retention_ms is None:
+                continue
+            for queue in range(config.queues):
+                try:
+                    deleted, expired = self._expire(config.name, queue, now - config.retention_ms)
+                except Exception:
+                    log.exception("retention of %s:%s failed; the next run retries it", config.name, queue)
+                    continue
+                segments += deleted
+                messages += expired
+        return CleanReport(segments, messages)
+
+    def _expire(self, topic: str, queue: int, cutoff: int) -> tuple[int, int]:
+        leased = self._lease(topic, queue)
+        if leased is None:
+            return 0, 0
+        lease, state = leased
+        low, segments = state.min_offset, 0
+        try:
+            if self.store.tier is not None and state.hot_offset > low:
+                tiered = self.store.tier.writer(topic, queue)
+                before = len(tiered.consumequeue.first_segments())
+                tiered.delete_expired(cutoff)
+                segments = before - len(tiered.consumequeue.first_segments())
+                cold_min = tiered.min_offset
+                low = max(low, state.hot_offset if cold_min is None else min(cold_min, state.hot_offset))
+            if low >= state.hot_offset or self.store.tier is None:
+                for ref in self.index.walk(topic, queue, state, _batch_start(self.index, topic, queue, state, low)):
+                    if ref.store_timestamp >= cutoff:
+                        break
+                    low = max(low, ref.end_offset)
+            if low > state.min_offset:
+                queues = self.queues
+                self.queues(queue_key(topic, queue)).update(actions=[queues.min_offset.set(low)],
+                                                            condition=queues.uploading == lease)  # fmt: skip
+                self.index.drop_below(topic, queue, low)
+        finally:
+            self._release(topic, queue, lease, max(state.hot_offset, low), state.next_offset, clean=False)
+        return segments, low - state.min_offset
+
+    # ---- the marker ------------------------------------------------------------------------------
+
+    def _read_marker(self) -> dict | None:
+        try:
+            return json.loads(self.marker.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _write_marker(self, started: float, left_work: bool, gc_at: float) -> None:
+        temporary = self.marker.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({"started": started, "left_work": left_work, "gc_at": gc_at}))
+        os.replace(temporary, self.marker)
+
+
+def _batch_start(index, topic: str, queue: int, state: QueueState, offset: int) -> int:
+    """The first offset of the batch holding `offset` (walks start at batch boundaries)."""
+    if offset >= state.next_offset:
+        return offset
+    refs = index.batches(topic, queue, state, offset, offset + 1, 1)
+    return refs[0].first_offset if refs else offset

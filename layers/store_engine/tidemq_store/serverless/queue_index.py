@@ -1,0 +1,259 @@
+"""`QueueIndex`: each queue's batches, sequenced in DynamoDB with no owner (the serverless ConsumeQueue).
+
+A queue is one `queues` item (tables.py) and the `batches` items below it:
+
+    next_offset  the offset the next message gets (the queue's counter)
+    pending      the newest batch entries, in offset order, covering [indexed, next_offset); each entry is
+                 one string "file position length count store_timestamp flags" (flags: "k" when the
+                 batch carries message keys, else "-")
+    indexed      where `pending` starts: every batch below it has a `batches` item
+    min_offset   the oldest readable offset (retention moves it)
+    hot_offset   below it messages are read from the cold tier (maintenance.py moves it)
+
+Sequencing protocol, per produce batch and queue (the bytes are already appended and fsync'd, segments.py):
+
+  1. sequence  one UpdateItem of the queue item:
+                   ADD next_offset :count  SET pending = list_append(pending, [entry]), dirty = "dirty"
+                   condition attribute_exists(next_offset), returning the new item.
+               DynamoDB applies writes to one item one after another, so the batch gets
+               [next_offset - count, next_offset) of the returned item, and its entry is the returned
+               list's last. It never loses a race, so it is never retried, however many writers there are.
+  2. acknowledge.
+  3. index     (every TRIM_EVERY-th entry, by the writer whose entry made `pending` that long) write a
+               `batches` item for each entry it saw (BatchWriteItem; the same item each time, so redoing it
+               is harmless), then one UpdateItem: REMOVE pending[0..k-1], SET indexed = indexed + their
+               counts, condition indexed = the value it saw (so two indexers never both trim).
+
+Why it is safe:
+- Dense and unique: the counter moves only by step 1, atomically with the entry that claims exactly the
+  offsets it moved over, and step 3 moves entries from the front of `pending` into items while moving
+  `indexed` by their counts in one conditional write. So `batches` items below `indexed` and `pending`
+  from `indexed` on always tile [0, next_offset): no offset unclaimed, none claimed twice.
+- No hole that later fills: a reader reads the queue item (strongly consistent) first, then, only for
+  offsets below the `indexed` it saw, the `batches` items, which were written before `indexed` moved past
+  them. Everything below the `next_offset` it saw is therefore there to read.
+- Nothing acknowledged is lost: a batch's bytes are durable before its entry exists. A crash before
+  step 1 leaves bytes nothing points to (maintenance deletes their file once no entry points into it);
+  between 1 and 2, a stored batch its producer may send again (at least once, as everywhere); in step 3,
+  entries the next indexer indexes again.
+- Per queue, a batch is atomic: one entry. A batch spread over several queues is sequenced queue by queue
+  (one request each) and acknowledged when all are; after a crash midway its messages may be in some of
+  those queues and not others (RocketMQ sends a batch to one queue for the same reason).
+
+Cost: one request per batch and queue, plus two per TRIM_EVERY batches for indexing: 1.25 requests a
+batch, whatever the concurrency; a single item holds the queue's hot end, so tail reads cost one GetItem.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
+
+from .tables import DIRTY, Tables
+
+log = logging.getLogger("tidemq.serverless")
+TRIM_EVERY = 8
+MOST_TRIMMED = 100  # entries one index step moves (bounds the size of its UpdateItem)
+
+
+class BatchRef(NamedTuple):
+    """Where one sequenced batch of one queue is: offsets [first_offset, first_offset + count)."""
+
+    first_offset: int
+    count: int
+    file: str
+    position: int
+    length: int
+    store_timestamp: int
+    has_keys: bool
+
+    @property
+    def end_offset(self) -> int:
+        return self.first_offset + self.count
+
+    def entry(self) -> str:
+        flags = "k" if self.has_keys else "-"
+        return f"{self.file} {self.position} {self.length} {self.count} {self.store_timestamp} {flags}"
+
+
+def decode_entries(entries: Iterable[str], first_offset: int) -> list[BatchRef]:
+    refs = []
+    for entry in entries:
+        file, position, length, count, stamp, flags = entry.split(" ")
+        refs.append(BatchRef(first_offset, int(count), file, int(position), int(length), int(stamp), flags == "k"))
+        first_offset += int(count)
+    return refs
+
+
+class QueueState(NamedTuple):
+    """One strongly consistent read of a queue item."""
+
+    min_offset: int
+    hot_offset: int
+    indexed: int
+    next_offset: int
+    pending: list[BatchRef]
+    dirty: bool
+
+
+EMPTY = QueueState(0, 0, 0, 0, [], False)
+
+
+class QueueMissing(Exception):
+    """The queue has no item yet (made on the first put) or its topic was deleted."""
+
+
+def queue_key(topic: str, queue: int) -> str:
+    return f"{topic}|{queue}"
+
+
+class QueueIndex:
+    """Sequencing and finding batches (see the module docstring). `keys_of` reads a batch's message keys,
+    for the `batches` items of batches that carry keys."""
+
+    def __init__(self, tables: Tables, keys_of: Callable[[BatchRef], set[str]]) -> None:
+        self.tables, self.keys_of = tables, keys_of
+
+    # ---- writing ---------------------------------------------------------------------------------
+
+    def create(self, topic: str, queue: int) -> None:
+        """Make the queue's item if it has none (a conditional put: never resets a queue in use)."""
+        queues = self.tables.queues
+        try:
+            queues(queue_key(topic, queue), next_offset=0, indexed=0, pending=[]).save(
+                condition=queues.next_offset.does_not_exist()
+            )
+        except PutError as error:
+            if not is_conditional(error):
+                raise
+
+    def sequence(self, topic: str, queue: int, batch: BatchRef) -> int:
+        """Step 1 (and, when its turn, 3) of the protocol; return the batch's first offset."""
+        queues = self.tables.queues
+        item = queues(queue_key(topic, queue))
+        try:
+            appended = queues.pending.append([batch.entry()])
+            item.update(
+                actions=[queues.next_offset.add(batch.count), queues.pending.set(appended), queues.dirty.set(DIRTY)],
+                condition=queues.next_offset.exists(),
+            )
+        except UpdateError as error:
+            if is_conditional(error):
+                raise QueueMissing(queue_key(topic, queue)) from None
+            raise
+        if len(item.pending) % TRIM_EVERY == 0:
+            try:
+                self.index(topic, queue, int(item.indexed), item.pending)
+            except Exception:  # the batch is sequenced whatever happens here; the next indexer redoes this
+                log.warning("indexing %s:%s failed", topic, queue, exc_info=True)
+        return int(item.next_offset) - batch.count
+
+    def index(self, topic: str, queue: int, indexed: int, pending: list[str]) -> int:
+        """Step 3: move the first entries of `pending` (as read at `indexed`) into `batches` items; return
+        the new `indexed` (unchanged if another indexer got there first)."""
+        refs = decode_entries(pending[:MOST_TRIMMED], indexed)
+        if not refs:
+            return indexed
+        key, batches, queues = queue_key(topic, queue), self.tables.batches, self.tables.queues
+        with batches.batch_write() as writer:
+            for ref in refs:
+                keys = (self.keys_of(ref) if ref.has_keys else None) or None
+                writer.save(batches(key, ref.first_offset, count=ref.count, file=ref.file, position=ref.position,
+                                    length=ref.length, store_timestamp=ref.store_timestamp, keys=keys))  # fmt: skip
+        actions = [queues.pending[i].remove() for i in range(len(refs))]
+        try:
+            queues(key).update(actions=[*actions, queues.indexed.set(refs[-1].end_offset)],
+                               condition=queues.indexed == indexed)  # fmt: skip
+        except UpdateError as error:
+            if is_conditional(error):
+                return indexed
+            raise
+        return refs[-1].end_offset
+
+    # ---- reading ---------------------------------------------------------------------------------
+
+    def state(self, topic: str, queue: int) -> QueueState:
+        try:
+            return state_of(self.tables.queues.get(queue_key(topic, queue), consistent_read=True))
+        except DoesNotExist:
+            return EMPTY
+
+    def index_through(self, topic: str, queue: int, state: QueueState, end: int) -> QueueState:
+        """Index entries until everything below `end` has a `batches` item; return the queue's state then."""
+        while state.indexed < end and state.pending:
+            self.index(topic, queue, state.indexed, [ref.entry() for ref in state.pending])
+            state = self.state(topic, queue)
+        return state
+
+    def batches(self, topic: str, queue: int, state: QueueState, start: int, end: int, window: int) -> list[BatchRef]:
+        """The batches holding offsets [start, end), in order, as of `state`. `window`: the most messages one
+        batch holds (so one bounded Query usually finds the batch holding `start`)."""
+        refs: list[BatchRef] = []
+        if start < state.indexed:
+            batches = self.tables.batches
+            key, last = queue_key(topic, queue), min(end, state.indexed) - 1
+            span = batches.first_offset.between(max(0, start - window + 1), last)
+            refs = [_ref(item) for item in batches.query(key, span, consistent_read=True)]
+            refs = [ref for ref in refs if ref.end_offset > start]
+            if not refs or refs[0].first_offset > start:  # a batch bigger than `window` holds `start`
+                before = batches.query(key, batches.first_offset <= start, scan_index_forward=False, limit=1,
+                                       consistent_read=True)  # fmt: skip
+                refs = [_ref(item) for item in before if item.first_offset + item.count > start] + refs
+        refs += [ref for ref in state.pending if ref.end_offset > start and ref.first_offset < end]
+        return refs
+
+    def indexed_batches(self, topic: str, queue: int, newest_first: bool = False, condition=None, below=None):
+        """The queue's `batches` items (a paged Query; `below`: those starting below that offset), as BatchRef."""
+        batches = self.tables.batches
+        span = None if below is None else batches.first_offset < below
+        items = batches.query(queue_key(topic, queue), span, filter_condition=condition,
+                              scan_index_forward=not newest_first, consistent_read=True)  # fmt: skip
+        return (_ref(item) for item in items)
+
+    def walk(self, topic: str, queue: int, state: QueueState, start: int) -> Iterator[BatchRef]:
+        """Every batch from the one starting at `start` (a batch boundary) on, oldest first, paging lazily."""
+        if start < state.indexed:
+            batches = self.tables.batches
+            items = batches.query(queue_key(topic, queue), batches.first_offset >= start, consistent_read=True)
+            for item in items:
+                if item.first_offset >= state.indexed:
+                    break
+                yield _ref(item)
+        yield from (ref for ref in state.pending if ref.first_offset >= start)
+
+    def drop_below(self, topic: str, queue: int, offset: int) -> int:
+        """Delete the `batches` items of batches wholly below `offset` (moved cold, or expired); return how many."""
+        doomed = [ref for ref in self.indexed_batches(topic, queue, below=offset) if ref.end_offset <= offset]
+        batches, key = self.tables.batches, queue_key(topic, queue)
+        with batches.batch_write() as writer:
+            for ref in doomed:
+                writer.delete(batches(key, ref.first_offset))
+        return len(doomed)
+
+    def drop(self, topic: str, queue: int) -> None:
+        """Delete the queue's item and all its `batches` items (topic deletion)."""
+        key = queue_key(topic, queue)
+        with self.tables.batches.batch_write() as writer:
+            for item in self.tables.batches.query(key):
+                writer.delete(item)
+        self.tables.queues(key).delete()
+
+
+def state_of(item) -> QueueState:
+    """The state in a queue item (read, or returned by an update)."""
+    indexed = int(item.indexed)
+    return QueueState(int(item.min_offset), int(item.hot_offset), indexed, int(item.next_offset),
+                      decode_entries(item.pending or [], indexed), item.dirty is not None)  # fmt: skip
+
+
+def _ref(item) -> BatchRef:
+    return BatchRef(int(item.first_offset), int(item.count), item.file, int(item.position), int(item.length),
+                    int(item.store_timestamp), bool(item.keys))  # fmt: skip
+
+
+def is_conditional(error: Exception) -> bool:
+    """Whether a pynamodb error is a failed condition (the outcome a conditional write expects), not a fault."""
+    return getattr(error, "cause_response_code", None) == "ConditionalCheckFailedException"

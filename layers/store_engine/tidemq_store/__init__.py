@@ -4,7 +4,7 @@ from tidemq_store import StoreConfig, open_store
 with open_store(StoreConfig(home="data")) as store: ...
 """
 
-from .api import CleanReport, MessageStore
+from .api import CleanReport, MaintenanceReport, MessageStore
 from .config import Backend, FlushDiskType, StoreConfig, TieredStorageLevel, TierMedium
 from .model import (
     GetResult,
@@ -47,6 +47,7 @@ __all__ = [
     "FlushDiskType",
     "GetResult",
     "GroupConfig",
+    "MaintenanceReport",
     "Message",
     "MessageStore",
     "MessageType",

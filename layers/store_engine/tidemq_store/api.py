@@ -41,6 +41,17 @@ class CleanReport:
     messages_expired: int
 
 
+@dataclass(slots=True, frozen=True)
+class MaintenanceReport:
+    """What one scheduled maintenance run did (`skipped`: nothing was new, and it made no request)."""
+
+    skipped: bool
+    queues: int = 0
+    messages_uploaded: int = 0
+    files_deleted: int = 0
+    failed: tuple[str, ...] = ()
+
+
 class MessageStore(ABC):
     """Topics, groups, consumer offsets and messages, with their lifecycle."""
 
@@ -167,6 +178,12 @@ class MessageStore(ABC):
         return 0
 
     # ---- lifecycle -------------------------------------------------------------------------------
+
+    def maintain(self) -> MaintenanceReport:
+        """One scheduled maintenance run: the periodic work a backend leaves to a scheduler (the serverless
+        backend's upload to the cold tier and clean-up of the shared directory). The embedded engine does
+        its periodic work in its own threads: nothing to do."""
+        return MaintenanceReport(skipped=True)
 
     @abstractmethod
     def flush(self) -> None:

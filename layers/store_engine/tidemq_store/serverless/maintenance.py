@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from pynamodb.exceptions import UpdateError
 
-from ..api import CleanReport
+from ..api import CleanReport, MaintenanceReport
 from ..errors import CorruptStore
 from ..record import entry_fields, rebase
 from .queue_index import QueueState, is_conditional, queue_key, state_of
@@ -66,9 +66,8 @@ class RunReport:
     left_work: bool = False
     touched_files: set[str] = field(default_factory=set)
 
-    def as_dict(self) -> dict:
-        return {"skipped": self.skipped, "queues": self.queues, "messages": self.messages,
-                "failed": self.failed, "files_deleted": self.files_deleted}  # fmt: skip
+    def summary(self) -> MaintenanceReport:
+        return MaintenanceReport(self.skipped, self.queues, self.messages, self.files_deleted, tuple(self.failed))
 
 
 class Maintenance:

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from pynamodb.exceptions import DoesNotExist, PutError
 
-from ..api import UNSET, CleanReport, MessageStore
+from ..api import UNSET, CleanReport, MaintenanceReport, MessageStore
 from ..batch import current_ms, validate_batch
 from ..config import StoreConfig, TierMedium
 from ..errors import (
@@ -205,7 +205,7 @@ class ServerlessMessageStore(MessageStore):
         self.get_group(group)
         self.get_topic(topic)
         offsets = self.tables.offsets
-        items = offsets.query(topic, offsets.slot.startswith(f"{group}|"), consistent_read=True)
+        items = offsets.query(topic, offsets.slot.startswith(f"{group}/"), consistent_read=True)
         return {int(item.queue): int(item.offset) for item in items}
 
     def all_topics(self) -> Iterator[TopicConfig]:
@@ -223,17 +223,20 @@ class ServerlessMessageStore(MessageStore):
 
     # ---- put -------------------------------------------------------------------------------------
 
-    def _topic_for_put(self, topic: str, fresh: bool = False) -> TopicConfig:
-        """The topic's config, read at most every TOPIC_CACHE_S per process (a put must not cost a read;
-        a queue added meanwhile is refused for that long)."""
+    def _cached_topic(self, topic: str, fresh: bool = False) -> TopicConfig:
+        """The topic's config, read at most every TOPIC_CACHE_S per process, for puts and reads (neither should
+        cost a read of the topic; a deleted topic stays readable for that long). A queue beyond the cached count
+        is looked up again before it is refused, so a topic that grew is seen at once."""
         cached = self._topics.get(topic)
         if fresh or cached is None or time.monotonic() - cached[0] > TOPIC_CACHE_S:
             cached = self._topics[topic] = (time.monotonic(), self.get_topic(topic))
         return cached[1]
 
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
-        config = self._topic_for_put(topic)
-        pending = validate_batch(self.config, config, messages)
+        try:
+            pending = validate_batch(self.config, self._cached_topic(topic), messages)
+        except QueueOutOfRange:
+            pending = validate_batch(self.config, self._cached_topic(topic, fresh=True), messages)
         by_queue: dict[int, list[int]] = {}
         for index, (queue, *_) in enumerate(pending):
             by_queue.setdefault(queue, []).append(index)
@@ -269,7 +272,7 @@ class ServerlessMessageStore(MessageStore):
         try:
             return self.index.sequence(topic, queue, batch)
         except QueueMissing:  # the queue's first put, or the topic is gone (or lost this queue): look again
-            _check_queue(self._topic_for_put(topic, fresh=True), queue)
+            _check_queue(self._cached_topic(topic, fresh=True), queue)
             self.index.create(topic, queue)
             return self.index.sequence(topic, queue, batch)
 
@@ -281,8 +284,10 @@ class ServerlessMessageStore(MessageStore):
 
     def _select(self, topic, queue, offset, max_messages, max_bytes, tag_filter):
         """(records, messages, next_offset, min, max) of a read: whole records with their real offsets."""
-        config = self.get_topic(topic)
-        _check_queue(config, queue)
+        try:
+            _check_queue(self._cached_topic(topic), queue)
+        except QueueOutOfRange:
+            _check_queue(self._cached_topic(topic, fresh=True), queue)
         tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
         state = self.index.state(topic, queue)
         low, high = self._min_offset(topic, queue, state), state.next_offset
@@ -457,6 +462,12 @@ class ServerlessMessageStore(MessageStore):
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
+    def maintain(self) -> MaintenanceReport:
+        """The maintenance run (maintenance.py): upload, then delete files nothing references."""
+        from .maintenance import Maintenance
+
+        return Maintenance(self).run().summary()
+
     def flush(self) -> None:
         """Nothing to do: every batch is fsync'd and sequenced before its put returns."""
 
@@ -476,7 +487,7 @@ class ServerlessMessageStore(MessageStore):
 
 
 def _slot(group: str, queue: int) -> str:
-    return f"{group}|{queue:04d}"
+    return f"{group}/{queue:04d}"  # "/" is in no group name (model.NAME_RULE): one group's slots share a prefix
 
 
 def _holds(ref: BatchRef, file: str, position: int) -> bool:

@@ -4,7 +4,7 @@ topics   kind="topic" (hash) | name (range)     -> config: the TopicConfig as JS
          one partition, so a page of topics is one ordered Query; each topic is one item, so creating
          or reading one costs one request with a million topics as with ten
 groups   kind="group" (hash) | name (range)     -> config: the GroupConfig as JSON
-offsets  topic (hash) | "group|queue" (range)   -> group, queue, offset: a group's committed offset; by topic
+offsets  topic (hash) | "group/queue" (range)   -> group, queue, offset: a group's committed offset; by topic
          so deleting a topic finds its offsets with one Query, and the index `by_group` (group | topic) lists
          a group's topics
 queues   "topic|queue" (hash)                   -> the queue's sequencer (queue_index.py): next_offset,

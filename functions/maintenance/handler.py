@@ -1,0 +1,55 @@
+"""Maintenance function: the scheduled work of the serverless backend, invoked by EventBridge schedules.
+
+    every minute   the schedule's own event (any EventBridge "Scheduled Event"): a maintenance run, which
+                   uploads every queue with new messages to the cold tier, moves the hot boundary and deletes
+                   files nothing references (tidemq_store.serverless.maintenance); when nothing was produced
+                   since the last run it returns at once, without a request to DynamoDB or S3
+    every hour     the constant input {"job": "retention"}: topic retention
+
+The embedded engine does both in its own threads; there a run reports `skipped`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser import event_parser
+from pydantic import BaseModel, ConfigDict
+
+from functions.api.observability import instrumented, logger, metrics
+from functions.store import get_store
+
+
+class MaintenanceEvent(BaseModel):
+    """A schedule's event: EventBridge's own (its fields are ignored), or a constant input naming the job."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    job: Literal["upload", "retention"] = "upload"
+
+
+@event_parser(model=MaintenanceEvent)
+def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
+    store = get_store()
+    if event.job == "retention":
+        cleaned = store.clean_expired()
+        metrics.add_metric(name="MessagesExpired", unit=MetricUnit.Count, value=cleaned.messages_expired)
+        result = {"job": "retention", "segments_deleted": cleaned.segments_deleted,
+                  "messages_expired": cleaned.messages_expired}  # fmt: skip
+    else:
+        report = store.maintain()
+        metrics.add_metric(name="MessagesUploaded", unit=MetricUnit.Count, value=report.messages_uploaded)
+        metrics.add_metric(name="SegmentFilesDeleted", unit=MetricUnit.Count, value=report.files_deleted)
+        metrics.add_metric(name="MaintenanceFailures", unit=MetricUnit.Count, value=len(report.failed))
+        result = {"job": "upload", "skipped": report.skipped, "queues": report.queues,
+                  "messages_uploaded": report.messages_uploaded, "files_deleted": report.files_deleted,
+                  "failed": list(report.failed)}  # fmt: skip
+    if result.get("failed"):
+        logger.warning("maintenance left queues for the next run", extra=result)
+    elif not result.get("skipped"):
+        logger.info("maintenance done", extra=result)
+    return result
+
+
+lambda_handler = instrumented(maintain, count="MaintenanceRuns")

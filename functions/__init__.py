@@ -1,1 +1,1 @@
-"""Stateless Lambda handlers (produce, consume, admin) and the local gateway that serves them."""
+"""Stateless Lambda handlers (produce, consume, admin, push) and the local gateway that serves them."""

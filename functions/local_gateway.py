@@ -6,7 +6,9 @@
 `running_gateway` starts one as a child process on a free loopback port (tests and benchmarks).
 
 Handlers run in worker threads, so concurrent requests really run concurrently (and share group
-commits), with one store per process as in a Lambda execution environment.
+commits), with one store per process as in a Lambda execution environment. With `TIDEMQ_PUSH_MODE=local`
+(the default) the process also runs the push worker (`functions.push.worker`), where AWS would invoke the
+push function.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ from urllib.parse import parse_qsl
 import pybase64
 import uvicorn
 
+from functions.push import trigger
 from functions.routes import Route, handler_for, routes
 from functions.store import close_store, get_store
 from shared.local_aws import free_port
-from shared.settings import get_settings
+from shared.settings import PushMode, get_settings
 
 TEXT_TYPES = ("text/", "application/json", "application/x-ndjson", "application/xml")
 
@@ -147,8 +150,11 @@ async def app(scope, receive, send) -> None:
                 if store.tier_medium:
                     via = os.environ.get("AWS_ENDPOINT_URL", "AWS")
                     print(f"cold tier {store.tier_medium} via {via}, reads {get_settings().tier_level}", flush=True)
+                if get_settings().push_mode is PushMode.LOCAL:
+                    await asyncio.to_thread(trigger.start_worker, store)  # and catch up on push groups
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                await asyncio.to_thread(trigger.stop_worker)
                 await asyncio.to_thread(close_store)
                 await send({"type": "lifespan.shutdown.complete"})
                 return

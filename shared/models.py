@@ -8,7 +8,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tidemq_store.model import HOUR_MS, MAX_QUEUES, GroupName, MessageType, StoredMessage, TopicName
+from tidemq_store.model import (
+    HOUR_MS,
+    MAX_QUEUES,
+    GroupName,
+    MessageType,
+    PushSubscription,
+    StoredMessage,
+    TopicName,
+)
 
 BodyEncoding = Literal["utf-8", "base64"]
 
@@ -190,6 +198,7 @@ class GroupSpec(ApiModel):
 
 
 class GroupView(GroupSpec):
+    push: PushSubscription | None = Field(default=None, description="Set: a push group (see .../push).")
     created_at: int
 
 
@@ -238,3 +247,46 @@ class CommittedOffsets(ApiModel):
     group: str
     topic: str
     offsets: dict[int, int]
+
+
+# ---- push delivery -------------------------------------------------------------------------------
+
+
+class GroupPush(ApiModel):
+    """A group's push subscription (null: the group is not pushed to) and where its dead letters go."""
+
+    group: str
+    push: PushSubscription | None
+    dead_letter_topic: str = Field(description="Batches that failed max_attempts times land here (`%DLQ%<group>`).")
+
+
+class PushDelivery(ApiModel):
+    """What a push target receives (a webhook's JSON body, a Lambda function's event, a Python callable's
+    argument): messages of one queue in offset order."""
+
+    group: str
+    topic: str
+    queue: int
+    attempt: int = Field(description="1 on the first call with these messages, then 2, 3, ... on retries.")
+    messages: list[MessageView]
+
+
+class PendingRetry(ApiModel):
+    """A queue waiting to retry its head batch: `attempts` calls failed so far; the next one is due at `due_ms`."""
+
+    group: str
+    queue: int
+    offset: int
+    attempts: int
+    due_ms: int
+
+
+class PushEvent(ApiModel):
+    """The push function's event: deliver `topic` to every group pushing from it (or to `group` only).
+    The function sends itself `not_before_ms` and `retries` when it continues in a new invocation."""
+
+    topic: TopicName
+    group: GroupName | None = None
+    not_before_ms: int | None = Field(default=None, description="Start delivering at this time (ms since epoch).")
+    retries: list[PendingRetry] = Field(default_factory=list)
+    continues: bool = Field(default=False, description="Sent by the push function itself, to go on where it stopped.")

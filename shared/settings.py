@@ -6,6 +6,7 @@ process itself needs. Every field, its variable and its default are listed in th
 
 from __future__ import annotations
 
+from enum import StrEnum
 from functools import lru_cache
 
 from pydantic import Field
@@ -13,12 +14,30 @@ from pydantic import Field
 from tidemq_store.config import StoreConfig
 
 
+class PushMode(StrEnum):
+    """How a produce sets push delivery going: a worker inside this process (the local gateway), or an
+    asynchronous invocation of the push Lambda function (AWS)."""
+
+    LOCAL = "local"
+    LAMBDA = "lambda"
+
+
 class Settings(StoreConfig):
-    """Process settings: `TIDEMQ_HOST`, `TIDEMQ_PORT`, plus every `StoreConfig` field."""
+    """Process settings: `TIDEMQ_HOST`, `TIDEMQ_PORT`, push delivery, plus every `StoreConfig` field."""
 
     host: str = Field(default="127.0.0.1", description="Address the local gateway listens on.")
     port: int = Field(default=8080, ge=0, le=65535, description="Port the local gateway listens on.")
     gateway_threads: int = Field(default=64, ge=1, description="Handler threads of the local gateway.")
+
+    push_mode: PushMode = Field(
+        default=PushMode.LOCAL, description="local: a worker thread pool; lambda: async invoke."
+    )
+    push_function: str = Field(default="tidemq-push", min_length=1, description="lambda mode: the push function.")
+    push_threads: int = Field(default=4, ge=1, description="local mode: groups delivered at the same time.")
+    push_target_timeout_s: float = Field(default=30.0, gt=0, description="Longest wait for one call of a target.")
+    push_subscribers_ttl_s: float = Field(
+        default=10.0, ge=0, description="How long a process trusts its list of which groups push from which topic."
+    )
 
 
 @lru_cache(maxsize=1)

@@ -8,11 +8,50 @@ defaults below name the service and namespace.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME", "tidemq")
+NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "TideMQ")
 
 logger = Logger(service=SERVICE)
-metrics = Metrics(service=SERVICE, namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "TideMQ"))
+metrics = Metrics(service=SERVICE, namespace=NAMESPACE)
 tracer = Tracer(service=SERVICE)
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+def instrumented(handler: Handler, count: str | None = None) -> Handler:
+    """A Lambda entry point around `handler`: context in every log line, metrics flushed per invocation
+    (`count`: a metric counting invocations), tracing. With metrics disabled (locally) they are cleared
+    instead: Powertools never flushes disabled metrics, so they would pile up."""
+
+    def counted(event: dict[str, Any], context: Any) -> Any:
+        if count:
+            metrics.add_metric(name=count, unit=MetricUnit.Count, value=1)
+        return handler(event, context)
+
+    def uncounted(event: dict[str, Any], context: Any) -> Any:
+        try:
+            return handler(event, context)
+        finally:
+            metrics.clear_metrics()
+
+    entry = uncounted if is_metrics_disabled() else metrics.log_metrics(counted)
+    return logger.inject_lambda_context(tracer.capture_lambda_handler(entry, capture_response=False), clear_state=True)
+
+
+def flush_background_metrics(**counts: int) -> None:
+    """Emit counts of work done outside any invocation (the local push worker's threads) as one EMF line
+    of their own, so they never mix into a request's metrics; zero counts are left out."""
+    given = {name: value for name, value in counts.items() if value}
+    if not given or is_metrics_disabled():
+        return
+    background = EphemeralMetrics(service=SERVICE, namespace=NAMESPACE)
+    for name, value in given.items():
+        background.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    background.flush_metrics()

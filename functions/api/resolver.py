@@ -3,17 +3,12 @@ error mapping) and its Lambda entry point (with context logging, metrics and tra
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
-from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from .errors import install_error_handlers, unsupported_media_type
-from .observability import logger, metrics, tracer
-
-Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+from .observability import Handler, instrumented
 
 FORMS = ("multipart/", "application/x-www-form-urlencoded")
 
@@ -37,18 +32,4 @@ def resolve(app: APIGatewayHttpResolver, event: dict[str, Any], context: Any) ->
 
 def lambda_entry(app: APIGatewayHttpResolver) -> Handler:
     """The Lambda entry point of a function whose routes are on `app`."""
-
-    def counted(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        metrics.add_metric(name="Requests", unit=MetricUnit.Count, value=1)
-        return resolve(app, event, context)
-
-    def uncounted(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        try:
-            return resolve(app, event, context)
-        finally:
-            metrics.clear_metrics()  # Powertools never flushes disabled metrics: they would pile up
-
-    handler = uncounted if is_metrics_disabled() else metrics.log_metrics(counted)
-    return logger.inject_lambda_context(
-        tracer.capture_lambda_handler(handler, capture_response=False), clear_state=True
-    )
+    return instrumented(lambda event, context: resolve(app, event, context), count="Requests")

@@ -1,5 +1,7 @@
 """Produce: route each message to a queue, then store the batch in one atomic put.
 
+After the put, push delivery is told the topic has new messages (`functions.push.trigger`).
+
 Routing: an explicit queue wins; else a sharding key picks `crc32(key) % queues`, so one key always
 lands in one queue and keeps its order; the rest of a batch goes to one queue chosen round-robin
 per batch, so an unkeyed batch stays contiguous.
@@ -11,6 +13,7 @@ import itertools
 import zlib
 from collections.abc import Sequence
 
+from functions.push import trigger
 from shared.codec import ProduceFrame
 from shared.models import MessageIn, ProduceResponse, PutView
 from tidemq_store import Message, MessageStore, PutResult
@@ -37,7 +40,9 @@ def produce_frames(store: MessageStore, topic: str, frames: Sequence[ProduceFram
         else:
             message.queue = queue_for(frame.sharding_key, queues, batch_queue)
         messages.append(message)
-    return store.put(topic, messages)
+    results = store.put(topic, messages)
+    trigger.notify(store, topic)
+    return results
 
 
 def produce_json(store: MessageStore, topic: str, messages: list[MessageIn]) -> ProduceResponse:

@@ -1,0 +1,157 @@
+"""Push delivery of one group (RocketMQ's push consumer): one pass over the queues of its topic.
+
+For each queue, from the group's committed offset (the queue's oldest message if it has none): read up to
+`batch_size` messages its tag filter selects, call the target, and commit past them only after the target
+succeeded. A failed call is retried after an exponential backoff with jitter; once `max_attempts` calls of a
+batch have failed, the batch is put to the group's dead-letter topic `%DLQ%<group>` (created with one queue
+if missing; each message keeps its body, keys and tag, and gets its origin as properties, as RocketMQ does:
+ORIGIN_MESSAGE_ID, RETRY_TOPIC, ...) and the offset moves past it.
+
+Guarantees: at least once (a crash between a call and its commit calls again with the same messages), and
+each queue in order (a queue waits while its head batch is retried; the other queues go on). Retry counts
+live with the caller (`PendingRetry` per queue), not in the store: a restart counts a batch's attempts anew.
+
+Nothing here sleeps or polls: `deliver` makes one pass up to the end each queue had when the pass began and
+says when the next retry is due. The local worker sets a timer for it; the push function waits for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from functions.api.observability import logger
+from shared.models import MessageView, PendingRetry, PushDelivery
+from tidemq_store import Message, MessageStore, StoredMessage, TopicConfig
+from tidemq_store.errors import OffsetOutOfRange, TopicExists, TopicNotFound
+from tidemq_store.model import PushSubscription
+
+from .targets import Target, TargetFailed
+
+DLQ_PREFIX = "%DLQ%"
+"""RocketMQ's dead-letter topic prefix: a group's dead letters go to `%DLQ%<group>`."""
+
+# Properties a dead-lettered message carries (RocketMQ's names where it has one).
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+RETRY_TOPIC = "RETRY_TOPIC"  # the topic the message came from
+ORIGIN_QUEUE_ID = "ORIGIN_QUEUE_ID"
+ORIGIN_QUEUE_OFFSET = "ORIGIN_QUEUE_OFFSET"
+RECONSUME_TIME = "RECONSUME_TIME"  # how many calls failed
+DLQ_REASON = "DLQ_REASON"  # the last failure, shortened
+
+
+def dead_letter_topic(group: str) -> str:
+    return DLQ_PREFIX + group
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def backoff_ms(subscription: PushSubscription, attempts: int, rand: Callable[[], float] = random.random) -> int:
+    """The wait after `attempts` failed calls: base x 2^(attempts-1), at most backoff_max_ms, of which the
+    upper half is random ("equal jitter": retries of many queues spread out, none comes early)."""
+    delay = min(subscription.backoff_max_ms, subscription.backoff_base_ms * 2 ** min(attempts - 1, 62))
+    return int(delay / 2 + rand() * delay / 2)
+
+
+@dataclass(slots=True)
+class DeliveryReport:
+    """What one pass did."""
+
+    delivered: int = 0  # messages a target accepted
+    failed_calls: int = 0
+    dead_lettered: int = 0
+    committed: int = 0  # commits made (progress, including past messages the tag filter skipped)
+    retry_due_ms: int | None = None  # the earliest retry still waiting, if any
+    interrupted: bool = False  # keep_going said stop before the end
+
+    @property
+    def progressed(self) -> bool:
+        return self.committed > 0
+
+
+def deliver(
+    store: MessageStore, group: str, subscription: PushSubscription, target: Target,
+    retries: dict[int, PendingRetry], keep_going: Callable[[], bool] = lambda: True,
+) -> DeliveryReport:  # fmt: skip
+    """One pass of `group`'s push delivery. `retries` (queue -> its head batch's failed calls) is read and
+    updated; `keep_going` is asked before each call (a closing worker, a Lambda running out of time)."""
+    report = DeliveryReport()
+    topic = subscription.topic
+    committed = store.committed_offsets(group, topic)
+    for queue in store.queue_offsets(topic):
+        start = max(committed.get(queue.queue, queue.min_offset), queue.min_offset)
+        pending = retries.get(queue.queue)
+        if pending is not None and pending.offset != start:
+            del retries[queue.queue]  # the offset was moved (reset, retention): that batch is no longer the head
+        if start < queue.max_offset and not _deliver_queue(store, group, subscription, target, queue.queue, start,
+                                                           queue.max_offset, retries, report, keep_going):  # fmt: skip
+            report.interrupted = True
+            break
+    due = [p.due_ms for p in retries.values()]
+    report.retry_due_ms = min(due) if due else None
+    return report
+
+
+def _deliver_queue(
+    store: MessageStore, group: str, subscription: PushSubscription, target: Target, queue: int, offset: int,
+    end: int, retries: dict[int, PendingRetry], report: DeliveryReport, keep_going: Callable[[], bool],
+) -> bool:  # fmt: skip
+    """Deliver one queue from `offset` up to `end`, or until its head batch must wait; False if interrupted."""
+    topic = subscription.topic
+    while offset < end:
+        pending = retries.get(queue)
+        if pending is not None and pending.due_ms > now_ms():
+            return True
+        if not keep_going():
+            return False
+        try:
+            batch = store.get(topic, queue, offset, subscription.batch_size, tag_filter=subscription.tag)
+        except OffsetOutOfRange as error:  # retention passed the offset since the pass began
+            offset = error.min_offset
+            continue
+        if batch.messages:
+            attempt = (pending.attempts if pending else 0) + 1
+            delivery = PushDelivery(group=group, topic=topic, queue=queue, attempt=attempt,
+                                    messages=[MessageView.of(m) for m in batch.messages])  # fmt: skip
+            try:
+                target(delivery)
+                report.delivered += len(batch.messages)
+            except TargetFailed as error:
+                report.failed_calls += 1
+                logger.warning("push to %s failed (group %s, %s:%d@%d, attempt %d of %d): %s", subscription.target,
+                            group, topic, queue, offset, attempt, subscription.max_attempts, error)  # fmt: skip
+                if attempt < subscription.max_attempts:
+                    retries[queue] = PendingRetry(group=group, queue=queue, offset=offset, attempts=attempt,
+                                                  due_ms=now_ms() + backoff_ms(subscription, attempt))  # fmt: skip
+                    return True
+                dead_letter(store, group, batch.messages, attempt, str(error))
+                report.dead_lettered += len(batch.messages)
+            retries.pop(queue, None)
+        store.commit_offsets(group, topic, {queue: batch.next_offset})
+        report.committed += 1
+        offset = batch.next_offset
+    return True
+
+
+def dead_letter(store: MessageStore, group: str, messages: list[StoredMessage], attempts: int, reason: str) -> None:
+    """Put `messages` to the group's dead-letter topic in one batch, each with its origin as properties."""
+    topic = dead_letter_topic(group)
+    letters = [
+        Message(m.body, 0, m.keys, m.tag, {**m.properties, ORIGIN_MESSAGE_ID: m.msg_id, RETRY_TOPIC: m.topic,
+                ORIGIN_QUEUE_ID: str(m.queue), ORIGIN_QUEUE_OFFSET: str(m.queue_offset),
+                RECONSUME_TIME: str(attempts), DLQ_REASON: reason}, m.born_timestamp)
+        for m in messages
+    ]  # fmt: skip
+    try:
+        store.put(topic, letters)
+    except TopicNotFound:
+        with contextlib.suppress(TopicExists):  # another deliverer may have created it meanwhile
+            store.create_topic(TopicConfig(name=topic, queues=1))
+        store.put(topic, letters)
+    logger.warning("dead-lettered %d message(s) of group %s to %s after %d attempts", len(letters), group, topic,
+                attempts)  # fmt: skip

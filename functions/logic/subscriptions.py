@@ -1,0 +1,50 @@
+"""A group's push subscription: set, show, clear (the admin side of push delivery).
+
+Setting one checks what can be checked before any delivery (the group and topic exist, the dead-letter
+topic's name is valid, a Python target imports) and then delivers what the group has waiting, from its
+committed offsets (each queue's oldest message if it has none).
+"""
+
+from __future__ import annotations
+
+from functions.push import trigger
+from shared.models import GroupPush
+from tidemq_store import GroupConfig, MessageStore
+from tidemq_store.errors import InvalidArgument
+from tidemq_store.model import PushSubscription, check_name
+
+from .push import dead_letter_topic
+from .targets import check_target
+
+
+def show_push(store: MessageStore, group: str) -> GroupPush:
+    return _view(store.get_group(group))
+
+
+def set_push(store: MessageStore, group: str, subscription: PushSubscription) -> GroupPush:
+    """Make `group` a push group (replacing any subscription it had); nothing changes if a check fails."""
+    config = store.get_group(group)
+    store.get_topic(subscription.topic)
+    dead_letters = dead_letter_topic(group)
+    try:
+        check_name("dead-letter topic", dead_letters)
+    except InvalidArgument as error:
+        raise InvalidArgument(f"group {group!r} cannot push: {error}") from None
+    if subscription.topic == dead_letters:
+        raise InvalidArgument(f"group {group!r} cannot push from its own dead-letter topic {dead_letters!r}")
+    check_target(subscription.target)
+    updated = store.update_group(config.model_copy(update={"push": subscription}))
+    trigger.subscription_changed(store, group, subscription.topic)
+    return _view(updated)
+
+
+def clear_push(store: MessageStore, group: str) -> None:
+    """Stop pushing to `group` (it keeps its offsets, for pulling or a later subscription)."""
+    config = store.get_group(group)
+    if config.push is not None:
+        store.update_group(config.model_copy(update={"push": None}))
+        trigger.subscription_changed(store, group, None)
+
+
+def _view(config: GroupConfig) -> GroupPush:
+    return GroupPush(group=config.name, push=config.push, dead_letter_topic=dead_letter_topic(config.name))

@@ -1,0 +1,148 @@
+"""The local push worker: push delivery inside the process that serves the API (`make run`), standing in
+for the push Lambda function's asynchronous invocations.
+
+A produce wakes the groups pushing from its topic (`notify`); each woken group gets one delivery run on a
+thread pool of `push_threads`. A group is delivered by one thread at a time: a wake during its run makes the
+run go round once more, so what was produced meanwhile is delivered too. A batch that must wait for a retry
+sets a timer for the group. With nothing produced and no retry due the worker does nothing at all: its
+threads wait on the pool's queue and no timer is set, so it reads nothing from the store.
+
+At start it catches up: every push group is woken once, delivering what was produced while it was down.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from functions.api.observability import flush_background_metrics, logger
+from functions.logic.push import DeliveryReport, dead_letter_topic, deliver, now_ms
+from functions.logic.targets import target_caller
+from shared.models import PendingRetry
+from tidemq_store import MessageStore
+from tidemq_store.errors import GroupNotFound, TopicNotFound
+from tidemq_store.model import PushSubscription
+
+from .subscribers import Subscribers
+
+AFTER_ERROR_S = 5.0
+"""A run that failed unexpectedly (the store unreachable, a bug) is tried again after this long."""
+
+
+@dataclass
+class GroupRun:
+    """One push group in the worker: whether a thread delivers it, whether it was woken meanwhile, its
+    retries and the timer that wakes it for the next."""
+
+    running: bool = False
+    again: bool = False
+    subscription: PushSubscription | None = None
+    retries: dict[int, PendingRetry] = field(default_factory=dict)
+    timer: threading.Timer | None = None
+    timer_due_ms: int = 0
+
+
+class PushWorker:
+    """Delivers push groups on a thread pool when woken; see the module docstring."""
+
+    def __init__(self, store: MessageStore, subscribers: Subscribers, threads: int, target_timeout_s: float) -> None:
+        self.store = store
+        self.subscribers = subscribers
+        self.target_timeout_s = target_timeout_s
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="push")
+        self._lock = threading.Lock()
+        self._groups: dict[str, GroupRun] = {}
+        self._closed = False
+        self.runs = 0  # delivery runs made (what tests look at to see an idle worker stay idle)
+
+    def start(self) -> PushWorker:
+        """Catch up: wake every push group once."""
+        for groups in self.subscribers.by_topic(self.store).values():
+            for group in groups:
+                self.wake(group)
+        return self
+
+    def notify(self, topic: str) -> None:
+        """`topic` has new messages: wake the groups pushing from it."""
+        for group in self.subscribers.of(self.store, topic):
+            self.wake(group)
+
+    def wake(self, group: str) -> None:
+        """Deliver `group` now, or once more after the run in progress."""
+        with self._lock:
+            if self._closed:
+                return
+            run = self._groups.setdefault(group, GroupRun())
+            if run.running:
+                run.again = True
+                return
+            run.running = True
+        self._pool.submit(self._run, group, run)
+
+    @property
+    def busy(self) -> bool:
+        """Some group is being delivered, or waits for a retry timer."""
+        with self._lock:
+            return any(run.running or (run.timer is not None and run.timer.is_alive()) for run in self._groups.values())
+
+    def close(self) -> None:
+        """Stop: no new runs, timers cancelled, runs in progress end after their current call."""
+        with self._lock:
+            self._closed = True
+            for run in self._groups.values():
+                if run.timer is not None:
+                    run.timer.cancel()
+        self._pool.shutdown(wait=True)
+
+    # ---- one group -------------------------------------------------------------------------------
+
+    def _run(self, group: str, run: GroupRun) -> None:
+        while True:
+            with self._lock:
+                run.again = False
+                self.runs += 1
+            retry_in_s: float | None = None
+            try:
+                report = self._deliver(group, run)
+                if report is not None and report.retry_due_ms is not None:
+                    retry_in_s = max(0.0, (report.retry_due_ms - now_ms()) / 1000)
+            except (GroupNotFound, TopicNotFound) as gone:
+                logger.info("push delivery of group %s stops: %s", group, gone)
+            except Exception:
+                logger.exception("push delivery of group %s failed; trying again in %ss", group, AFTER_ERROR_S)
+                retry_in_s = AFTER_ERROR_S
+            with self._lock:
+                if retry_in_s is not None:
+                    self._set_timer(group, run, retry_in_s)
+                if not run.again or self._closed:
+                    run.running = False
+                    return
+
+    def _deliver(self, group: str, run: GroupRun) -> DeliveryReport | None:
+        subscription = self.store.get_group(group).push
+        if subscription != run.subscription:
+            run.retries.clear()  # a new topic, target or policy: earlier retries no longer apply
+            run.subscription = subscription
+        if subscription is None:
+            return None
+        target = target_caller(subscription.target, self.target_timeout_s)
+        report = deliver(self.store, group, subscription, target, run.retries, keep_going=lambda: not self._closed)
+        flush_background_metrics(PushDelivered=report.delivered, PushFailedCalls=report.failed_calls,
+                                 PushDeadLettered=report.dead_lettered)  # fmt: skip
+        if report.dead_lettered:
+            self.notify(dead_letter_topic(group))  # someone may push from the dead-letter topic
+        return report
+
+    def _set_timer(self, group: str, run: GroupRun, delay_s: float) -> None:
+        """Wake `group` in `delay_s` (caller holds the lock); an earlier timer already set stays."""
+        now = now_ms()
+        due_ms = now + int(delay_s * 1000)
+        if self._closed or (run.timer is not None and now < run.timer_due_ms <= due_ms):
+            return  # a timer that has not fired yet wakes the group soon enough
+        if run.timer is not None:
+            run.timer.cancel()
+        run.timer = threading.Timer(delay_s, self.wake, (group,))
+        run.timer.daemon = True
+        run.timer_due_ms = due_ms
+        run.timer.start()

@@ -1,4 +1,5 @@
-"""Admin function: topics, consumer groups, message queries, health and the OpenAPI document."""
+"""Admin function: topics, consumer groups (with their push subscriptions), message queries, health and the
+OpenAPI document."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from functions.api.errors import responses
 from functions.api.observability import metrics
 from functions.api.resolver import lambda_entry, new_resolver
-from functions.logic import groups, queries, tiers, topics
+from functions.logic import groups, queries, subscriptions, tiers, topics
 from functions.store import get_store
 from shared.models import (
     CommittedOffsets,
     GroupDescription,
     GroupList,
+    GroupPush,
     GroupSpec,
     GroupView,
     Health,
@@ -25,6 +27,7 @@ from shared.models import (
     OffsetCommit,
     OffsetForTime,
     OffsetReset,
+    PushSubscription,
     TierStatus,
     TierUpload,
     TopicChange,
@@ -161,6 +164,29 @@ def commit_offsets(group: Annotated[str, Path()], commit: OffsetCommit) -> Commi
 @app.post("/v1/groups/<group>/reset", tags=["groups"], responses=responses(415, 400, 404))
 def reset_offsets(group: Annotated[str, Path()], reset: OffsetReset) -> CommittedOffsets:
     return groups.reset_offsets(get_store(), group, reset)
+
+
+# ---- push delivery -------------------------------------------------------------------------------
+
+
+@app.put("/v1/groups/<group>/push", tags=["groups"], responses=responses(415, 400, 404))
+def set_push(group: Annotated[str, Path()], subscription: PushSubscription) -> GroupPush:
+    """Push the topic's new messages to a target (a Lambda function, an HTTP webhook, locally a Python
+    callable), at least once and in order per queue, retrying with backoff, then to `%DLQ%<group>`."""
+    return subscriptions.set_push(get_store(), group, subscription)
+
+
+@app.get("/v1/groups/<group>/push", tags=["groups"], responses=responses(400, 404))
+def show_push(group: Annotated[str, Path()]) -> GroupPush:
+    """The group's push subscription (`push` null: none) and its dead-letter topic."""
+    return subscriptions.show_push(get_store(), group)
+
+
+@app.delete("/v1/groups/<group>/push", tags=["groups"], responses=responses(400, 404, ok=204))
+def clear_push(group: Annotated[str, Path()]):
+    """Stop pushing to the group; its committed offsets stay."""
+    subscriptions.clear_push(get_store(), group)
+    return Response(204)
 
 
 lambda_handler = lambda_entry(app)

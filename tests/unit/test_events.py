@@ -1,4 +1,5 @@
-"""Every route has a sample event in events/, and each is served by its handler as Lambda invokes it."""
+"""Every route has a sample event in events/, and each is served by its handler as Lambda invokes it; so is
+the push function's (not an HTTP event: no routeKey)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,19 @@ import pytest
 
 from functions import store as store_module
 from functions.local_gateway import LocalContext
+from functions.logic import subscriptions
+from functions.push import handler as push_function
+from functions.push import trigger
 from functions.routes import handler_for, routes
 from shared.settings import get_settings
+from tests import push_targets
 from tidemq_store import GroupConfig, Message, TopicConfig
+from tidemq_store.model import PushSubscription
 
 EVENTS = Path(__file__).parents[2] / "events"
-SAMPLES = sorted(EVENTS.glob("*.json"))
+SAMPLES = {path: json.loads(path.read_text()) for path in sorted(EVENTS.glob("*.json"))}
+HTTP_SAMPLES = [path for path, event in SAMPLES.items() if "routeKey" in event]
+PUSH_SAMPLE = EVENTS / "push_topic.json"
 
 
 @pytest.fixture
@@ -22,6 +30,7 @@ def seeded_store(tmp_path, monkeypatch):
     """The state the sample events refer to: topic `orders`, group `billing`, message `order-1001`."""
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    monkeypatch.setenv("TIDEMQ_PUSH_TARGET_TIMEOUT_S", "5")  # the push function's 30 s must fit a call
     get_settings.cache_clear()
     store = store_module.get_store()
     store.create_topic(TopicConfig(name="orders", queues=4))
@@ -29,19 +38,34 @@ def seeded_store(tmp_path, monkeypatch):
     first = store.put("orders", [Message(b"order 1001 created", keys=("order-1001",), tag="created")])[0]
     yield first.msg_id
     store_module.close_store()
+    trigger.subscribers.cache_clear()
     get_settings.cache_clear()
 
 
 def test_every_route_has_a_sample_event():
-    sampled = {json.loads(path.read_text())["routeKey"] for path in SAMPLES}
+    sampled = {SAMPLES[path]["routeKey"] for path in HTTP_SAMPLES}
     assert sorted(r.route_key for r in routes() if r.route_key not in sampled) == []
 
 
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)
+def test_every_sample_event_is_an_http_event_or_the_push_functions():
+    assert sorted(set(SAMPLES) - set(HTTP_SAMPLES)) == [PUSH_SAMPLE]
+
+
+@pytest.mark.parametrize("path", HTTP_SAMPLES, ids=lambda p: p.stem)
 def test_sample_event_is_served_by_its_handler(seeded_store, path):
-    event = json.loads(path.read_text())
+    event = SAMPLES[path]
     if "{msg_id}" in event["routeKey"]:
         assert event["pathParameters"]["msg_id"] == seeded_store, "the seed no longer yields the sample's id"
     route = next(r for r in routes() if r.route_key == event["routeKey"])
     response = handler_for(route.function)(event, LocalContext(f"tidemq-{route.function}"))
     assert 200 <= response["statusCode"] < 300, response
+
+
+def test_push_sample_event_delivers_the_topic_to_its_push_groups(seeded_store):
+    subscriptions.set_push(store_module.get_store(), "billing",
+                           PushSubscription(topic="orders", target="python:tests.push_targets:accept"))  # fmt: skip
+    push_targets.reset()
+    result = push_function.lambda_handler(SAMPLES[PUSH_SAMPLE], LocalContext("tidemq-push"))
+    assert result == {"topic": "orders", "delivered": 1, "failed_calls": 0, "dead_lettered": 0, "continued": False}
+    assert [m["msg_id"] for d in push_targets.deliveries for m in d["messages"]] == [seeded_store]
+    assert store_module.get_store().committed_offsets("billing", "orders") == {0: 1}

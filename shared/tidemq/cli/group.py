@@ -1,8 +1,10 @@
-"""`tidemq group ...`: list consumer groups, show their lag, reset their offsets, delete them."""
+"""`tidemq group ...`: list consumer groups, show their lag, reset their offsets, push to a target, delete them."""
 
 from __future__ import annotations
 
 import click
+
+from shared.models import GroupPush
 
 from ..admin import Admin
 from ..client import HttpClient
@@ -19,10 +21,11 @@ def group() -> None:
 @group.command("list")
 @click.pass_obj
 def list_(client: HttpClient) -> None:
-    """List every consumer group."""
-    rows = table("group", "created")
+    """List every consumer group (push groups with their topic and target)."""
+    rows = table("group", "created", "push")
     for view in Admin(client=client).iter_groups():
-        rows.add_row(view.name, timestamp(view.created_at))
+        pushed = f"{view.push.topic} -> {view.push.target}" if view.push else ""
+        rows.add_row(view.name, timestamp(view.created_at), pushed)
     stdout.print(rows)
 
 
@@ -93,3 +96,70 @@ def delete(client: HttpClient, name: str, yes: bool) -> None:
     confirm(f"Delete consumer group {name!r} and its committed offsets?", yes)
     Admin(client=client).delete_group(name)
     stdout.print(f"deleted consumer group {name!r}")
+
+
+@group.group("push")
+def push() -> None:
+    """Push delivery: new messages of a topic go to a target, no consumer polling.
+
+    \b
+    Targets:
+      lambda:<function name or ARN>   AWS Lambda, invoked synchronously; raising is a failure
+      http(s)://host/path             a webhook, POSTed the messages as JSON; 2xx is success
+      python:<module>:<callable>      locally, called in the server process; raising is a failure
+
+    At least once, in order per queue; the group's offset moves only after the target succeeded; a failed
+    call is retried with exponential backoff, and after --max-attempts the messages go to the topic
+    %DLQ%<group>.
+    """
+
+
+@push.command("set")
+@click.argument("name")
+@click.option("--topic", required=True, help="The topic whose messages are pushed.")
+@click.option("--target", required=True, help="lambda:<function>, http(s)://... or python:<module>:<callable>.")
+@click.option("--tag", help="Tag filter: `*` or tags joined by `||` [default: *].")
+@click.option("--max-attempts", type=click.IntRange(min=1), help="Calls before dead-lettering [default: 16].")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Most messages in one call [default: 1].")
+@click.option("--backoff-base-ms", type=click.IntRange(min=1), help="First retry wait, doubling [default: 1000].")
+@click.option("--backoff-max-ms", type=click.IntRange(min=1), help="Longest retry wait [default: 300000].")
+@click.pass_obj
+def push_set(
+    client: HttpClient, name: str, topic: str, target: str, tag: str | None, max_attempts: int | None,
+    batch_size: int | None, backoff_base_ms: int | None, backoff_max_ms: int | None,
+) -> None:  # fmt: skip
+    """Push new messages of a topic to a target for consumer group NAME, from its committed offsets (each
+    queue's oldest message if it has none); replaces any subscription the group had."""
+    view = Admin(client=client).set_push(name, topic, target, tag=tag, max_attempts=max_attempts,
+                                         batch_size=batch_size, backoff_base_ms=backoff_base_ms,
+                                         backoff_max_ms=backoff_max_ms)  # fmt: skip
+    stdout.print(f"consumer group {name!r} now pushes from topic {topic!r} to {target}")
+    _show(view)
+
+
+@push.command("show")
+@click.argument("name")
+@click.pass_obj
+def push_show(client: HttpClient, name: str) -> None:
+    """Show the push subscription of consumer group NAME."""
+    _show(Admin(client=client).push(name))
+
+
+@push.command("clear")
+@click.argument("name")
+@click.pass_obj
+def push_clear(client: HttpClient, name: str) -> None:
+    """Stop pushing to consumer group NAME (its committed offsets stay)."""
+    Admin(client=client).clear_push(name)
+    stdout.print(f"consumer group {name!r} no longer pushes")
+
+
+def _show(view: GroupPush) -> None:
+    if view.push is None:
+        stdout.print(f"consumer group {view.group!r} does not push (pull with `tidemq consume --group`)")
+        return
+    rows = table("setting", "value")
+    for setting, value in view.push.model_dump().items():
+        rows.add_row(setting, str(value))
+    rows.add_row("dead_letter_topic", view.dead_letter_topic)
+    stdout.print(rows)

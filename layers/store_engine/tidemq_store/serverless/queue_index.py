@@ -213,6 +213,22 @@ class QueueIndex:
                               scan_index_forward=not newest_first, consistent_read=True)  # fmt: skip
         return (_ref(item) for item in items)
 
+    def first_offset_at(self, topic: str, queue: int, file: str, position: int) -> int | None:
+        """The first offset of the indexed batch holding `position` of `file` (None: no batch item holds it).
+        One Query of the `by_file` index; as that index lags its table a little, a batch indexed a moment ago
+        is then looked for with a filtered Query of the queue's items."""
+        batches, key = self.tables.batches, queue_key(topic, queue)
+        near = batches.by_file.query(file, batches.position <= position, scan_index_forward=False, limit=1)
+        for item in near:
+            if item.key == key:
+                found = batches.get(key, item.first_offset, consistent_read=True)
+                return int(found.first_offset) if position < found.position + found.length else None
+        holds = (batches.file == file) & (batches.position <= position)
+        for ref in self.indexed_batches(topic, queue, condition=holds):
+            if position < ref.position + ref.length:
+                return ref.first_offset
+        return None
+
     def walk(self, topic: str, queue: int, state: QueueState, start: int) -> Iterator[BatchRef]:
         """Every batch from the one starting at `start` (a batch boundary) on, oldest first, paging lazily."""
         if start < state.indexed:

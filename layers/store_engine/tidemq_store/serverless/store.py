@@ -380,14 +380,13 @@ class ServerlessMessageStore(MessageStore):
             if found is not None:
                 return max(found, state.min_offset)
         low = max(state.min_offset, state.hot_offset)
-        hot = self.index.batches(topic, queue, state, low, state.next_offset, self.config.max_batch_messages)
-        for ref in hot:
+        for ref in self.index.walk(topic, queue, state, low):
             if ref.store_timestamp >= timestamp_ms:
                 return max(ref.first_offset, low)
         return state.next_offset
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
-        """The id names the file and place; the queue's entries (or its batch items) say which offset."""
+        """The id names the file and place; the queue's entries (or the `by_file` index) say which offset."""
         physical, size = parse_message_id(msg_id)
         file, position = split_physical(physical)
         try:
@@ -395,16 +394,13 @@ class ServerlessMessageStore(MessageStore):
         except (OSError, ValueError, CorruptStore):  # no such file, or no record there: not an id we gave out
             raise MessageNotFound(f"with id {msg_id}") from None
         state = self.index.state(message.topic, message.queue)
-        refs = [*state.pending]
-        if not any(_holds(ref, file, position) for ref in refs):
-            batches = self.tables.batches
-            found = (batches.file == file) & (batches.position <= position)
-            refs = list(self.index.indexed_batches(message.topic, message.queue, condition=found))
-        for ref in refs:
-            if _holds(ref, file, position) and ref.first_offset + message.queue_offset >= state.min_offset:
-                message.queue_offset += ref.first_offset
-                return message
-        raise MessageNotFound(f"with id {msg_id}")  # written, never sequenced (or expired)
+        first = next((ref.first_offset for ref in state.pending if _holds(ref, file, position)), None)
+        if first is None:
+            first = self.index.first_offset_at(message.topic, message.queue, file, position)
+        if first is None or first + message.queue_offset < state.min_offset:
+            raise MessageNotFound(f"with id {msg_id}")  # written, never sequenced (or expired)
+        message.queue_offset += first
+        return message
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
         """Batches carrying the key, newest first, per queue: the hot entries, then the batch items (a

@@ -2,7 +2,9 @@
 
 Prints one JSON line per producer count:
   {"bench": "serverless", "producers": P, "produce_msgs_per_s": ..., "consume_msgs_per_s": ...,
-   "dynamodb_requests_per_message": ...}   (target: <= 0.05 at batch 100)
+   "dynamodb_requests_per_message": ...,   (target: <= 0.05 at batch 100)
+   "moto_cpu_ms_per_request": ..., "moto_busy": ...}   (how much of the produce time the moto server was busy:
+                                                        near 1.0, moto is the bottleneck, not the protocol)
 
 Each producer is its own process (as concurrent Lambda invocations are) writing B-message batches of S bytes
 to one queue of one topic; then one reader consumes the queue from offset 0, 1,000 messages a read, checking
@@ -55,6 +57,7 @@ def run(args, producers: int, aws: LocalAws, work: Path) -> dict:
     config = StoreConfig(home=work, backend="serverless", efs_path=efs, dynamodb_prefix=prefix)
     store = open_store(config)
     store.create_topic(TopicConfig(name=TOPIC, queues=1))
+    server_cpu = aws.cpu_seconds()
     start_at = time.time() + 5  # time for every process to import and connect
     env = {**os.environ, **aws.env}
     argv = [str(efs), prefix, str(args.batches), str(args.batch), str(args.size), str(start_at)]
@@ -67,6 +70,7 @@ def run(args, producers: int, aws: LocalAws, work: Path) -> dict:
             raise SystemExit(f"a producer failed (exit {child.returncode})")
         requests += int(out.split()[-1])
     produce_s = time.time() - start_at
+    server_cpu = aws.cpu_seconds() - server_cpu
     total = producers * args.batches * args.batch
 
     began, offset, count = time.perf_counter(), 0, 0
@@ -91,6 +95,8 @@ def run(args, producers: int, aws: LocalAws, work: Path) -> dict:
         "produce_msgs_per_s": round(total / produce_s),
         "consume_msgs_per_s": round(total / consume_s),
         "dynamodb_requests_per_message": round(requests / total, 4),
+        "moto_cpu_ms_per_request": round(server_cpu * 1000 / requests, 2),
+        "moto_busy": round(server_cpu / produce_s, 2),
         "dynamodb": "moto server over HTTP",
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

@@ -38,6 +38,7 @@ from functions.routes import Route, handler_for, routes
 from functions.store import close_store, get_store
 from shared.local_aws import free_port
 from shared.settings import PushMode, get_settings
+from tidemq_store import Backend
 
 TEXT_TYPES = ("text/", "application/json", "application/x-ndjson", "application/xml")
 
@@ -136,9 +137,21 @@ async def _send(send, status: int, headers: dict[str, str], body: bytes) -> None
     await send({"type": "http.response.body", "body": body})
 
 
+def _start_schedule():
+    """With the serverless backend, what AWS runs on EventBridge schedules runs here on timers (the maintenance
+    function: upload to the cold tier, clean-up, retention); None with the embedded engine, which does its own."""
+    settings = get_settings()
+    if settings.backend is not Backend.SERVERLESS:
+        return None
+    from functions.maintenance.schedule import LocalSchedule
+
+    return LocalSchedule(settings.maintenance_interval_s, settings.clean_interval_s, LocalContext).start()
+
+
 async def app(scope, receive, send) -> None:
     """The ASGI application uvicorn serves."""
     if scope["type"] == "lifespan":
+        schedule = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -152,8 +165,11 @@ async def app(scope, receive, send) -> None:
                     print(f"cold tier {store.tier_medium} via {via}, reads {get_settings().tier_level}", flush=True)
                 if get_settings().push_mode is PushMode.LOCAL:
                     await asyncio.to_thread(trigger.start_worker, store)  # and catch up on push groups
+                schedule = _start_schedule()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if schedule is not None:
+                    await asyncio.to_thread(schedule.stop)
                 await asyncio.to_thread(trigger.stop_worker)
                 await asyncio.to_thread(close_store)
                 await send({"type": "lifespan.shutdown.complete"})

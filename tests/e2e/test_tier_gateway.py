@@ -56,3 +56,24 @@ def test_the_gateway_serves_messages_from_its_embedded_s3_once_the_hot_segments_
         expected = {(r.queue, r.offset) for i, r in enumerate(sent) if i % 3 == 1}
         assert {(m.queue, m.queue_offset) for m in received} == expected
         assert all(m.body.startswith(b"order ") and m.tag == "t1" for m in received)
+
+
+def test_the_serverless_gateway_moves_messages_to_its_embedded_s3_on_its_own_schedule(tmp_path, monkeypatch):
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    settings = {"TIDEMQ_BACKEND": "serverless", "TIDEMQ_TIER": "s3", "TIDEMQ_MAINTENANCE_INTERVAL_S": "0.3"}
+    with running_gateway(tmp_path / "data", **settings) as url, Admin(url) as admin:
+        admin.create_topic("orders", queues=2)
+        with Producer("orders", url) as producer:
+            sent = [r for r in producer.send_batch([OutgoingMessage(b"order %d" % i) for i in range(300)])]
+        queue = sent[0].queue
+        deadline = time.monotonic() + 60
+        while admin.tier_status("orders").queues[queue].cold_max_offset != 300:  # nobody asked: the schedule did
+            assert time.monotonic() < deadline, admin.tier_status("orders")
+            time.sleep(0.1)
+        status = admin.tier_status("orders").queues[queue]
+        assert (status.hot_min_offset, status.cold_min_offset, status.upload_lag_messages) == (300, 0, 0)
+        with Consumer("orders", url=url) as consumer:  # below the hot boundary: read from S3
+            received = []
+            while not consumer.drained:
+                received += consumer.poll()
+        assert sorted(m.body for m in received) == sorted(b"order %d" % i for i in range(300))

@@ -1,5 +1,5 @@
-"""Every route has a sample event in events/, and each is served by its handler as Lambda invokes it; so is
-the push function's (not an HTTP event: no routeKey)."""
+"""Every route has a sample event in events/, and each is served by its handler as Lambda invokes it; so are
+the push function's and the maintenance function's (not HTTP events: no routeKey)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from functions import store as store_module
 from functions.local_gateway import LocalContext
 from functions.logic import subscriptions
+from functions.maintenance import handler as maintenance_function
 from functions.push import handler as push_function
 from functions.push import trigger
 from functions.routes import handler_for, routes
@@ -23,6 +24,7 @@ EVENTS = Path(__file__).parents[2] / "events"
 SAMPLES = {path: json.loads(path.read_text()) for path in sorted(EVENTS.glob("*.json"))}
 HTTP_SAMPLES = [path for path, event in SAMPLES.items() if "routeKey" in event]
 PUSH_SAMPLE = EVENTS / "push_topic.json"
+MAINTENANCE_SAMPLES = [EVENTS / "maintenance_retention.json", EVENTS / "maintenance_scheduled.json"]
 
 
 @pytest.fixture
@@ -47,8 +49,8 @@ def test_every_route_has_a_sample_event():
     assert sorted(r.route_key for r in routes() if r.route_key not in sampled) == []
 
 
-def test_every_sample_event_is_an_http_event_or_the_push_functions():
-    assert sorted(set(SAMPLES) - set(HTTP_SAMPLES)) == [PUSH_SAMPLE]
+def test_every_sample_event_is_an_http_event_or_the_push_or_maintenance_functions():
+    assert sorted(set(SAMPLES) - set(HTTP_SAMPLES)) == sorted([PUSH_SAMPLE, *MAINTENANCE_SAMPLES])
 
 
 @pytest.mark.parametrize("path", HTTP_SAMPLES, ids=lambda p: p.stem)
@@ -69,3 +71,21 @@ def test_push_sample_event_delivers_the_topic_to_its_push_groups(seeded_store):
     assert result == {"topic": "orders", "delivered": 1, "failed_calls": 0, "dead_lettered": 0, "continued": False}
     assert [m["msg_id"] for d in push_targets.deliveries for m in d["messages"]] == [seeded_store]
     assert store_module.get_store().committed_offsets("billing", "orders") == {0: 1}
+
+
+def test_maintenance_sample_events_run_their_jobs(seeded_store):
+    """On the embedded engine (which does its own periodic work) a run reports `skipped`; retention runs."""
+    retention, scheduled = (SAMPLES[path] for path in MAINTENANCE_SAMPLES)
+    assert maintenance_function.lambda_handler(scheduled, LocalContext("tidemq-maintenance")) == {
+        "job": "upload",
+        "skipped": True,
+        "queues": 0,
+        "messages_uploaded": 0,
+        "files_deleted": 0,
+        "failed": [],
+    }
+    assert maintenance_function.lambda_handler(retention, LocalContext("tidemq-maintenance")) == {
+        "job": "retention",
+        "segments_deleted": 0,
+        "messages_expired": 0,
+    }

@@ -40,8 +40,9 @@ Why it is safe:
   (one request each) and acknowledged when all are; after a crash midway its messages may be in some of
   those queues and not others (RocketMQ sends a batch to one queue for the same reason).
 
-Cost: one request per batch and queue, plus two per TRIM_EVERY batches for indexing: 1.25 requests a
-batch, whatever the concurrency; a single item holds the queue's hot end, so tail reads cost one GetItem.
+Cost: one request per batch and queue, plus two per TRIM_EVERY (16) batches for indexing: 1.125 requests a
+batch, whatever the concurrency. The queue item stays under 1 KB (one write unit) with 16 entries of about
+45 bytes, and holds the queue's hot end, so tail reads cost one GetItem.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from .tables import DIRTY, Tables
 
 log = logging.getLogger("tidemq.serverless")
-TRIM_EVERY = 8
+TRIM_EVERY = 16
 MOST_TRIMMED = 100  # entries one index step moves (bounds the size of its UpdateItem)
 
 

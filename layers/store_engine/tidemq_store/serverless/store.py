@@ -87,14 +87,8 @@ class ServerlessMessageStore(MessageStore):
         """One conditional PutItem; each queue's item is made by its first put."""
         check_name("topic", config.name)
         created = validated(TopicConfig, {**config.model_dump(), "created_at": current_ms()})
-        item = self.tables.topics("topic", created.name, config=created.model_dump_json())
-        try:
-            item.save(condition=self.tables.topics.name.does_not_exist())
-        except PutError as error:
-            if is_conditional(error):
-                raise TopicExists(config.name) from None
-            raise
-        return created
+        topics = self.tables.topics
+        return _save_config(topics, "topic", created, topics.name.does_not_exist(), TopicExists(config.name))
 
     def get_topic(self, name: str) -> TopicConfig:
         check_name("topic", name)
@@ -148,15 +142,8 @@ class ServerlessMessageStore(MessageStore):
     def create_group(self, config: GroupConfig) -> GroupConfig:
         check_name("group", config.name)
         created = validated(GroupConfig, {**config.model_dump(), "created_at": current_ms()})
-        try:
-            self.tables.groups("group", created.name, config=created.model_dump_json()).save(
-                condition=self.tables.groups.name.does_not_exist()
-            )
-        except PutError as error:
-            if is_conditional(error):
-                raise GroupExists(config.name) from None
-            raise
-        return created
+        groups = self.tables.groups
+        return _save_config(groups, "group", created, groups.name.does_not_exist(), GroupExists(config.name))
 
     def get_group(self, name: str) -> GroupConfig:
         check_name("group", name)
@@ -171,15 +158,8 @@ class ServerlessMessageStore(MessageStore):
     def update_group(self, config: GroupConfig) -> GroupConfig:
         current = self.get_group(config.name)
         updated = validated(GroupConfig, {**config.model_dump(), "created_at": current.created_at})
-        try:
-            self.tables.groups("group", updated.name, config=updated.model_dump_json()).save(
-                condition=self.tables.groups.name.exists()
-            )
-        except PutError as error:
-            if is_conditional(error):
-                raise GroupNotFound(config.name) from None
-            raise
-        return updated
+        groups = self.tables.groups
+        return _save_config(groups, "group", updated, groups.name.exists(), GroupNotFound(config.name))
 
     def delete_group(self, name: str) -> None:
         self.get_group(name)
@@ -480,6 +460,17 @@ class ServerlessMessageStore(MessageStore):
         self.writer.close()
         if self.tier is not None:
             self.tier.close()
+
+
+def _save_config(model, kind: str, config, condition, refused: Exception):
+    """Put a topic's or group's config item on `condition`; raise `refused` when the condition fails."""
+    try:
+        model(kind, config.name, config=config.model_dump_json()).save(condition=condition)
+    except PutError as error:
+        if is_conditional(error):
+            raise refused from None
+        raise
+    return config
 
 
 def _slot(group: str, queue: int) -> str:

@@ -1,4 +1,5 @@
-"""Schemathesis against /openapi.json on a live local server: no 5xx, no response that breaks the schema."""
+"""Schemathesis against /openapi.json on a live local server, each backend: no 5xx, no response that breaks the
+schema."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ def post(base: str, path: str, body: dict) -> None:
     urllib.request.urlopen(request, timeout=10).close()
 
 
-@pytest.fixture(scope="module")
-def live_api(tmp_path_factory):
-    with running_gateway(tmp_path_factory.mktemp("contract")) as base:
+@pytest.fixture(scope="module", params=["embedded", "serverless"])
+def live_api(request, tmp_path_factory):
+    with running_gateway(tmp_path_factory.mktemp("contract"), TIDEMQ_BACKEND=request.param) as base:
         post(base, "/v1/topics", {"name": "orders", "queues": 2})
         post(base, "/v1/groups", {"name": "g"})
         post(base, "/v1/topics/orders/messages", {"messages": [{"body": "hello", "keys": ["k"], "tag": "A"}]})

@@ -47,7 +47,7 @@ def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
                   "failed": list(report.failed)}  # fmt: skip
     if result.get("failed"):
         logger.warning("maintenance left queues for the next run", extra=result)
-    elif not result.get("skipped"):
+    elif result.get("queues") or result.get("files_deleted") or result.get("messages_expired"):
         logger.info("maintenance done", extra=result)
     return result
 

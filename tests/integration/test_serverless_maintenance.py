@@ -150,3 +150,18 @@ def test_upload_now_and_tier_status_show_the_cold_range(serverless):
         (0, 30, 0),
         (None, None, 0),
     ]
+
+
+def test_without_a_cold_tier_a_run_indexes_the_queue_and_then_leaves_it_alone(serverless):
+    store = serverless(tier="off")
+    store.create_topic(TopicConfig(name="plain", queues=1))
+    for i in range(3):
+        store.put("plain", [Message(b"m%d" % i)])
+    time.sleep(0.3)
+    maintenance = Maintenance(store, skip_margin_s=0.2)
+    report = maintenance.run()
+    assert (report.queues, report.messages) == (1, 0)
+    state = store.index.state("plain", 0)
+    assert (state.indexed, state.next_offset, state.pending, state.dirty) == (3, 3, [], False)
+    assert maintenance.run().skipped
+    assert [m.body for m in store.get("plain", 0, 0).messages] == [b"m0", b"m1", b"m2"]

@@ -120,13 +120,14 @@ class Maintenance:
             before = {ref.file for ref in state.pending}
             state = self.index.index_through(topic, queue, state, end)
             report.touched_files |= before
-            uploaded = self._upload_to_tier(topic, queue, state, end) if self.store.tier is not None else 0
             report.queues += 1
-            report.messages += uploaded
-            hot = self._hot_boundary(topic, queue, state, end) if self.store.tier is not None else state.hot_offset
-            if hot < end:
-                report.left_work = True  # kept hot for efs_hot_ms: a later run moves it
-            self._release(topic, queue, lease, hot, end, clean=hot >= end)
+            if self.store.tier is None:  # nothing to move: indexed is all there is to do
+                hot = state.hot_offset
+            else:
+                report.messages += self._upload_to_tier(topic, queue, state, end)
+                hot = self._hot_boundary(topic, queue, state, end)
+                report.left_work |= hot < end  # kept hot for efs_hot_ms: a later run moves it
+            self._release(topic, queue, lease, hot, end, clean=self.store.tier is None or hot >= end)
             lease = None
             if hot > state.hot_offset:
                 self.index.drop_below(topic, queue, hot)

@@ -60,6 +60,8 @@ WAIT_POLL_S = 0.05
 
 
 class ServerlessMessageStore(MessageStore):
+    """A `MessageStore` any number of processes open at once over the same shared directory, tables and bucket."""
+
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
         self.tables = Tables(config.dynamodb_prefix)
@@ -106,6 +108,13 @@ class ServerlessMessageStore(MessageStore):
         condition = model.name > after if after else None
         items = model.query(kind, condition, limit=limit, consistent_read=True)
         return [config_type.model_validate_json(item.config) for item in items]
+
+    def all_topics(self) -> Iterator[TopicConfig]:
+        """Every topic, a page of 1,000 at a time."""
+        after = None
+        while page := self.list_topics(after, 1000):
+            yield from page
+            after = page[-1].name
 
     def update_topic(
         self, name: str, *, retention_ms: int | object | None = UNSET, queues: int | None = None,
@@ -187,13 +196,6 @@ class ServerlessMessageStore(MessageStore):
         offsets = self.tables.offsets
         items = offsets.query(topic, offsets.slot.startswith(f"{group}/"), consistent_read=True)
         return {int(item.queue): int(item.offset) for item in items}
-
-    def all_topics(self) -> Iterator[TopicConfig]:
-        """Every topic, a page of 1,000 at a time."""
-        after = None
-        while page := self.list_topics(after, 1000):
-            yield from page
-            after = page[-1].name
 
     def group_topics(self, group: str) -> list[str]:
         """The group's topics, from the `by_group` index (eventually consistent: a first commit shows up

@@ -128,15 +128,15 @@ class LiveReader(threading.Thread):
                 return
             self.seen.update((m.queue_offset, tuple(map(int, m.body.decode().split(":")))) for m in result.messages)
             offset = result.next_offset
-            if not offsets:
+            if len(offsets) < 1000:  # caught up: let the writers get ahead (each read is a request to moto)
                 time.sleep(0.05)
 
 
 def read_queue(store) -> list[tuple[int, tuple[int, int]]]:
     """(offset, (producer, seq)) of every message of queue 0 of `race`, read as a consumer reads."""
     stored, offset = [], 0
-    while True:
-        result = store.get("race", 0, offset, max_messages=1000)
+    while True:  # big reads: moto answers each Query by walking the whole table (DynamoDB reads only the page)
+        result = store.get("race", 0, offset, max_messages=10_000)
         stored += [(m.queue_offset, tuple(map(int, m.body.decode().split(":")))) for m in result.messages]
         if result.next_offset >= result.max_offset:
             return stored

@@ -24,7 +24,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -106,22 +106,6 @@ def read_segment(directory: Path, file: str, position: int, length: int) -> byte
     if len(data) != length:
         raise OSError(f"segment {file} holds fewer bytes than its index says ({len(data)} of {length} at {position})")
     return data
-
-
-def idle_segments(directory: Path, idle_s: float) -> Iterator[tuple[str, float]]:
-    """(name, mtime) of the segment files nobody has written for `idle_s` seconds."""
-    cutoff = time.time() - idle_s
-    try:
-        entries = list(os.scandir(directory))
-    except FileNotFoundError:
-        return
-    for entry in entries:
-        try:
-            mtime = entry.stat().st_mtime
-        except FileNotFoundError:
-            continue
-        if mtime < cutoff:
-            yield entry.name, mtime
 
 
 def newest_write(directory: Path) -> float:

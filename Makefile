@@ -18,10 +18,11 @@ install: $(INSTALLED)
 run: $(INSTALLED)
 	TIDEMQ_TIER=$${TIDEMQ_TIER:-s3} $(PY) -m functions.local_gateway
 
-## test: lint, then the whole suite (unit, integration, end-to-end)
+## test: lint (ruff, the import-linter layering contracts), then the whole suite (unit, integration, end-to-end)
 test: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 ## openapi: regenerate docs/openapi.json from the handlers

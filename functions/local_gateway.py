@@ -39,6 +39,7 @@ from functions.store import close_store, get_store
 from shared.local_aws import free_port
 from shared.settings import PushMode, get_settings
 from tidemq_store import Backend
+from tidemq_store.clock import now_ms
 
 TEXT_TYPES = ("text/", "application/json", "application/x-ndjson", "application/xml")
 
@@ -53,14 +54,14 @@ class LocalContext:
     invoked_function_arn: str = ""
     log_group_name: str = ""
     log_stream_name: str = ""
-    deadline_ms: int = field(default_factory=lambda: int(time.time() * 1000) + 30_000)
+    deadline_ms: int = field(default_factory=lambda: now_ms() + 30_000)
 
     def __post_init__(self) -> None:
         self.invoked_function_arn = f"arn:aws:lambda:local:000000000000:function:{self.function_name}"
         self.log_group_name = f"/aws/lambda/{self.function_name}"
 
     def get_remaining_time_in_millis(self) -> int:
-        return max(0, self.deadline_ms - int(time.time() * 1000))
+        return max(0, self.deadline_ms - now_ms())
 
 
 def match_route(method: str, path: str) -> tuple[Route, dict[str, str]] | None:

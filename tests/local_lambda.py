@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from functions.local_gateway import LocalContext
-from functions.logic.push import now_ms
+from tidemq_store.clock import now_ms
 
 Function = Callable[[dict[str, Any], Any], Any]
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from functions.api.observability import logger
 from shared.models import MessageView, PendingRetry, PushDelivery
 from tidemq_store import Message, MessageStore, StoredMessage, TopicConfig
+from tidemq_store.clock import now_ms
 from tidemq_store.errors import OffsetOutOfRange, TopicExists, TopicNotFound
 from tidemq_store.model import PushSubscription
 
@@ -45,10 +45,6 @@ DLQ_REASON = "DLQ_REASON"  # the last failure, shortened
 
 def dead_letter_topic(group: str) -> str:
     return DLQ_PREFIX + group
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def backoff_ms(subscription: PushSubscription, attempts: int, rand: Callable[[], float] = random.random) -> int:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import os
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -25,6 +24,7 @@ import httpx
 from botocore.config import Config
 
 from shared.models import PushDelivery
+from tidemq_store.aws import aws_region
 from tidemq_store.errors import InvalidArgument
 from tidemq_store.model import PushTargetKind, push_target_kind
 
@@ -100,9 +100,8 @@ def lambda_client(read_timeout_s: float = 60.0):
     """A Lambda client (region from the environment, else us-east-1; endpoint from AWS_ENDPOINT_URL_LAMBDA or
     AWS_ENDPOINT_URL when set). `read_timeout_s` bounds a synchronous invoke; botocore's standard retries cover
     throttling and network errors."""
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     config = Config(read_timeout=read_timeout_s, retries={"mode": "standard"})
-    return boto3.session.Session().client("lambda", region_name=region, config=config)
+    return boto3.session.Session().client("lambda", region_name=aws_region(), config=config)
 
 
 def _invoke_lambda(client, function: str, delivery: PushDelivery) -> None:

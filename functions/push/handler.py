@@ -24,12 +24,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 
 from functions.api.observability import instrumented, logger, metrics
-from functions.logic.push import DeliveryReport, dead_letter_topic, deliver, now_ms
+from functions.logic.push import DeliveryReport, dead_letter_topic, deliver
 from functions.logic.targets import target_caller
 from functions.store import get_store
 from shared.models import PendingRetry, PushEvent
 from shared.settings import get_settings
 from tidemq_store import MessageStore
+from tidemq_store.clock import now_ms
 from tidemq_store.errors import GroupNotFound, TopicNotFound
 
 from . import trigger

@@ -14,11 +14,11 @@ import threading
 from functools import cache
 
 from functions.api.observability import logger
-from functions.logic.push import now_ms
 from functions.logic.targets import lambda_client
 from shared.models import PushEvent
 from shared.settings import PushMode, get_settings
 from tidemq_store import MessageStore
+from tidemq_store.clock import now_ms
 
 from .subscribers import Subscribers
 from .worker import PushWorker

@@ -17,10 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from functions.api.observability import flush_background_metrics, logger
-from functions.logic.push import DeliveryReport, dead_letter_topic, deliver, now_ms
+from functions.logic.push import DeliveryReport, dead_letter_topic, deliver
 from functions.logic.targets import target_caller
 from shared.models import PendingRetry
 from tidemq_store import MessageStore
+from tidemq_store.clock import now_ms
 from tidemq_store.errors import GroupNotFound, TopicNotFound
 from tidemq_store.model import PushSubscription
 

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
+from .clock import now_ms
 from .config import StoreConfig
 from .errors import InvalidArgument, InvalidBatch, MessageTooLarge, QueueOutOfRange
 from .model import Message, TopicConfig, tag_hash
 from .record import encode_properties, record_size
-
-
-def current_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[Message]) -> list[tuple]:
@@ -24,7 +20,7 @@ def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[
         raise InvalidBatch("a batch must hold at least one message")
     if len(messages) > limits.max_batch_messages:
         raise InvalidBatch(f"a batch holds at most {limits.max_batch_messages} messages, got {len(messages)}")
-    born_default = current_ms()
+    born_default = now_ms()
     queues, max_size = config.queues, limits.max_message_bytes
     fixed = record_size(config.name.encode(), b"", b"")  # + properties + body
     total, pending = 0, []

@@ -23,8 +23,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
+from .. import clock
 from ..api import UNSET, CleanReport, MessageStore
-from ..batch import current_ms, validate_batch
+from ..batch import validate_batch
 from ..config import StoreConfig
 from ..errors import (
     ClientError,
@@ -125,7 +126,7 @@ class EmbeddedMessageStore(MessageStore):
             self._check_open()
             if self.meta.get_topic(config.name) is not None:
                 raise TopicExists(config.name)
-            created_at = max(current_ms(), self._last_store_timestamp + 1)
+            created_at = max(clock.now_ms(), self._last_store_timestamp + 1)
             config = validated(TopicConfig, {**config.model_dump(), "created_at": created_at})
             self.meta.put_topic(config)
         return config
@@ -177,7 +178,7 @@ class EmbeddedMessageStore(MessageStore):
             self._check_open()
             if self.meta.get_group(config.name) is not None:
                 raise GroupExists(config.name)
-            config = validated(GroupConfig, {**config.model_dump(), "created_at": current_ms()})
+            config = validated(GroupConfig, {**config.model_dump(), "created_at": clock.now_ms()})
             self.meta.put_group(config)
         return config
 
@@ -230,7 +231,7 @@ class EmbeddedMessageStore(MessageStore):
             self._check_open()
             if self.meta.get_topic(topic) is None:  # deleted while we validated
                 raise TopicNotFound(topic)
-            store_timestamp = self._last_store_timestamp = max(current_ms(), self._last_store_timestamp)
+            store_timestamp = self._last_store_timestamp = max(clock.now_ms(), self._last_store_timestamp)
             next_offsets: dict[int, int] = {}
             records, dispatches = [], []
             start = position = self.commitlog.written_position
@@ -475,7 +476,7 @@ class EmbeddedMessageStore(MessageStore):
         deleted segment; the segment's key-index entries go with it.
         """
         with self._clean_lock:
-            return self._clean_expired(current_ms() if now_ms is None else now_ms)
+            return self._clean_expired(clock.now_ms() if now_ms is None else now_ms)
 
     def _clean_expired(self, now: int) -> CleanReport:
         longest = self.meta.longest_retention_ms()

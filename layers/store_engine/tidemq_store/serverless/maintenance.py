@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from pynamodb.exceptions import UpdateError
 
+from .. import clock
 from ..api import CleanReport, MaintenanceReport
 from ..errors import CorruptStore
 from ..record import entry_fields, rebase
@@ -184,7 +185,7 @@ class Maintenance:
         hot = max(state.hot_offset, state.min_offset)
         if not self.config.efs_hot_ms:
             return max(hot, uploaded_end)
-        cutoff = time.time_ns() // 1_000_000 - self.config.efs_hot_ms
+        cutoff = clock.now_ms() - self.config.efs_hot_ms
         for ref in self.index.walk(topic, queue, state, hot):
             if ref.end_offset > uploaded_end or ref.store_timestamp >= cutoff:
                 break
@@ -248,7 +249,7 @@ class Maintenance:
     def retention(self, now_ms: int | None = None) -> CleanReport:
         """Step 3 for every topic with a retention: expired cold segments go, `min_offset` moves past
         expired batches (and their `batches` items go)."""
-        now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+        now = clock.now_ms() if now_ms is None else now_ms
         segments = messages = 0
         for config in self.store.all_topics():
             if config.retention_ms is None:

@@ -20,8 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from pynamodb.exceptions import DoesNotExist, PutError
 
+from .. import clock
 from ..api import UNSET, CleanReport, MaintenanceReport, MessageStore
-from ..batch import current_ms, validate_batch
+from ..batch import validate_batch
 from ..config import StoreConfig, TierMedium
 from ..errors import (
     CorruptStore,
@@ -88,7 +89,7 @@ class ServerlessMessageStore(MessageStore):
     def create_topic(self, config: TopicConfig) -> TopicConfig:
         """One conditional PutItem; each queue's item is made by its first put."""
         check_name("topic", config.name)
-        created = validated(TopicConfig, {**config.model_dump(), "created_at": current_ms()})
+        created = validated(TopicConfig, {**config.model_dump(), "created_at": clock.now_ms()})
         topics = self.tables.topics
         return _save_config(topics, "topic", created, topics.name.does_not_exist(), TopicExists(config.name))
 
@@ -150,7 +151,7 @@ class ServerlessMessageStore(MessageStore):
 
     def create_group(self, config: GroupConfig) -> GroupConfig:
         check_name("group", config.name)
-        created = validated(GroupConfig, {**config.model_dump(), "created_at": current_ms()})
+        created = validated(GroupConfig, {**config.model_dump(), "created_at": clock.now_ms()})
         groups = self.tables.groups
         return _save_config(groups, "group", created, groups.name.does_not_exist(), GroupExists(config.name))
 
@@ -247,7 +248,7 @@ class ServerlessMessageStore(MessageStore):
 
     def _append(self, topic: bytes, records: list) -> tuple[int, Appended]:
         """Step 1 of a put: the records on the shared directory, durably; (store timestamp, where)."""
-        store_timestamp = current_ms()
+        store_timestamp = clock.now_ms()
         return store_timestamp, self.writer.append(lambda start: encode_batch(topic, records, start, store_timestamp))
 
     def _sequence(self, topic: str, queue: int, batch: BatchRef) -> int:
@@ -423,7 +424,7 @@ class ServerlessMessageStore(MessageStore):
             uploaded = state.min_offset if cold_max is None else max(cold_max, state.min_offset)
             lag = max(0, state.next_offset - uploaded)
             oldest = next((ref.store_timestamp for ref in state.pending if ref.end_offset > uploaded), None)
-            seconds = 0.0 if not lag or oldest is None else max(0.0, (current_ms() - oldest) / 1000)
+            seconds = 0.0 if not lag or oldest is None else max(0.0, (clock.now_ms() - oldest) / 1000)
             statuses.append(TierQueueStatus(queue, max(state.min_offset, state.hot_offset), cold_min, cold_max,
                                             state.next_offset, lag if self.tier else 0, round(seconds, 3)))  # fmt: skip
         return statuses

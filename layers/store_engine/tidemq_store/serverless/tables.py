@@ -26,6 +26,8 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 from pynamodb.signals import pre_dynamodb_send
 
+from ..aws import aws_region
+
 DIRTY = "dirty"  # the one value of `queues.dirty`: the sparse index holds only queues that have it
 
 
@@ -53,7 +55,7 @@ class Tables:
         """DynamoDB requests this process has made to these tables (benchmarks and tests read it)."""
         pre_dynamodb_send.connect(self._count)
         host = os.environ.get("AWS_ENDPOINT_URL") or None
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        region = aws_region()
 
         class Topics(Model):
             Meta = _meta("topics", prefix, host, region)

@@ -27,6 +27,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from .. import clock
 from ..config import StoreConfig
 from ..errors import OffsetOutOfRange, StoreClosed, TopicNotFound
 from .container import TieredQueue
@@ -196,8 +197,8 @@ class TieredDispatcher:
         tiered.append(start, batch.records, [(size, tag, stamp) for _, size, tag, stamp in entries])
         self._commit(tiered)
         meta.set_tier_progress(topic, queue, start + batch.count, start + batch.count)
-        now_ms = time.time_ns() // 1_000_000
-        self.upload_lags_ms.extend(now_ms - stamp for *_, stamp in entries)
+        now = clock.now_ms()
+        self.upload_lags_ms.extend(now - stamp for *_, stamp in entries)
         self.uploaded_messages += batch.count
         cut_by_bytes = len(batch.records) * 2 > self.config.tier_upload_bytes and batch.next_offset < batch.max_offset
         full = batch.count == most or cut_by_bytes
@@ -247,7 +248,7 @@ class TieredDispatcher:
         if committed >= max_offset:
             return UploadLag(0, 0.0)
         entry = self.hot.cq.entry(topic, queue, max(committed, self.hot.cq.min_offset(topic, queue)))
-        age_ms = time.time_ns() // 1_000_000 - entry.store_timestamp if entry else 0
+        age_ms = clock.now_ms() - entry.store_timestamp if entry else 0
         return UploadLag(max_offset - committed, max(0.0, age_ms / 1000))
 
     def _committed(self, topic: str, queue: int) -> int:

@@ -7,11 +7,11 @@ and timeouts, with exponential backoff and jitter) before the uploader's own ret
 
 from __future__ import annotations
 
-import os
-
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
+
+from ..aws import aws_region
 
 CLIENT_CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 8},
@@ -27,8 +27,7 @@ CLIENT_CONFIG = Config(
 
 def s3_client():
     """A boto3 S3 client (region from the environment, else us-east-1)."""
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    return boto3.session.Session().client("s3", region_name=region, config=CLIENT_CONFIG)
+    return boto3.session.Session().client("s3", region_name=aws_region(), config=CLIENT_CONFIG)
 
 
 def ensure_bucket(client, bucket: str) -> None:

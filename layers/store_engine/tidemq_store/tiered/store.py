@@ -22,10 +22,10 @@ deletes cold segments whose messages expired.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from .. import clock
 from ..api import UNSET, CleanReport, MessageStore
 from ..config import StoreConfig, TieredStorageLevel
 from ..errors import OffsetOutOfRange, TideMQError
@@ -285,7 +285,7 @@ class TieredMessageStore(MessageStore):
     def clean_expired(self, now_ms: int | None = None) -> CleanReport:
         """Hot retention and release, then topic retention in the tier."""
         report = self.hot.clean_expired(now_ms)
-        now = now_ms if now_ms is not None else _now_ms()
+        now = clock.now_ms() if now_ms is None else now_ms
         expired = 0
         for topic, queue in list(self.hot.meta.tier_queues()):
             config = self.hot.meta.get_topic(topic)
@@ -317,7 +317,3 @@ def read_cold(
     runs, count, next_offset = select_runs(entries, offset, max_messages, max_bytes, tag_filter, ALL)
     cache.advance(tiered, offset, next_offset, end)
     return block, runs, count, next_offset
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

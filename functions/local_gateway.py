@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,17 +208,19 @@ def main() -> None:
 
 
 @contextlib.contextmanager
-def running_gateway(home: Path, **env: str) -> Iterator[str]:
+def running_gateway(
+    home: Path, command: Sequence[str] = ("-m", "functions.local_gateway"), **env: str
+) -> Iterator[str]:
     """Run a gateway process serving the store in `home` on a free loopback port (`env`: more settings,
-    e.g. TIDEMQ_FLUSH_DISK_TYPE="ASYNC"); yield its base URL, then stop it with SIGTERM."""
+    e.g. TIDEMQ_FLUSH_DISK_TYPE="ASYNC"; `command`: Python's arguments, a test's wrapper of this module); yield
+    its base URL, then stop it with SIGTERM."""
     port = free_port()
     environment = {**os.environ, "TIDEMQ_PORT": str(port), "TIDEMQ_HOME": str(home), **env}
     home = Path(home)
     home.mkdir(parents=True, exist_ok=True)
     log = home / "gateway.log"  # a file, not a pipe: a full pipe would stall the server
     with log.open("ab") as output:
-        server = subprocess.Popen([sys.executable, "-m", "functions.local_gateway"], env=environment,
-                                  stdout=output, stderr=subprocess.STDOUT)  # fmt: skip
+        server = subprocess.Popen([sys.executable, *command], env=environment, stdout=output, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     try:

@@ -43,10 +43,12 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="Most items to return.")
 After = Annotated[str | None, Query(description="Return items after this name (paging).")]
 
 
-@app.get("/health", tags=["admin"])
+@app.get("/health", tags=["admin"], responses=responses(503))
 def health() -> Health:
-    """200 once the store is open and answering."""
-    get_store().list_topics(limit=1)
+    """200 once the store is open and answering; 503 saying why once it takes no more writes."""
+    store = get_store()
+    store.check_health()
+    store.list_topics(limit=1)
     return Health(status="ok")
 
 

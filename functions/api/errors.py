@@ -1,8 +1,9 @@
 """The one place that maps engine errors to HTTP status codes.
 
-A `ClientError` becomes a 4xx whose JSON body (`shared.models.ErrorBody`) says what was wrong;
-a request that breaks the schema is a 422 naming each offending field. Anything else is a bug or an outage: a 500 that
-says only that, with the details in the log.
+A `ClientError` becomes a 4xx whose JSON body (`shared.models.ErrorBody`) says what was wrong; a request that
+breaks the schema is a 422 naming each offending field. `StoreFailed` (the store stopped taking writes, e.g. after
+a failed fsync) is a 503 that says why, so a load balancer and an operator see it. Anything else is a bug or an
+outage: a 500 that says only that, with the details in the log.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tidemq_store.errors import (
     MessageTooLarge,
     OffsetOutOfRange,
     QueueOutOfRange,
+    StoreFailed,
     TopicExists,
     TopicNotFound,
 )
@@ -68,6 +70,10 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
             body.min_offset, body.max_offset = error.min_offset, error.max_offset
         return error_response(status_of(error), body)
 
+    @app.exception_handler(StoreFailed)
+    def store_failed(error: StoreFailed) -> Response:
+        return error_response(503, ErrorBody(error="StoreFailed", message=str(error)))
+
     @app.exception_handler(RequestValidationError)
     def invalid_request(error: RequestValidationError) -> Response:
         # Powertools leaves out pydantic's messages; they only describe the client's own input, and
@@ -89,7 +95,7 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
 
 
 DESCRIBED = {400: "Bad request", 404: "Not found", 409: "Already exists", 413: "Too large",
-             415: "Unsupported media type", 416: "Offset out of range"}  # fmt: skip
+             415: "Unsupported media type", 416: "Offset out of range", 503: "The store takes no writes"}  # fmt: skip
 
 
 def responses(*errors: int, ok: int = 200, ok_content: dict | None = None, description: str = "OK") -> dict:

@@ -13,6 +13,7 @@ import contextlib
 import random
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from tidemq_store import Message, StoreConfig, TopicConfig, open_store
@@ -32,6 +33,13 @@ def make_message(run: int, thread: int, seq: int) -> Message:
     )
 
 
+def batch_sizes(run: int, thread: int) -> Iterator[int]:
+    """The sizes of the batches a writer thread puts, in order (its messages go to several queues)."""
+    rng = random.Random(run * 100 + thread)
+    while True:
+        yield rng.randint(1, 20)
+
+
 def main() -> None:
     home, run = Path(sys.argv[1]), int(sys.argv[2])
     store = open_store(
@@ -43,10 +51,9 @@ def main() -> None:
     lock = threading.Lock()
 
     def write(thread: int) -> None:
-        rng = random.Random(run * 100 + thread)
         seq = 0
-        while True:
-            messages = [make_message(run, thread, seq + i) for i in range(rng.randint(1, 20))]
+        for size in batch_sizes(run, thread):
+            messages = [make_message(run, thread, seq + i) for i in range(size)]
             results = store.put("crash", messages)
             lines = "".join(f"{r.queue} {r.queue_offset} {run} {thread} {seq + i}\n" for i, r in enumerate(results))
             with lock:

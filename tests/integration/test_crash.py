@@ -1,4 +1,5 @@
-"""Nothing acknowledged is lost: a writer is killed with SIGKILL at random moments, again and again."""
+"""Nothing acknowledged is lost, and a batch is stored whole or not at all (its messages spread over several
+queues): a writer is killed with SIGKILL at random moments, again and again."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from tidemq_store import StoreConfig, open_store
 
-from .crash_writer import QUEUES, make_message
+from .crash_writer import QUEUES, batch_sizes, make_message
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 KILLS = 24
@@ -65,3 +66,23 @@ def test_every_acknowledged_message_survives_repeated_sigkill(tmp_path):
             )  # fmt: skip
     assert kills_while_writing >= KILLS // 2, "too few kills landed while messages were being written"
     assert len(acknowledged) > 1000
+    assert_batches_whole(stored)
+
+
+def assert_batches_whole(stored: dict) -> None:
+    """Every batch a writer thread put (they span queues) is in the store with all its messages, or with none."""
+    present: dict[tuple[int, int], set[int]] = {}  # (run, thread) -> seqs stored
+    for message in stored.values():
+        run, thread, seq = map(int, message.body.split(b"-", 3)[:3])
+        present.setdefault((run, thread), set()).add(seq)
+    spanning = 0
+    for (run, thread), seqs in present.items():
+        seq = 0
+        for size in batch_sizes(run, thread):
+            if seq > max(seqs):
+                break
+            batch = set(range(seq, seq + size))
+            assert batch <= seqs or not batch & seqs, f"batch {run}/{thread}@{seq} is partly stored"
+            spanning += len({make_message(run, thread, s).queue for s in batch}) > 1
+            seq += size
+    assert spanning > 100  # the check saw batches that span queues

@@ -1,4 +1,5 @@
-"""The serverless backend: stateless writers in separate processes, one queue, a moto server over HTTP."""
+"""The serverless backend: stateless writers in separate processes racing for the same queues, a moto server
+over HTTP."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from .serverless_producer import BATCH
 PRODUCER = Path(__file__).with_name("serverless_producer.py")
 PRODUCERS = 8
 BATCHES = 1000
+SPREAD = 3  # queues a spread batch goes to
 
 
 def test_concurrent_producers_get_dense_unique_offsets_in_their_own_order(tmp_path, aws_env):
@@ -71,21 +73,10 @@ def test_producers_killed_at_any_point_of_the_protocol_leave_no_gap_and_no_dupli
     env = {**os.environ, **aws_env.env}
     rng = random.Random(5)
     acknowledged: dict[int, tuple[int, int]] = {}
-    for run in range(6):  # 3 producers at a time, killed at random moments (mid-append, mid-transaction, ...)
-        producers = [
-            subprocess.Popen([sys.executable, str(PRODUCER), str(efs), prefix, str(run * 10 + p), "1000"], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for p in range(3)
-        ]  # fmt: skip
-        time.sleep(rng.uniform(1.5, 3.0))
-        for producer in producers:
-            producer.send_signal(signal.SIGKILL)
-        for producer in producers:
-            out, err = producer.communicate(timeout=60)
-            assert producer.returncode == -signal.SIGKILL, err[-2000:]
-            for line in out.split("\n")[:-1]:  # a line cut by the kill was not acknowledged
-                offset, who, seq = map(int, line.split())
-                acknowledged[offset] = (who, seq)
+    for run in range(6):  # 3 producers at a time, killed at random moments (mid-append, mid-sequencing, ...)
+        for line in lines_until_killed(efs, prefix, [run * 10 + p for p in range(3)], env, rng):
+            offset, who, seq = map(int, line.split())
+            acknowledged[offset] = (who, seq)
     assert len(acknowledged) > 1000
 
     stored = read_queue(store)
@@ -105,6 +96,59 @@ def test_producers_killed_at_any_point_of_the_protocol_leave_no_gap_and_no_dupli
     assert read_queue(cold) == stored
     cold.close()
     store.close()
+
+
+def test_a_batch_over_several_queues_is_in_all_of_them_or_in_none_whenever_its_producer_dies(tmp_path, aws_env):
+    efs, prefix = tmp_path / "efs", f"spread{uuid.uuid4().hex[:8]}"
+    store = open_store(StoreConfig(home=tmp_path, backend="serverless", efs_path=efs, dynamodb_prefix=prefix))
+    store.create_topic(TopicConfig(name="spread", queues=SPREAD))
+    env = {**os.environ, **aws_env.env}
+    rng = random.Random(31)
+    acknowledged: dict[tuple[int, int], tuple[int, int]] = {}
+    for run in range(4):  # 3 producers at a time racing for the same queues, killed at random moments
+        for line in lines_until_killed(efs, prefix, [run * 10 + p for p in range(3)], env, rng, "spread", SPREAD):
+            queue, offset, who, seq = map(int, line.split())
+            acknowledged[(queue, offset)] = (who, seq)
+    assert len(acknowledged) > 300
+
+    stored: dict[tuple[int, int], tuple[int, int]] = {}
+    for queue in range(SPREAD):
+        messages = read_queue(store, "spread", queue)
+        assert [o for o, _ in messages] == list(range(len(messages)))  # dense: no gap
+        stored.update(((queue, offset), origin) for offset, origin in messages)
+    assert len(set(stored.values())) == len(stored)  # no message twice
+    assert all(stored.get(at) == origin for at, origin in acknowledged.items())  # every ack where it was acked
+    batches: dict[tuple[int, int], set[int]] = {}  # (producer, batch) -> the queues its messages are in
+    for (queue, _), (who, seq) in stored.items():
+        batches.setdefault((who, seq // BATCH), set()).add(queue)
+    torn = {batch: queues for batch, queues in batches.items() if len(queues) != SPREAD}
+    assert torn == {}
+    counts = {batch: 0 for batch in batches}
+    for who, seq in stored.values():
+        counts[(who, seq // BATCH)] += 1
+    assert set(counts.values()) == {BATCH}  # and every message of each
+    store.close()
+
+
+def lines_until_killed(efs, prefix: str, producers: list[int], env, rng: random.Random, *spread) -> list[str]:
+    """Run one producer process per number (serverless_producer.py; `spread`: topic and queue count), wait until
+    they are under way (however slowly the machine starts them), SIGKILL them all at a random moment; return the
+    lines they printed, one per acknowledged message (a line the kill cut short was no acknowledgement)."""
+    processes = [
+        subprocess.Popen([sys.executable, str(PRODUCER), str(efs), prefix, str(number), "1000", *map(str, spread)],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for number in producers
+    ]  # fmt: skip
+    first = processes[0].stdout.readline()
+    time.sleep(rng.uniform(0.2, 2.0))
+    for process in processes:
+        process.send_signal(signal.SIGKILL)
+    lines = []
+    for index, process in enumerate(processes):
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == -signal.SIGKILL, err[-2000:]
+        lines += ((first if index == 0 else "") + out).split("\n")[:-1]
+    return lines
 
 
 class LiveReader(threading.Thread):
@@ -132,11 +176,11 @@ class LiveReader(threading.Thread):
                 time.sleep(0.05)
 
 
-def read_queue(store) -> list[tuple[int, tuple[int, int]]]:
-    """(offset, (producer, seq)) of every message of queue 0 of `race`, read as a consumer reads."""
+def read_queue(store, topic: str = "race", queue: int = 0) -> list[tuple[int, tuple[int, int]]]:
+    """(offset, (producer, seq)) of every message of the queue, read as a consumer reads."""
     stored, offset = [], 0
     while True:  # big reads: moto answers each Query by walking the whole table (DynamoDB reads only the page)
-        result = store.get("race", 0, offset, max_messages=10_000)
+        result = store.get(topic, queue, offset, max_messages=10_000)
         stored += [(m.queue_offset, tuple(map(int, m.body.decode().split(":")))) for m in result.messages]
         if result.next_offset >= result.max_offset:
             return stored

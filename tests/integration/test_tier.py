@@ -13,6 +13,8 @@ from tidemq_store.errors import OffsetOutOfRange
 from tidemq_store.record import decode_records
 from tidemq_store.tiered import TieredMessageStore
 
+from ..tier_reads import read_all, read_all_records, wait_uploaded
+
 COLD_LEVELS = [TieredStorageLevel.NOT_IN_DISK, TieredStorageLevel.NOT_IN_MEM, TieredStorageLevel.FORCE]
 
 
@@ -36,36 +38,6 @@ def produce(store: MessageStore, topic: str, queues: int, batches: int = 40) -> 
                     tag="A" if (b + i) % 5 == 0 else "B", properties={"batch": str(b), "i": str(i)})
             for i in range(25)
         ])  # fmt: skip
-
-
-def read_all(store: MessageStore, topic: str, queue: int, start: int = 0, tag: str | None = None) -> list:
-    """Every message of the queue from `start`, as comparable tuples, reading as a consumer does."""
-    found, offset = [], start
-    while True:
-        result = store.get(topic, queue, offset, max_messages=64, tag_filter=tag)
-        found += [(m.msg_id, m.queue_offset, m.body, m.keys, m.tag, m.properties, m.born_timestamp,
-                   m.store_timestamp) for m in result.messages]  # fmt: skip
-        if result.next_offset >= result.max_offset:
-            return found
-        offset = result.next_offset
-
-
-def read_all_records(store: MessageStore, topic: str, queue: int) -> bytes:
-    parts, offset = [], 0
-    while True:
-        batch = store.read_records(topic, queue, offset, max_messages=100)
-        parts.append(batch.records)
-        if batch.next_offset >= batch.max_offset:
-            return b"".join(parts)
-        offset = batch.next_offset
-
-
-def wait_uploaded(store: MessageStore, topic: str, timeout_s: float = 30) -> None:
-    """Wait for the dispatcher (no forcing) to have every acknowledged message in the tier."""
-    deadline = time.monotonic() + timeout_s
-    while any(status.upload_lag_messages for status in store.tier_status(topic)):
-        assert time.monotonic() < deadline, store.tier_status(topic)
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("level", COLD_LEVELS)
@@ -238,4 +210,4 @@ def test_deleting_a_topic_deletes_its_objects_in_s3(aws_env, open_test_store):
     assert listed["KeyCount"] == 4  # per queue: one commit-log and one ConsumeQueue segment
     store.delete_topic("gone")
     assert client.list_objects_v2(Bucket=options["tier_bucket"], Prefix="tidemq/gone/")["KeyCount"] == 0
-    assert store.hot.meta.tier_progress("gone", 0) is None
+    assert store.progress.get("gone", 0) is None

@@ -10,7 +10,8 @@ from botocore.awsrequest import AWSResponse
 
 from tidemq_store import Message, TopicConfig
 
-from .test_tier import read_all, tier_options, wait_uploaded
+from ..tier_reads import read_all, wait_uploaded
+from .test_tier import tier_options
 
 ERRORS = [
     (503, b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"),

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from tidemq_store.cq_entry import CqEntries, pack_entry
 from tidemq_store.tiered.cache import ReadAheadCache
 
 SIZE = 10  # bytes per fake record
@@ -24,14 +25,14 @@ class FakeQueue:
         self.waiting = threading.Event()
         self.failing: set[int] = set()  # fetches starting here fail, once
 
-    def entries(self, start: int, end: int) -> list[tuple[int, int, int, int]]:
+    def entries(self, start: int, end: int) -> CqEntries:
         self.waiting.set()
         self.gate.wait(5)
         if start in self.failing:
             self.failing.discard(start)
             raise OSError("S3 said no")
         self.fetched.append((start, end))
-        return [(i * SIZE, SIZE, 0, 1_000 + i) for i in range(start, end)]
+        return CqEntries(b"".join(pack_entry(i * SIZE, SIZE, 0, 1_000 + i) for i in range(start, end)))
 
     def read(self, position: int, length: int) -> bytes:
         return b"".join(f"{i:09d}|".encode() for i in range(position // SIZE, (position + length) // SIZE))

@@ -21,8 +21,8 @@ from .model import (
 
 
 def open_store(config: StoreConfig) -> MessageStore:
-    """Open the embedded store described by `config` (recovering it if it was not closed cleanly),
-    behind the tiered access layer when `config.tier` names a cold tier."""
+    """Open the store `config` describes: the serverless backend (EFS files and DynamoDB), or the embedded engine
+    (recovered if it was not closed cleanly), behind the tiered access layer when `config.tier` names a cold tier."""
     if config.backend is Backend.SERVERLESS:
         from .serverless.store import ServerlessMessageStore
 

@@ -4,8 +4,13 @@ Handlers and logic call these methods and nothing below them, so a backend (the 
 CommitLog + RocksDB engine, or the serverless EFS + DynamoDB one) can change without touching compute.
 
 Semantics every backend keeps:
-- `put` is all-or-nothing: a batch is validated whole before anything is written, and after a crash
-  either every message of an acknowledged batch is readable at its offset or (unacknowledged) none is.
+- `put` is all-or-nothing, whatever queues the batch's messages go to: a batch is validated whole before
+  anything is written, and after a crash at any moment its messages are either all stored (each at its
+  offset) or none is. An acknowledged batch is always stored; one whose put failed or never returned may be,
+  wholly (so a producer that sends it again can store it twice: at least once). The embedded engine writes a
+  batch as one append that recovery keeps or drops whole; the serverless backend sequences a batch spread
+  over several queues with one DynamoDB transaction. Both are shown by crash tests that SIGKILL writers of
+  such batches (tests/integration/test_crash.py, test_serverless.py).
 - Queue offsets are dense and ordered; a queue holds [min_offset, max_offset).
 - Errors are `tidemq_store.errors` classes; a `ClientError` means nothing was changed.
 """
@@ -114,7 +119,8 @@ class MessageStore(ABC):
 
     @abstractmethod
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
-        """Store a batch atomically; return when it is acknowledged (durable under SYNC)."""
+        """Store a batch, all or nothing (see above); return when it is acknowledged (durable under SYNC).
+        `StoreFailed` once the store takes no more writes."""
 
     @abstractmethod
     def get(
@@ -178,6 +184,9 @@ class MessageStore(ABC):
         return 0
 
     # ---- lifecycle -------------------------------------------------------------------------------
+
+    def check_health(self) -> None:  # noqa: B027 (a backend that cannot fail this way keeps the default)
+        """Raise `StoreFailed` if the store has stopped taking writes (what `GET /health` asks); cheap."""
 
     def maintain(self) -> MaintenanceReport:
         """One scheduled maintenance run: the periodic work a backend leaves to a scheduler (the serverless

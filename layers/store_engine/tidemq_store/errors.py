@@ -1,8 +1,8 @@
 """The engine's one exception hierarchy.
 
 Every error a caller can cause is a `ClientError` subclass with a message that says what was wrong;
-the HTTP layer maps each class to a status code in one place (issue 3). Anything else that escapes
-the engine is a bug or an outage.
+the HTTP layer maps each class to a status code in one place (functions/api/errors.py). `StoreFailed` is an
+outage the store declared itself (503); anything else that escapes the engine is a bug or an outage.
 """
 
 from __future__ import annotations
@@ -81,6 +81,21 @@ class MessageNotFound(ClientError):
 
 class StoreClosed(TideMQError):
     """The store was closed; open a new one."""
+
+
+class StoreLocked(TideMQError):
+    """Another process has this store open."""
+
+
+class StoreFailed(TideMQError):
+    """The store stopped taking writes because going on would be unsafe (a failed fsync: the kernel may have
+    dropped the data it could not write, and a later fsync would report success anyway, PostgreSQL's "fsyncgate").
+    What was acknowledged before is safe; restarting the process recovers from the log. `reason` says what
+    failed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the store takes no more writes: {reason}; restart the process to recover")
+        self.reason = reason
 
 
 class CorruptStore(TideMQError):

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import InvalidArgument, InvalidName
+from .errors import InvalidArgument, InvalidName, QueueOutOfRange
 
 NAME_RULE = re.compile(r"[A-Za-z0-9_%|-]{1,127}")
 """RocketMQ's rule for topic and group names: letters, digits, `_ % | -`, at most 127 characters."""
@@ -39,6 +39,13 @@ def check_name(kind: str, name: object) -> str:
         bad = sorted({c for c in name if not NAME_RULE.fullmatch(c)})
         raise InvalidName(f"{kind} name {name!r} has characters outside [A-Za-z0-9_%|-]: {''.join(bad)!r}")
     return name
+
+
+def check_queue(config: TopicConfig, queue: object) -> int:
+    """Return `queue` if it is one of the topic's queues, else raise `QueueOutOfRange`."""
+    if not isinstance(queue, int) or isinstance(queue, bool) or not 0 <= queue < config.queues:
+        raise QueueOutOfRange(config.name, queue, config.queues)  # type: ignore[arg-type]
+    return queue
 
 
 def check_page_limit(limit: object) -> int:

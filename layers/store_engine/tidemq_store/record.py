@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from .cq_entry import CqEntries, pack_entry
 from .errors import CorruptStore, InvalidArgument, MessageNotFound
 from .model import StoredMessage, tag_hash
 
@@ -161,6 +162,7 @@ def _check(buf: bytes | bytearray | memoryview, pos: int, available: int) -> tup
 
 _OFFSET = struct.Struct("<Q")
 QUEUE_OFFSET_AT = 14
+STORE_TIMESTAMP_AT = 38
 
 
 def rebase(data: bytes, first_offset: int) -> bytes:
@@ -176,6 +178,16 @@ def rebase(data: bytes, first_offset: int) -> bytes:
         position += size
         index += 1
     return bytes(out)
+
+
+def size_at(buf: bytes, pos: int = 0) -> int:
+    """The total size the record at `pos` claims (its header alone, unverified: read the record, then check it)."""
+    return _HEAD.unpack_from(buf, pos)[0]
+
+
+def store_timestamp_at(buf: bytes, pos: int = 0) -> int:
+    """The store timestamp in the header of the record at `pos` (unverified)."""
+    return _OFFSET.unpack_from(buf, pos + STORE_TIMESTAMP_AT)[0]
 
 
 def message_id(physical_offset: int, size: int) -> str:
@@ -267,15 +279,15 @@ def read_header(buf: bytes, pos: int = 0) -> RecordHeader:
                         tag, keys)  # fmt: skip
 
 
-def entry_fields(data: bytes) -> list[tuple[int, int, int]]:
-    """(size, tag code, store_timestamp) of each record in `data` (verified records back to back): what a
-    ConsumeQueue entry keeps of them."""
-    fields, position = [], 0
+def entries_of(data: bytes) -> CqEntries:
+    """The ConsumeQueue entries of the records in `data` (verified records back to back), positions counted from
+    the start of `data`."""
+    packed, position = [], 0
     while position < len(data):
         header = read_header(data, position)
-        fields.append((header.size, tag_hash(header.tag), header.store_timestamp))
+        packed.append(pack_entry(position, header.size, tag_hash(header.tag), header.store_timestamp))
         position += header.size
-    return fields
+    return CqEntries(b"".join(packed))
 
 
 def scan_batches(buf: bytes, base_position: int) -> Iterator[list[RecordHeader]]:

@@ -1,14 +1,15 @@
 """What one read returns, chosen from ConsumeQueue entries alone: the hot store and the cold tier share it.
 
-Entries are (position, size, tag_code, store_timestamp) for consecutive offsets. Tag codes filter here,
+Entries are `CqEntries` of consecutive offsets (cq_entry.py), from either ConsumeQueue. Tag codes filter here,
 so bodies that do not match are never read; records adjacent at their source are merged into runs, so
 a read costs one I/O per run. Tag codes can collide: whoever decodes the records confirms the real tag.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import NamedTuple
 
+from .cq_entry import CqEntries
 from .errors import InvalidArgument
 from .model import TagFilter
 
@@ -31,34 +32,56 @@ def scan_size(max_messages: int, tag_filter: TagFilter | None) -> int:
     return max_messages if tag_filter is None else max(max_messages, SCAN_LIMIT)
 
 
+class Run(NamedTuple):
+    """Records of consecutive offsets lying back to back at their source: one read fetches them all."""
+
+    first_offset: int
+    position: int
+    length: int
+
+
+class Selection(NamedTuple):
+    """What a read returns: `runs` of the chosen records, how many (`count`), and `next_offset`, past every
+    entry examined, matching or not."""
+
+    runs: list[Run]
+    count: int
+    next_offset: int
+
+
 def select_runs(
-    entries: Sequence[tuple[int, int, int, int]], offset: int, max_messages: int, max_bytes: int,
-    tag_filter: TagFilter | None, readable: int,
-) -> tuple[list[tuple[int, int, int]], int, int]:  # fmt: skip
+    entries: CqEntries,
+    offset: int,
+    max_messages: int,
+    max_bytes: int,
+    tag_filter: TagFilter | None,
+    readable: int | None = None,
+) -> Selection:
     """Choose from `entries` (the first one being `offset`'s) what a read returns.
 
-    Returns (runs, count, next_offset): runs are (first offset, position, length) of adjacent chosen
-    records; next_offset is past every entry examined, matching or not. Records ending past `readable`
-    (written but not acknowledged) stop the read. The first record is taken even above `max_bytes`.
+    Records ending past `readable` (written but not acknowledged; None: no such bound) stop the read. The first
+    record is taken even above `max_bytes`.
     """
     codes = tag_filter.codes if tag_filter else None
-    runs: list[tuple[int, int, int]] = []
-    next_offset, taken, taken_bytes, run_end = offset, 0, 0, -1
-    for queue_offset, (position, size, tag_code, _) in enumerate(entries, offset):
-        if position + size > readable:
+    runs: list[Run] = []
+    next_offset, taken, taken_bytes = offset, 0, 0
+    run_first = run_start = run_end = -1  # the run being gathered
+    for queue_offset, (position, size, tag_code, _) in enumerate(entries.fields(), offset):
+        if readable is not None and position + size > readable:
             break
         if codes is None or tag_code in codes:
             if taken and taken_bytes + size > max_bytes:
                 break
-            if position == run_end:
-                first, run_start, length = runs[-1]
-                runs[-1] = (first, run_start, length + size)
-            else:
-                runs.append((queue_offset, position, size))
+            if position != run_end:
+                if run_end >= 0:
+                    runs.append(Run(run_first, run_start, run_end - run_start))
+                run_first, run_start = queue_offset, position
             run_end = position + size
             taken += 1
             taken_bytes += size
         next_offset = queue_offset + 1
         if taken == max_messages:
             break
-    return runs, taken, next_offset
+    if run_end >= 0:
+        runs.append(Run(run_first, run_start, run_end - run_start))
+    return Selection(runs, taken, next_offset)

@@ -1,5 +1,5 @@
 """The embedded backend: CommitLog files + RocksDB ConsumeQueue and metadata, in one process."""
 
-from .store import EmbeddedMessageStore, StoreLocked
+from .store import EmbeddedMessageStore
 
-__all__ = ["EmbeddedMessageStore", "StoreLocked"]
+__all__ = ["EmbeddedMessageStore"]

@@ -9,22 +9,38 @@ Durability follows `FlushDiskType`. `wait_durable(end)` implements group commit:
 that finds no fsync under way becomes the leader, fsyncs everything written so far, and wakes every
 caller whose data that fsync covered; callers arriving meanwhile wait for the next one. Under `ASYNC`
 a background thread fsyncs every `flush_interval_ms` instead.
+
+A failed fsync fails the log for good (`failure`): no later append or fsync is attempted, every waiter gets
+`StoreFailed`. Retrying cannot be trusted: after a failed writeback Linux may drop the dirty pages and report
+the next fsync as a success (PostgreSQL's "fsyncgate"). What an earlier fsync covered is safe, and a restart
+recovers the log from the disk.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from ..config import FlushDiskType
-from ..errors import CorruptStore
-from ..record import HEADER, HEADER_SIZE, RecordHeader, read_header, scan_batches
+from ..errors import CorruptStore, StoreFailed
+from ..record import HEADER_SIZE, RecordHeader, read_header, scan_batches, size_at, store_timestamp_at
 
+log = logging.getLogger("tidemq.store")
 SCAN_WINDOW = 8 * 1024 * 1024
+
+
+class SegmentRange(NamedTuple):
+    """Commit-log positions [start, end) of one segment file."""
+
+    start: int
+    end: int
 
 
 @dataclass(slots=True)
@@ -70,6 +86,7 @@ class CommitLog:
         self._flushed = self._written
         self._flush_cond = threading.Condition()
         self._flushing = False
+        self._failure: str | None = None
         self._closed = threading.Event()
         self._flusher: threading.Thread | None = None
         if not self.sync:
@@ -93,6 +110,11 @@ class CommitLog:
         return self._flushed
 
     @property
+    def failure(self) -> str | None:
+        """Why the log failed (it then takes no more writes), or None."""
+        return self._failure
+
+    @property
     def readable_position(self) -> int:
         """Readers see only acknowledged data: fsync'd under SYNC, written under ASYNC."""
         return self._flushed if self.sync else self._written
@@ -101,14 +123,16 @@ class CommitLog:
         """Start of the segment holding `position`."""
         return self._starts[bisect.bisect_right(self._starts, position) - 1]
 
-    def segments(self) -> list[tuple[int, int]]:
-        """(start, end) of every segment, oldest first; the last one is active."""
-        return [(s.start, s.end) for s in self._segments]
+    def segments(self) -> list[SegmentRange]:
+        """Every segment, oldest first; the last one is active."""
+        return [SegmentRange(s.start, s.end) for s in self._segments]
 
     # ---- writing ---------------------------------------------------------------------------------
 
     def append(self, data: bytes | bytearray) -> int:
         """Write one encoded put at the end of the log and return its start position (not yet durable)."""
+        if self._failure is not None:
+            raise StoreFailed(self._failure)
         active = self._segments[-1]
         if active.size and active.size + len(data) > self.segment_bytes:
             active = self._roll()
@@ -123,12 +147,24 @@ class CommitLog:
     def _create_segment(self, start: int) -> Segment:
         path = self.directory / f"{start:020d}"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        _fsync_dir(self.directory)
+        self._sync(partial(_fsync_dir, self.directory), f"the commit-log directory {self.directory}")
         return Segment(start, path, fd, 0)
+
+    def _sync(self, fsync: Callable[[], None], what: str) -> None:
+        """Run `fsync`; if it fails, fail the log (see the module docstring) and raise StoreFailed."""
+        try:
+            fsync()
+        except OSError as error:
+            with self._flush_cond:
+                if self._failure is None:
+                    self._failure = f"fsync of {what} failed: {error}"
+                    log.critical("commit log failed, no more writes are taken: %s", self._failure)
+                self._flush_cond.notify_all()
+            raise StoreFailed(self._failure) from error
 
     def _roll(self) -> Segment:
         old = self._segments[-1]
-        os.fdatasync(old.fd)  # the flusher only ever syncs the active segment
+        self._sync(partial(os.fdatasync, old.fd), f"commit-log segment {old.path}")  # the flusher syncs the active one
         segment = self._create_segment(old.end)
         self._segments = [*self._segments, segment]
         self._starts = [*self._starts, segment.start]
@@ -138,15 +174,17 @@ class CommitLog:
         """Return once everything before `end` is fsync'd, sharing one fsync among concurrent callers."""
         with self._flush_cond:
             while self._flushed < end:
+                if self._failure is not None:
+                    raise StoreFailed(self._failure)
                 if self._flushing:
                     self._flush_cond.wait()
                     continue
                 self._flushing = True
                 target = self._written  # read before the fd: a roll between the two already synced `target`
-                fd = self._segments[-1].fd
+                active = self._segments[-1]
                 self._flush_cond.release()
                 try:
-                    os.fdatasync(fd)
+                    self._sync(partial(os.fdatasync, active.fd), f"commit-log segment {active.path}")
                 finally:
                     self._flush_cond.acquire()
                     self._flushing = False
@@ -158,8 +196,15 @@ class CommitLog:
         self.wait_durable(self._written)
 
     def _flush_every(self, interval: float) -> None:
+        """ASYNC's flusher: fsync every `interval` until closed, or until an fsync fails the log (then going on
+        would be pointless: the log takes no more writes)."""
         while not self._closed.wait(interval):
-            self.flush()
+            try:
+                self.flush()
+            except StoreFailed:
+                return  # logged when it failed; puts now fail with the reason
+            except Exception:
+                log.exception("the commit-log flusher failed unexpectedly; it tries again in %.3f s", interval)
 
     # ---- reading ---------------------------------------------------------------------------------
 
@@ -184,11 +229,11 @@ class CommitLog:
     def first_store_timestamp(self, segment_start: int) -> int | None:
         """Store timestamp of the first record in the segment starting at `segment_start`."""
         data = self.read(segment_start, HEADER_SIZE) if segment_start < self._written else b""
-        return HEADER.unpack_from(data)[8] if len(data) == HEADER_SIZE else None
+        return store_timestamp_at(data) if len(data) == HEADER_SIZE else None
 
     def read_record_header(self, position: int) -> RecordHeader:
         """The verified header of the record at `position` (reads the whole record)."""
-        size = HEADER.unpack_from(self.read(position, HEADER_SIZE))[0]
+        size = size_at(self.read(position, HEADER_SIZE))
         return read_header(self.read(position, size))
 
     def iter_batches(self, start: int) -> Iterator[list[RecordHeader]]:
@@ -228,12 +273,12 @@ class CommitLog:
         if last.end != position:
             os.ftruncate(last.fd, position - last.start)
             last.size = position - last.start
-        os.fsync(last.fd)
-        _fsync_dir(self.directory)
+        self._sync(partial(os.fsync, last.fd), f"commit-log segment {last.path}")
+        self._sync(partial(_fsync_dir, self.directory), f"the commit-log directory {self.directory}")
         self._segments, self._starts = keep, [s.start for s in keep]
         self._written = self._flushed = position
 
-    def delete_segments_before(self, position: int) -> list[tuple[int, int]]:
+    def delete_segments_before(self, position: int) -> list[SegmentRange]:
         """Delete whole segments that end at or before `position` (never the active one).
 
         Their descriptors stay open until the next deletion, so a read that looked a segment up just
@@ -250,13 +295,14 @@ class CommitLog:
         for segment in doomed:
             segment.path.unlink()
         _fsync_dir(self.directory)
-        return [(s.start, s.end) for s in doomed]
+        return [SegmentRange(s.start, s.end) for s in doomed]
 
     def close(self) -> None:
         self._closed.set()
         if self._flusher:
             self._flusher.join()
-        self.flush()
+        if self._failure is None:
+            self.flush()
         for fd in [*self._retired, *(s.fd for s in self._segments)]:
             os.close(fd)
         self._segments, self._retired = [], []

@@ -4,7 +4,8 @@ One RocksDB instance, written without WAL: everything here can be rebuilt from t
 crash only costs a replay from the last checkpoint (see `Checkpoint`). Column families and formats
 (big-endian keys, so a prefix scan returns offsets in order; little-endian values):
 
-    cq       topic 0x00 queue:u32 offset:u64  ->  physical_offset:u64 size:u32 tag_code:u32 store_timestamp:u64
+    cq       topic 0x00 queue:u32 offset:u64  ->  a 24-byte ConsumeQueue entry (cq_entry.py): position in the
+                                                 commit log, size, tag code, store timestamp
     cq_min   topic 0x00 queue:u32             ->  min_offset:u64   (absent: 0)
     cq_max   topic 0x00 queue:u32             ->  max_offset:u64   (the next offset; absent: 0)
     keys     segment_start:u64 topic 0x00 key 0x00 physical_offset:u64  ->  size:u32
@@ -26,33 +27,16 @@ from typing import NamedTuple
 
 from rocksdict import ReadOptions, WriteBatch, WriteOptions
 
-from .rocks import Families
+from ..cq_entry import CqEntries, CqEntry, pack_entry, unpack_entry
+from ..hot import QueueExtent, StoredBatch
+from ..rocks import Families
 
 QUEUE = struct.Struct(">I")
 QUEUE_OFFSET = struct.Struct(">IQ")
 U64_BE = struct.Struct(">Q")
 U64 = struct.Struct("<Q")
 U32 = struct.Struct("<I")
-ENTRY = struct.Struct("<QIIQ")
 FAMILIES = ("cq", "cq_min", "cq_max", "keys")
-
-
-class CqEntry(NamedTuple):
-    physical_offset: int
-    size: int
-    tag_code: int
-    store_timestamp: int
-
-
-class Dispatch(NamedTuple):
-    """One stored message as the ConsumeQueue and key index need it."""
-
-    queue: int
-    queue_offset: int
-    physical_offset: int
-    size: int
-    tag_code: int
-    keys: tuple[str, ...]
 
 
 def _queue_key(topic: str, queue: int) -> bytes:
@@ -72,22 +56,25 @@ class ConsumeQueueStore:
 
     # ---- writing ---------------------------------------------------------------------------------
 
-    def dispatch(self, topic: str, segment_start: int, store_timestamp: int, messages: Iterable[tuple]) -> None:
-        """Index the messages of one put (or of one replayed batch), all stored at `store_timestamp` in
-        the segment starting at `segment_start`. Each message is a `Dispatch` or a plain tuple in its
-        order (queue, queue_offset, physical_offset, size, tag_code, keys)."""
+    def dispatch(
+        self, stored: StoredBatch, segment_start: int, tag_codes: list[int], keys: list[tuple[str, ...]]
+    ) -> None:
+        """Index the messages of one put (or of one replayed batch), whose records lie in the commit-log segment
+        starting at `segment_start`; message i has tag code `tag_codes[i]` and message keys `keys[i]`."""
         batch = WriteBatch(raw_mode=True)
         batch.set_default_column_family(self._handles["cq"])
         keys_family = self._handles["keys"]
-        prefix = topic.encode() + b"\x00"
+        prefix = stored.topic.encode() + b"\x00"
         segment = U64_BE.pack(segment_start)
         maxes: dict[int, int] = {}
-        pack_key, pack_entry, put = QUEUE_OFFSET.pack, ENTRY.pack, batch.put
-        for queue, offset, physical, size, tag_code, keys in messages:
-            put(prefix + pack_key(queue, offset), pack_entry(physical, size, tag_code, store_timestamp))
+        pack_key, put, timestamp = QUEUE_OFFSET.pack, batch.put, stored.store_timestamp
+        for queue, offset, position, size, tag_code, message_keys in zip(
+            stored.queues, stored.queue_offsets, stored.positions, stored.sizes, tag_codes, keys, strict=True
+        ):
+            put(prefix + pack_key(queue, offset), pack_entry(position, size, tag_code, timestamp))
             maxes[queue] = offset + 1
-            for key in keys:
-                put(segment + prefix + key.encode() + b"\x00" + U64_BE.pack(physical), U32.pack(size), keys_family)
+            for key in message_keys:
+                put(segment + prefix + key.encode() + b"\x00" + U64_BE.pack(position), U32.pack(size), keys_family)
         max_family = self._handles["cq_max"]
         for queue, next_offset in maxes.items():
             put(prefix + QUEUE.pack(queue), U64.pack(next_offset), max_family)
@@ -125,22 +112,21 @@ class ConsumeQueueStore:
 
     def entry(self, topic: str, queue: int, offset: int) -> CqEntry | None:
         raw = self._cq.get(_queue_key(topic, queue) + U64_BE.pack(offset))
-        return CqEntry._make(ENTRY.unpack(raw)) if raw else None
+        return unpack_entry(raw) if raw else None
 
-    def entries(self, topic: str, queue: int, start: int, end: int) -> list[tuple[int, int, int, int]]:
-        """Entries for offsets [start, end) as plain `CqEntry`-ordered tuples, in offset order (dense:
-        entry i is offset start + i, unless retention removed some meanwhile)."""
+    def entries(self, topic: str, queue: int, start: int, end: int) -> CqEntries:
+        """Entries for offsets [start, end), in offset order (dense: entry i is offset start + i, unless
+        retention removed some meanwhile)."""
         prefix = _queue_key(topic, queue)
         bounds = ReadOptions()
         bounds.set_iterate_upper_bound(prefix + U64_BE.pack(end))
-        values = self._cq.values(from_key=prefix + U64_BE.pack(start), read_opt=bounds)
-        return list(ENTRY.iter_unpack(b"".join(values)))
+        return CqEntries(b"".join(self._cq.values(from_key=prefix + U64_BE.pack(start), read_opt=bounds)))
 
-    def queues(self) -> Iterator[tuple[str, int, int]]:
-        """(topic, queue, max_offset) for every queue that has ever held a message."""
+    def queues(self) -> Iterator[QueueExtent]:
+        """Every queue that has ever held a message."""
         for key, value in self._families["cq_max"].items():
             topic, queue = key[:-5].decode(), QUEUE.unpack_from(key, len(key) - 4)[0]
-            yield topic, queue, U64.unpack(value)[0]
+            yield QueueExtent(topic, queue, U64.unpack(value)[0])
 
     def key_lookup(self, segment_starts: Iterable[int], topic: str, key: str) -> list[tuple[int, int]]:
         """(physical_offset, size) of every message with `key` in `topic`, oldest first."""
@@ -164,6 +150,12 @@ class ConsumeQueueStore:
         self._rocks.close()
 
 
+class CheckpointState(NamedTuple):
+    position: int
+    clean: bool
+    store_timestamp: int
+
+
 class Checkpoint:
     """Where ConsumeQueue replay starts after a restart, in the file `checkpoint` (JSON):
 
@@ -178,18 +170,18 @@ class Checkpoint:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def read(self) -> tuple[int, bool, int]:
-        """(position, clean, store_timestamp); a store without a checkpoint replays from the start."""
+    def read(self) -> CheckpointState:
+        """The last checkpoint; a store without one replays from the start."""
         try:
             state = json.loads(self.path.read_text())
         except FileNotFoundError:
-            return 0, False, 0
-        return int(state["position"]), bool(state["clean"]), int(state.get("store_timestamp", 0))
+            return CheckpointState(0, False, 0)
+        return CheckpointState(int(state["position"]), bool(state["clean"]), int(state.get("store_timestamp", 0)))
 
-    def write(self, position: int, clean: bool, store_timestamp: int) -> None:
+    def write(self, state: CheckpointState) -> None:
         temp = self.path.with_suffix(".tmp")
         with open(temp, "w") as file:
-            json.dump({"position": position, "clean": clean, "store_timestamp": store_timestamp}, file)
+            json.dump(state._asdict(), file)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temp, self.path)

@@ -8,8 +8,8 @@ table, so a change costs the same with a million topics as with ten. Column fami
     groups         group                          ->  GroupConfig as JSON
     offsets        topic "@" group 0x00 queue:u32 ->  committed offset:u64 (LE)  (RocketMQ's topic@group)
     subscriptions  group 0x00 topic               ->  ""  (a group's topics; offsets are keyed topic-first)
-    tier           topic 0x00 queue:u32 (BE)      ->  dispatch offset:u64, commit offset:u64 (LE): upload
-                                                      progress of the queue into the cold tier (tiered/)
+
+A family `tier` (upload progress, kept by the cold tier itself since: tiered/progress.py) is dropped when found.
 
 Names cannot contain "@" or 0x00, so the separators are unambiguous. A topic kept forever is filed
 under retention 2**64-1.
@@ -25,11 +25,11 @@ from pydantic import BaseModel
 from rocksdict import ReadOptions, WriteBatch, WriteOptions
 
 from ..model import GroupConfig, TopicConfig
+from ..rocks import Families
 from .consumequeue import U64
-from .rocks import Families
 
-FAMILIES = ("topics", "retention", "groups", "offsets", "subscriptions", "tier")
-PROGRESS = struct.Struct("<QQ")
+FAMILIES = ("topics", "retention", "groups", "offsets", "subscriptions")
+RETIRED_FAMILIES = ("tier",)
 FOREVER = 2**64 - 1
 U64_BE = struct.Struct(">Q")
 QUEUE = struct.Struct(">I")
@@ -49,7 +49,7 @@ class MetadataStore:
     """Topic, group and consumer-offset records; callers validate, this layer only stores."""
 
     def __init__(self, path: Path, sync: bool) -> None:
-        self._rocks = Families(path, FAMILIES)
+        self._rocks = Families(path, FAMILIES, retired=RETIRED_FAMILIES)
         self._db, self._families, self._handles = self._rocks.db, self._rocks.views, self._rocks.handles
         self._write = WriteOptions()
         self._write.sync = sync
@@ -161,28 +161,6 @@ class MetadataStore:
     def group_topics(self, group: str) -> list[str]:
         prefix = group.encode() + b"\x00"
         return [key[len(prefix) :].decode() for key, _ in self._scan("subscriptions", prefix)]
-
-    # ---- tier upload progress --------------------------------------------------------------------
-
-    def tier_progress(self, topic: str, queue: int) -> tuple[int, int] | None:
-        """(dispatch offset, commit offset) of the queue's upload to the tier, if it ever started."""
-        raw = self._families["tier"].get(topic.encode() + b"\x00" + QUEUE.pack(queue))
-        return PROGRESS.unpack(raw) if raw is not None else None
-
-    def set_tier_progress(self, topic: str, queue: int, dispatch: int, commit: int) -> None:
-        key = topic.encode() + b"\x00" + QUEUE.pack(queue)
-        self._families["tier"].put(key, PROGRESS.pack(dispatch, commit), self._write)
-
-    def tier_queues(self) -> Iterator[tuple[str, int]]:
-        """(topic, queue) of every queue that ever uploaded to the tier."""
-        for key, _ in self._scan("tier", b""):
-            yield key[:-5].decode(), QUEUE.unpack_from(key, len(key) - 4)[0]
-
-    def drop_tier_progress(self, topic: str) -> None:
-        prefix = topic.encode() + b"\x00"
-        batch = self._batch()
-        batch.delete_range(prefix, _prefix_end(prefix), self._handles["tier"])
-        self._db.write(batch, self._write)
 
     def flush(self) -> None:
         """Move the memtables into table files (the WAL already makes every change durable)."""

@@ -11,36 +11,46 @@ Layout under `StoreConfig.home`:
 Write path (one writer at a time, under `_write_lock`): validate the whole batch, assign queue
 offsets, encode the records, append them with one write(), index them with one RocksDB write batch,
 then (SYNC) wait for the group-committed fsync outside the lock. Readers see only acknowledged data.
+A batch is all or nothing, over any number of queues: its records are one append ending in an
+END_OF_BATCH record, and recovery keeps only whole batches (record.py).
+
+Background work (one thread): a checkpoint every `checkpoint_interval_s`, retention every
+`clean_interval_s`. An error there is logged and the next round tries again. A failed fsync is different:
+the commit log fails (commitlog.py), puts raise `StoreFailed` and `check_health` reports it.
+
+The store is a `HotStore` (hot.py): a cold tier can be put over it.
 """
 
 from __future__ import annotations
 
 import fcntl
 import itertools
+import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from .. import clock
-from ..api import UNSET, CleanReport, MessageStore
+from ..api import UNSET, CleanReport
 from ..batch import validate_batch
 from ..config import StoreConfig
+from ..cq_entry import CqEntries, CqEntry
 from ..errors import (
-    ClientError,
     CorruptStore,
     GroupExists,
     GroupNotFound,
     InvalidArgument,
     MessageNotFound,
     OffsetOutOfRange,
-    QueueOutOfRange,
     StoreClosed,
-    TideMQError,
+    StoreFailed,
+    StoreLocked,
     TopicExists,
     TopicNotFound,
 )
+from ..hot import HotStore, PutListener, QueueExtent, ReleasePolicy, StoredBatch
 from ..model import (
     GetResult,
     GroupConfig,
@@ -53,6 +63,7 @@ from ..model import (
     TopicConfig,
     check_name,
     check_page_limit,
+    check_queue,
     tag_hash,
     validated,
 )
@@ -63,26 +74,24 @@ from ..record import (
     message_id,
     parse_message_id,
 )
-from ..selection import check_read, scan_size, select_runs
-from .commitlog import CommitLog
-from .consumequeue import Checkpoint, ConsumeQueueStore, Dispatch
+from ..selection import Selection, check_read, scan_size, select_runs
+from .commitlog import CommitLog, SegmentRange
+from .consumequeue import Checkpoint, CheckpointState, ConsumeQueueStore
 from .metadata import FOREVER, MetadataStore
 
+log = logging.getLogger("tidemq.store")
 
-class _Selection(NamedTuple):
-    runs: list[tuple[int, int, int]]
-    count: int
-    next_offset: int
+
+class QueueRead(NamedTuple):
+    """What a read of one queue takes: the records `selection` chose, within the queue's range then."""
+
+    selection: Selection
     min_offset: int
     max_offset: int
     tag_filter: TagFilter | None
 
 
-class StoreLocked(TideMQError):
-    """Another process has this store open."""
-
-
-class EmbeddedMessageStore(MessageStore):
+class EmbeddedMessageStore(HotStore):
     """`MessageStore` over local files; one instance per process and home directory."""
 
     def __init__(self, config: StoreConfig) -> None:
@@ -107,12 +116,8 @@ class EmbeddedMessageStore(MessageStore):
         self._clean_lock = threading.Lock()
         self._arrivals = threading.Condition()  # notified after every acknowledged put (long polling)
         self._closed = False
-        self.put_listener: Callable[[str, list, int], None] | None = None
-        """Called after each acknowledged put with (topic, [(queue, offset, position, size, ...)], store
-        timestamp): how the tier's dispatcher learns of new messages without touching their bodies."""
-        self.release_policy: tuple[Callable[[], int], int] | None = None
-        """(upload frontier, age ms): segments wholly below the frontier (uploaded to the cold tier) and
-        older than the age are removed by the cleaner, as if expired (set by the tiered store)."""
+        self._put_listeners: list[PutListener] = []
+        self._release_policy: ReleasePolicy | None = None
         self.recover()
         self._stop = threading.Event()
         self._maintenance = threading.Thread(target=self._maintain, name="store-maintenance", daemon=True)
@@ -207,8 +212,8 @@ class EmbeddedMessageStore(MessageStore):
         self.get_group(group)
         config = self.get_topic(topic)
         for queue, offset in offsets.items():
-            self._check_queue(config, queue)
-            max_offset = self._max_offset(topic, queue)
+            check_queue(config, queue)
+            max_offset = self.max_offset(topic, queue)
             if not isinstance(offset, int) or not 0 <= offset <= max_offset:
                 raise OffsetOutOfRange(topic, queue, offset, self.cq.min_offset(topic, queue), max_offset)
         self.meta.commit_offsets(group, topic, dict(offsets))
@@ -226,29 +231,31 @@ class EmbeddedMessageStore(MessageStore):
 
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
         config = self.get_topic(topic)
-        pending = validate_batch(self.config, config, messages)
+        batch = validate_batch(self.config, config, messages)
         with self._write_lock:
             self._check_open()
             if self.meta.get_topic(topic) is None:  # deleted while we validated
                 raise TopicNotFound(topic)
             store_timestamp = self._last_store_timestamp = max(clock.now_ms(), self._last_store_timestamp)
             next_offsets: dict[int, int] = {}
-            records, dispatches = [], []
+            offsets, positions = [], []
             start = position = self.commitlog.written_position
-            for queue, born, props, body, tag_code, keys, size in pending:
+            for queue, size in zip(batch.queues, batch.sizes, strict=True):
                 offset = next_offsets.get(queue)
                 if offset is None:
                     offset = self._writer_max_offset(topic, queue)
                 next_offsets[queue] = offset + 1
-                records.append((queue, offset, born, props, body))
-                dispatches.append((queue, offset, position, size, tag_code, keys))
+                offsets.append(offset)
+                positions.append(position)
                 position += size
-            data = encode_batch(topic.encode(), records, start, store_timestamp)
+            stored = StoredBatch(topic, store_timestamp, batch.queues, offsets, positions, batch.sizes)
+            data = encode_batch(topic.encode(), batch.records(offsets), start, store_timestamp)
             try:
                 self.commitlog.append(data)
-                self.cq.dispatch(topic, self.commitlog.segment_start(start), store_timestamp, dispatches)
+                self.cq.dispatch(stored, self.commitlog.segment_start(start), batch.tag_codes, batch.keys)
             except BaseException:
-                self.commitlog.truncate(start)  # never leave log records the ConsumeQueue does not know
+                if self.commitlog.failure is None:
+                    self.commitlog.truncate(start)  # never leave log records the ConsumeQueue does not know
                 raise
             for queue, offset in next_offsets.items():
                 self._next_offsets[(topic, queue)] = offset
@@ -256,11 +263,11 @@ class EmbeddedMessageStore(MessageStore):
             self.commitlog.wait_durable(position)
         with self._arrivals:
             self._arrivals.notify_all()
-        if self.put_listener is not None:
-            self.put_listener(topic, dispatches, store_timestamp)
+        for listener in self._put_listeners:
+            listener(stored)
         return [
             PutResult(message_id(physical, size), queue, offset, store_timestamp)
-            for queue, offset, physical, size, _, _ in dispatches
+            for queue, offset, physical, size in zip(batch.queues, offsets, positions, batch.sizes, strict=True)
         ]
 
     # ---- get -------------------------------------------------------------------------------------
@@ -269,32 +276,32 @@ class EmbeddedMessageStore(MessageStore):
         self, topic: str, queue: int, offset: int, max_messages: int = 32, max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
     ) -> GetResult:  # fmt: skip
-        selection = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
+        read = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
         messages: list[StoredMessage] = []
-        for first, position, length in selection.runs:
-            messages += decode_run(self.commitlog.read(position, length), topic, queue, first)
-        if selection.tag_filter is not None:  # tag codes can collide: confirm the real tag
-            messages = [m for m in messages if selection.tag_filter.matches(m.tag)]
-        return GetResult(messages, selection.next_offset, selection.min_offset, selection.max_offset)
+        for run in read.selection.runs:
+            messages += decode_run(self.commitlog.read(run.position, run.length), topic, queue, run.first_offset)
+        if read.tag_filter is not None:  # tag codes can collide: confirm the real tag
+            messages = [m for m in messages if read.tag_filter.matches(m.tag)]
+        return GetResult(messages, read.selection.next_offset, read.min_offset, read.max_offset)
 
     def read_records(
         self, topic: str, queue: int, offset: int, max_messages: int = 1000, max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
     ) -> RecordBatch:  # fmt: skip
-        selection = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
-        data = b"".join(self.commitlog.read(position, length) for _, position, length in selection.runs)
-        return RecordBatch(data, selection.count, selection.next_offset, selection.min_offset, selection.max_offset)
+        read = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
+        selection = read.selection
+        data = b"".join(self.commitlog.read(run.position, run.length) for run in selection.runs)
+        return RecordBatch(data, selection.count, selection.next_offset, read.min_offset, read.max_offset)
 
     def _select(
         self, topic: str, queue: int, offset: int, max_messages: int, max_bytes: int,
         tag_filter: str | TagFilter | None,
-    ) -> _Selection:  # fmt: skip
+    ) -> QueueRead:  # fmt: skip
         """Choose what a read returns: runs of adjacent records in the commit log, from ConsumeQueue
         entries alone (tag codes filter here; bodies are not touched)."""
-        config = self.get_topic(topic)
-        self._check_queue(config, queue)
+        check_queue(self.get_topic(topic), queue)
         tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
-        min_offset, max_offset = self.cq.min_offset(topic, queue), self._max_offset(topic, queue)
+        min_offset, max_offset = self.cq.min_offset(topic, queue), self.max_offset(topic, queue)
         if type(offset) is not int or not min_offset <= offset <= max_offset:
             raise OffsetOutOfRange(topic, queue, offset, min_offset, max_offset)
         scan_end = min(max_offset, offset + scan_size(max_messages, tag_filter))
@@ -302,8 +309,8 @@ class EmbeddedMessageStore(MessageStore):
         if len(entries) != scan_end - offset:
             self._raced_with_cleaner(topic, queue, offset, max_offset)
         readable = self.commitlog.readable_position
-        runs, taken, next_offset = select_runs(entries, offset, max_messages, max_bytes, tag_filter, readable)
-        return _Selection(runs, taken, next_offset, min_offset, max_offset, tag_filter)
+        selection = select_runs(entries, offset, max_messages, max_bytes, tag_filter, readable)
+        return QueueRead(selection, min_offset, max_offset, tag_filter)
 
     def _raced_with_cleaner(self, topic: str, queue: int, offset: int, max_offset: int) -> None:
         min_offset = self.cq.min_offset(topic, queue)
@@ -312,11 +319,11 @@ class EmbeddedMessageStore(MessageStore):
         raise CorruptStore(f"ConsumeQueue {topic}:{queue} is missing entries from offset {offset}")
 
     def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
-        self._check_queue(self.get_topic(topic), queue)
+        check_queue(self.get_topic(topic), queue)
         deadline = time.monotonic() + timeout_s
 
         def arrived() -> bool:
-            return self._readable_max_offset(topic, queue) > offset or self._closed
+            return self.readable_max_offset(topic, queue) > offset or self._closed
 
         with self._arrivals:
             while not arrived():
@@ -326,31 +333,55 @@ class EmbeddedMessageStore(MessageStore):
                 self._arrivals.wait(remaining)
         return not self._closed
 
-    def _readable_max_offset(self, topic: str, queue: int) -> int:
-        """The max offset, not counting a last entry that is written but not yet acknowledged."""
-        max_offset = self._max_offset(topic, queue)
+    # ---- what a cold tier asks (HotStore) ----------------------------------------------------------
+
+    def min_offset(self, topic: str, queue: int) -> int:
+        return self.cq.min_offset(topic, queue)
+
+    def max_offset(self, topic: str, queue: int) -> int:
+        cached = self._next_offsets.get((topic, queue))
+        return cached if cached is not None else self.cq.max_offset(topic, queue)
+
+    def readable_max_offset(self, topic: str, queue: int) -> int:
+        max_offset = self.max_offset(topic, queue)
         last = self.cq.entry(topic, queue, max_offset - 1) if max_offset else None
-        if last is not None and last.physical_offset + last.size > self.commitlog.readable_position:
+        if last is not None and last.end > self.commitlog.readable_position:
             return max_offset - 1
         return max_offset
+
+    def entries(self, topic: str, queue: int, start: int, end: int) -> CqEntries:
+        return self.cq.entries(topic, queue, start, end)
+
+    @property
+    def written_position(self) -> int:
+        return self.commitlog.written_position
+
+    def queues(self) -> Iterator[QueueExtent]:
+        return self.cq.queues()
+
+    def add_put_listener(self, listener: PutListener) -> None:
+        self._put_listeners.append(listener)
+
+    def set_release_policy(self, policy: ReleasePolicy) -> None:
+        self._release_policy = policy
 
     # ---- offsets and queries ---------------------------------------------------------------------
 
     def queue_offsets(self, topic: str) -> list[QueueOffsets]:
         config = self.get_topic(topic)
         return [
-            QueueOffsets(queue, self.cq.min_offset(topic, queue), self._max_offset(topic, queue))
+            QueueOffsets(queue, self.cq.min_offset(topic, queue), self.max_offset(topic, queue))
             for queue in range(config.queues)
         ]
 
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
-        self._check_queue(self.get_topic(topic), queue)
+        check_queue(self.get_topic(topic), queue)
         if not isinstance(timestamp_ms, int):
             raise InvalidArgument(f"timestamp must be an integer (ms since the epoch), got {timestamp_ms!r}")
-        low, high = self.cq.min_offset(topic, queue), self._max_offset(topic, queue)
+        low, high = self.cq.min_offset(topic, queue), self.max_offset(topic, queue)
         return self._first_offset(topic, queue, low, high, lambda e: e.store_timestamp >= timestamp_ms)
 
-    def _first_offset(self, topic: str, queue: int, low: int, high: int, predicate) -> int:
+    def _first_offset(self, topic: str, queue: int, low: int, high: int, predicate: Callable[[CqEntry], bool]) -> int:
         """The first offset in [low, high) whose entry satisfies a predicate monotonic in offset (else high)."""
         while low < high:
             middle = (low + high) // 2
@@ -376,7 +407,7 @@ class EmbeddedMessageStore(MessageStore):
             raise InvalidArgument("key must be a non-empty string")
         limit = check_page_limit(limit)
         readable = self.commitlog.readable_position
-        starts = [start for start, _ in self.commitlog.segments()]
+        starts = [segment.start for segment in self.commitlog.segments()]
         found = [(p, s) for p, s in self.cq.key_lookup(starts, topic, key) if p + s <= readable]
         messages = []
         for position, size in reversed(found):
@@ -402,14 +433,6 @@ class EmbeddedMessageStore(MessageStore):
 
     # ---- queue bookkeeping -----------------------------------------------------------------------
 
-    def _check_queue(self, config: TopicConfig, queue: object) -> None:
-        if not isinstance(queue, int) or isinstance(queue, bool) or not 0 <= queue < config.queues:
-            raise QueueOutOfRange(config.name, queue, config.queues)  # type: ignore[arg-type]
-
-    def _max_offset(self, topic: str, queue: int) -> int:
-        cached = self._next_offsets.get((topic, queue))
-        return cached if cached is not None else self.cq.max_offset(topic, queue)
-
     def _writer_max_offset(self, topic: str, queue: int) -> int:
         """Max offset for the writer (caller holds the write lock); only the writer fills the cache."""
         key = (topic, queue)
@@ -425,47 +448,51 @@ class EmbeddedMessageStore(MessageStore):
         self._check_open()
         self._write_checkpoint(clean=False)
 
+    def check_health(self) -> None:
+        if self.commitlog.failure is not None:
+            raise StoreFailed(self.commitlog.failure)
+
     def _write_checkpoint(self, clean: bool) -> None:
         with self._write_lock:
             position, store_timestamp = self.commitlog.written_position, self._last_store_timestamp
         self.commitlog.wait_durable(position)
         self.cq.flush()
-        self._checkpoint.write(position, clean, store_timestamp)
+        self._checkpoint.write(CheckpointState(position, clean, store_timestamp))
 
     def recover(self) -> None:
         """Replay the log from the checkpoint into the ConsumeQueue, cut a torn tail, repair maxima."""
-        checkpoint, clean, self._last_store_timestamp = self._checkpoint.read()
-        log = self.commitlog
-        end = start = max(min(checkpoint, log.written_position), log.min_position)
-        for batch in log.iter_batches(start):
+        checkpoint = self._checkpoint.read()
+        self._last_store_timestamp = checkpoint.store_timestamp
+        commitlog = self.commitlog
+        end = start = max(min(checkpoint.position, commitlog.written_position), commitlog.min_position)
+        for batch in commitlog.iter_batches(start):
             first = batch[0]
             config = self.meta.get_topic(first.topic)
             if config is not None and first.store_timestamp >= config.created_at:
-                dispatches = [
-                    Dispatch(r.queue, r.queue_offset, r.physical_offset, r.size, tag_hash(r.tag), r.keys) for r in batch
-                ]
-                self.cq.dispatch(
-                    first.topic, log.segment_start(first.physical_offset), first.store_timestamp, dispatches
-                )
+                stored = StoredBatch(first.topic, first.store_timestamp, [r.queue for r in batch],
+                                     [r.queue_offset for r in batch], [r.physical_offset for r in batch],
+                                     [r.size for r in batch])  # fmt: skip
+                tag_codes, keys = [tag_hash(r.tag) for r in batch], [r.keys for r in batch]
+                self.cq.dispatch(stored, commitlog.segment_start(first.physical_offset), tag_codes, keys)
             end = first.physical_offset + sum(r.size for r in batch)
             self._last_store_timestamp = max(self._last_store_timestamp, first.store_timestamp)
-        if end < log.written_position:
-            log.truncate(end)
-        if not clean:
+        if end < commitlog.written_position:
+            commitlog.truncate(end)
+        if not checkpoint.clean:
             self._repair_maxima(end)
         self._next_offsets.clear()
         self.cq.flush()
-        self._checkpoint.write(end, False, self._last_store_timestamp)
-        if not clean:
+        self._checkpoint.write(CheckpointState(end, False, self._last_store_timestamp))
+        if not checkpoint.clean:
             self.clean_expired()
 
     def _repair_maxima(self, log_end: int) -> None:
         """Drop ConsumeQueue entries that point past the end of the log (the log lost its tail)."""
         for topic, queue, max_offset in list(self.cq.queues()):
             last = self.cq.entry(topic, queue, max_offset - 1) if max_offset else None
-            if max_offset and (last is None or last.physical_offset + last.size > log_end):
+            if max_offset and (last is None or last.end > log_end):
                 low = self.cq.min_offset(topic, queue)
-                keep = self._first_offset(topic, queue, low, max_offset, lambda e: e.physical_offset + e.size > log_end)
+                keep = self._first_offset(topic, queue, low, max_offset, lambda e: e.end > log_end)
                 self.cq.truncate_queue(topic, queue, keep)
 
     def clean_expired(self, now_ms: int | None = None) -> CleanReport:
@@ -481,17 +508,17 @@ class EmbeddedMessageStore(MessageStore):
     def _clean_expired(self, now: int) -> CleanReport:
         longest = self.meta.longest_retention_ms()
         segments = self.commitlog.segments()
-        keep_from = segments[0][0]
+        keep_from = segments[0].start
         if longest is None:
-            keep_from = segments[-1][0]
+            keep_from = segments[-1].start
         elif longest != FOREVER:
-            for (_, _), (next_start, _) in itertools.pairwise(segments):
+            for _, (next_start, _) in itertools.pairwise(segments):
                 first = self.commitlog.first_store_timestamp(next_start)
                 if first is None or first >= now - longest:
                     break
                 keep_from = next_start
-        if self.release_policy is not None:
-            keep_from = max(keep_from, self._released_before(segments, now))
+        if self._release_policy is not None:
+            keep_from = max(keep_from, self._released_before(self._release_policy, segments, now))
         expired = 0
         for topic, queue, max_offset in list(self.cq.queues()):
             config = self.meta.get_topic(topic)
@@ -502,8 +529,8 @@ class EmbeddedMessageStore(MessageStore):
             min_offset = self.cq.min_offset(topic, queue)
             cutoff = -1 if config.retention_ms is None else now - config.retention_ms
 
-            def live(entry, cutoff=cutoff) -> bool:
-                return entry.store_timestamp >= cutoff and entry.physical_offset >= keep_from
+            def live(entry: CqEntry, cutoff: int = cutoff) -> bool:
+                return entry.store_timestamp >= cutoff and entry.position >= keep_from
 
             oldest = self.cq.entry(topic, queue, min_offset) if min_offset < max_offset else None
             if oldest is None or live(oldest):
@@ -513,36 +540,51 @@ class EmbeddedMessageStore(MessageStore):
                 self.cq.advance_min(topic, queue, min_offset, new_min)
                 expired += new_min - min_offset
         deleted = []
-        if keep_from > segments[0][0]:
+        if keep_from > segments[0].start:
             self.cq.flush()
             deleted = self.commitlog.delete_segments_before(keep_from)
             for start, end in deleted:
                 self.cq.drop_key_index(start, end)
         return CleanReport(len(deleted), expired)
 
-    def _released_before(self, segments: list[tuple[int, int]], now: int) -> int:
+    def _released_before(self, policy: ReleasePolicy, segments: list[SegmentRange], now: int) -> int:
         """Where the segments the release policy lets go end: uploaded wholly and old enough."""
-        frontier_of, age_ms = self.release_policy
-        frontier = frontier_of()
-        release_from = segments[0][0]
-        for (_, _), (next_start, _) in itertools.pairwise(segments):
+        frontier = policy.uploaded_before()
+        release_from = segments[0].start
+        for _, (next_start, _) in itertools.pairwise(segments):
             first = self.commitlog.first_store_timestamp(next_start)
-            if next_start > frontier or first is None or first >= now - age_ms:
+            if next_start > frontier or first is None or first >= now - policy.min_age_ms:
                 break
             release_from = next_start
         return release_from
 
     def _maintain(self) -> None:
-        """Background: checkpoint and clean on their intervals until closed."""
+        """Background: checkpoint and clean on their intervals until closed. A round that fails is logged and
+        the next one tries again; a failed store (its commit log failed) stops checkpointing, as a checkpoint
+        would claim data durable that is not."""
         next_clean = time.monotonic() + self.config.clean_interval_s
         while not self._stop.wait(self.config.checkpoint_interval_s):
+            if self.commitlog.failure is not None:
+                continue
             try:
                 self._write_checkpoint(clean=False)
-                if time.monotonic() >= next_clean:
-                    self.clean_expired()
-                    next_clean = time.monotonic() + self.config.clean_interval_s
             except StoreClosed:
                 return
+            except StoreFailed:
+                continue  # logged when the commit log failed
+            except Exception:
+                log.exception("checkpoint of %s failed; the next is due in %s s", self.config.home,
+                              self.config.checkpoint_interval_s)  # fmt: skip
+            if time.monotonic() < next_clean:
+                continue
+            next_clean = time.monotonic() + self.config.clean_interval_s
+            try:
+                self.clean_expired()
+            except StoreClosed:
+                return
+            except Exception:
+                log.exception("retention of %s failed; it runs again in %s s", self.config.home,
+                              self.config.clean_interval_s)  # fmt: skip
 
     def _check_open(self) -> None:
         if self._closed:
@@ -553,7 +595,8 @@ class EmbeddedMessageStore(MessageStore):
             return
         self._stop.set()
         self._maintenance.join()
-        self._write_checkpoint(clean=True)
+        if self.commitlog.failure is None:  # a failed store is recovered from its last good checkpoint
+            self._write_checkpoint(clean=True)
         with self._write_lock:
             self._closed = True
         with self._arrivals:
@@ -564,4 +607,4 @@ class EmbeddedMessageStore(MessageStore):
         os.close(self._lock_fd)
 
 
-__all__ = ["ClientError", "EmbeddedMessageStore", "StoreLocked"]
+__all__ = ["EmbeddedMessageStore"]

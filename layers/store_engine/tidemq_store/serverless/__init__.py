@@ -1,1 +1,1 @@
-"""The serverless backend (being built): stateless writers over a shared directory and DynamoDB."""
+"""The serverless backend: stateless writers over a shared directory (EFS) and DynamoDB (store.py says how)."""

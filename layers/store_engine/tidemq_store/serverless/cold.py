@@ -10,17 +10,32 @@ boundary shows that an upload went further than the view. Reads go through the r
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
 from ..config import StoreConfig
 from ..errors import OffsetOutOfRange
 from ..model import TagFilter
 from ..tiered import open_driver
-from ..tiered.cache import ReadAheadCache
+from ..tiered.cache import ReadAheadCache, read_cold
 from ..tiered.container import TieredQueue
-from ..tiered.store import read_cold
+
+
+class ColdRecords(NamedTuple):
+    records: bytes
+    count: int
+    next_offset: int
+
+
+class TierRange(NamedTuple):
+    """The offsets [min_offset, max_offset) a queue's tier files hold (None, None: none)."""
+
+    min_offset: int | None
+    max_offset: int | None
 
 
 class ColdTier:
+    """Each queue's tier files, for the processes of the serverless backend (see the module docstring)."""
+
     def __init__(self, config: StoreConfig) -> None:
         self.config = config
         self.driver = open_driver(config)
@@ -48,23 +63,23 @@ class ColdTier:
     def read(
         self, topic: str, queue: int, offset: int, max_messages: int, max_bytes: int, tag_filter: TagFilter | None,
         hot_offset: int, max_offset: int,
-    ) -> tuple[bytes, int, int]:  # fmt: skip
-        """(records, count, next_offset) from `offset`, which is below the queue's hot boundary."""
+    ) -> ColdRecords:  # fmt: skip
+        """The records from `offset`, which is below the queue's hot boundary."""
         view = self.view(topic, queue, hot_offset)
         low = view.min_offset
         if low is None or not low <= offset < view.max_offset:
             raise OffsetOutOfRange(topic, queue, offset, hot_offset if low is None else low, max_offset)
-        block, runs, count, next_offset = read_cold(self.cache, view, offset, max_messages, max_bytes, tag_filter)
-        return b"".join(block.records(position, length) for _, position, length in runs), count, next_offset
+        cold = read_cold(self.cache, view, offset, max_messages, max_bytes, tag_filter)
+        return ColdRecords(cold.records(), cold.selection.count, cold.selection.next_offset)
 
     def min_offset(self, topic: str, queue: int, hot_offset: int) -> int:
         """The oldest offset the tier holds (the hot boundary when it holds none)."""
         low = self.view(topic, queue, hot_offset).min_offset
         return hot_offset if low is None else min(low, hot_offset)
 
-    def range(self, topic: str, queue: int) -> tuple[int | None, int | None]:
+    def range(self, topic: str, queue: int) -> TierRange:
         view = self.view(topic, queue)
-        return view.min_offset, view.max_offset
+        return TierRange(view.min_offset, view.max_offset)
 
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int, hot_offset: int) -> int | None:
         """The first offset below the hot boundary stored at or after the time (None: none is)."""
@@ -72,14 +87,8 @@ class ColdTier:
         low, high = view.min_offset, min(view.max_offset or 0, hot_offset)
         if low is None or low >= high:
             return None
-        end = high
-        while low < high:
-            middle = (low + high) // 2
-            if view.entries(middle, middle + 1)[0][3] >= timestamp_ms:
-                high = middle
-            else:
-                low = middle + 1
-        return None if low == end else low
+        found = view.first_offset_stored_at(timestamp_ms, low, high)
+        return None if found == high else found
 
     def forget(self, topic: str) -> None:
         """Delete a topic's tier files (topic deletion)."""

@@ -40,8 +40,10 @@ from pynamodb.exceptions import UpdateError
 
 from .. import clock
 from ..api import CleanReport, MaintenanceReport
+from ..cq_entry import CqEntries
 from ..errors import CorruptStore
-from ..record import entry_fields, rebase
+from ..record import entries_of, rebase
+from ..tiered.container import TieredQueue
 from .queue_index import QueueState, is_conditional, queue_key, state_of
 from .segments import newest_write, read_segment
 from .tables import DIRTY
@@ -149,26 +151,26 @@ class Maintenance:
             start = state.min_offset
         if start > end:
             raise CorruptStore(f"tier {topic}:{queue} ends at {start}, past the queue's end {end}")
-        first, parts, fields, size = start, [], [], 0
+        first, parts, entries, size = start, [], [], 0
         for ref in self.index.walk(topic, queue, state, _batch_start(self.index, topic, queue, state, start)):
             if ref.first_offset >= end:
                 break
             data = rebase(read_segment(self.store.segments, ref.file, ref.position, ref.length), ref.first_offset)
-            records = entry_fields(data)
+            records = entries_of(data)
             skip = max(0, start - ref.first_offset)  # the tier restarted inside this batch
-            cut = sum(record_size for record_size, _, _ in records[:skip])
+            cut = records[skip].position if skip < len(records) else len(data)
             parts.append(data[cut:])
-            fields += records[skip:]
+            entries.append(records[skip:].data)
             size += len(data) - cut
             if size >= self.config.tier_upload_bytes:
-                first = self._commit(tiered, first, parts, fields)
-                parts, fields, size = [], [], 0
+                first = self._commit(tiered, first, parts, CqEntries(b"".join(entries)))
+                parts, entries, size = [], [], 0
         if parts:
-            first = self._commit(tiered, first, parts, fields)
+            first = self._commit(tiered, first, parts, CqEntries(b"".join(entries)))
         return first - start
 
-    def _commit(self, tiered, first: int, parts: list[bytes], fields: list) -> int:
-        tiered.append(first, b"".join(parts), fields)
+    def _commit(self, tiered: TieredQueue, first: int, parts: list[bytes], entries: CqEntries) -> int:
+        tiered.append(first, b"".join(parts), entries)
         for attempt in range(COMMIT_ATTEMPTS):
             try:
                 tiered.commit()
@@ -178,7 +180,7 @@ class Maintenance:
                     raise
                 log.warning("tier upload of %s:%s failed (%s); retrying", tiered.topic, tiered.queue, error)
                 time.sleep(0.1 * 2**attempt)
-        return first + len(fields)
+        return first + len(entries)
 
     def _hot_boundary(self, topic: str, queue: int, state: QueueState, uploaded_end: int) -> int:
         """Past every batch from the current boundary on that is uploaded and older than efs_hot_ms."""

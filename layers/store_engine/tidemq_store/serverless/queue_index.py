@@ -36,28 +36,39 @@ Why it is safe:
   step 1 leaves bytes nothing points to (maintenance deletes their file once no entry points into it);
   between 1 and 2, a stored batch its producer may send again (at least once, as everywhere); in step 3,
   entries the next indexer indexes again.
-- Per queue, a batch is atomic: one entry. A batch spread over several queues is sequenced queue by queue
-  (one request each) and acknowledged when all are; after a crash midway its messages may be in some of
-  those queues and not others (RocketMQ sends a batch to one queue for the same reason).
+- All or nothing: a batch's part in one queue is one entry. A batch spread over several queues is sequenced
+  by one TransactWriteItems instead of step 1's UpdateItem: it reads the queue items (one BatchGetItem),
+  then, in one transaction, moves each queue's `next_offset` from the value read to that plus its part's
+  count (condition: still the value read) and appends the part's entry. Either every queue gets its part or
+  none does, whatever crashes when; a writer that raced it (the condition failed, or DynamoDB reports a
+  conflicting transaction) reads again and retries, with jittered backoff. Transactions return no values,
+  hence the read; and under contention they retry where step 1 never does, so they are kept to the batches
+  that need them.
 
-Cost: one request per batch and queue, plus two per TRIM_EVERY (16) batches for indexing: 1.125 requests a
-batch, whatever the concurrency. The queue item stays under 1 KB (one write unit) with 16 entries of about
-45 bytes, and holds the queue's hot end, so tail reads cost one GetItem.
+Cost: one request per batch, plus two per TRIM_EVERY (16) batches for indexing: 1.125 requests a batch,
+whatever the concurrency (two for a batch spread over several queues, more when it has to retry). The
+queue item stays under 1 KB (one write unit) with 16 entries of about 45 bytes, and holds the queue's hot
+end, so tail reads cost one GetItem.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import random
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
-from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
+from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError, UpdateError
+from pynamodb.transactions import TransactWrite
 
 from .tables import DIRTY, Tables
 
 log = logging.getLogger("tidemq.serverless")
 TRIM_EVERY = 16
 MOST_TRIMMED = 100  # entries one index step moves (bounds the size of its UpdateItem)
+BACKOFF_S, MAX_BACKOFF_S = 0.005, 0.5  # a transaction that lost a race waits up to this, doubling
 
 
 class BatchRef(NamedTuple):
@@ -104,7 +115,11 @@ EMPTY = QueueState(0, 0, 0, 0, [], False)
 
 
 class QueueMissing(Exception):
-    """The queue has no item yet (made on the first put) or its topic was deleted."""
+    """These queues have no item yet (made on the first put) or their topic was deleted."""
+
+    def __init__(self, queues: list[int]) -> None:
+        super().__init__(f"queues {queues} have no item")
+        self.queues = queues
 
 
 def queue_key(topic: str, queue: int) -> str:
@@ -131,8 +146,16 @@ class QueueIndex:
             if not is_conditional(error):
                 raise
 
-    def sequence(self, topic: str, queue: int, batch: BatchRef) -> int:
-        """Step 1 (and, when its turn, 3) of the protocol; return the batch's first offset."""
+    def sequence(self, topic: str, parts: dict[int, BatchRef]) -> dict[int, int]:
+        """Step 1 (and, when its turn, 3) of the protocol for a batch whose part in queue q is `parts[q]`: every
+        part gets its offsets, or none does; return each part's first offset. QueueMissing names the queues
+        that have no item yet."""
+        if len(parts) == 1:
+            ((queue, batch),) = parts.items()
+            return {queue: self._sequence_alone(topic, queue, batch)}
+        return self._sequence_together(topic, parts)
+
+    def _sequence_alone(self, topic: str, queue: int, batch: BatchRef) -> int:
         queues = self.tables.queues
         item = queues(queue_key(topic, queue))
         try:
@@ -143,14 +166,56 @@ class QueueIndex:
             )
         except UpdateError as error:
             if is_conditional(error):
-                raise QueueMissing(queue_key(topic, queue)) from None
+                raise QueueMissing([queue]) from None
             raise
         if len(item.pending) % TRIM_EVERY == 0:
-            try:
-                self.index(topic, queue, int(item.indexed), item.pending)
-            except Exception:  # the batch is sequenced whatever happens here; the next indexer redoes this
-                log.warning("indexing %s:%s failed", topic, queue, exc_info=True)
+            self._index_quietly(topic, queue, int(item.indexed), item.pending)
         return int(item.next_offset) - batch.count
+
+    def _sequence_together(self, topic: str, parts: dict[int, BatchRef]) -> dict[int, int]:
+        """Sequence a batch spread over several queues in one transaction (see the module docstring)."""
+        queues = self.tables.queues
+        for attempt in itertools.count():
+            states = self._states(topic, list(parts))
+            try:
+                with TransactWrite(connection=self.tables.connection) as transaction:
+                    for queue, batch in parts.items():
+                        seen = states[queue].next_offset
+                        actions = [
+                            queues.next_offset.set(seen + batch.count),
+                            queues.pending.set(queues.pending.append([batch.entry()])),
+                            queues.dirty.set(DIRTY),
+                        ]
+                        transaction.update(
+                            queues(queue_key(topic, queue)), actions, condition=queues.next_offset == seen
+                        )
+            except TransactWriteError as error:
+                if not _raced(error):
+                    raise
+                time.sleep(random.uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2**attempt)))  # step back, more each time
+                continue
+            for queue, state in states.items():
+                if (len(state.pending) + 1) % TRIM_EVERY == 0:
+                    fresh = self.state(topic, queue)
+                    self._index_quietly(topic, queue, fresh.indexed, [ref.entry() for ref in fresh.pending])
+            return {queue: state.next_offset for queue, state in states.items()}
+        raise AssertionError("unreachable")
+
+    def _states(self, topic: str, queues: list[int]) -> dict[int, QueueState]:
+        """The queues' items, read strongly consistent with one BatchGetItem; QueueMissing if some have none."""
+        keys = {queue_key(topic, queue): queue for queue in queues}
+        found = {keys[item.key]: state_of(item) for item in self.tables.queues.batch_get(keys, consistent_read=True)}
+        missing = [queue for queue in queues if queue not in found]
+        if missing:
+            raise QueueMissing(missing)
+        return found
+
+    def _index_quietly(self, topic: str, queue: int, indexed: int, pending: list[str]) -> None:
+        """Step 3, for a writer whose batch is sequenced whatever happens here (the next indexer redoes it)."""
+        try:
+            self.index(topic, queue, indexed, pending)
+        except Exception:
+            log.warning("indexing %s:%s failed", topic, queue, exc_info=True)
 
     def index(self, topic: str, queue: int, indexed: int, pending: list[str]) -> int:
         """Step 3: move the first entries of `pending` (as read at `indexed`) into `batches` items; return
@@ -269,6 +334,15 @@ def state_of(item) -> QueueState:
 def _ref(item) -> BatchRef:
     return BatchRef(int(item.first_offset), int(item.count), item.file, int(item.position), int(item.length),
                     int(item.store_timestamp), bool(item.keys))  # fmt: skip
+
+
+def _raced(error: TransactWriteError) -> bool:
+    """Whether a transaction failed because another writer got there first (so reading again and retrying is
+    right), not for a fault."""
+    reasons = [reason.code for reason in error.cancellation_reasons or [] if reason is not None]
+    return any(code in ("ConditionalCheckFailed", "TransactionConflict") for code in reasons) or (
+        getattr(error, "cause_response_code", None) == "TransactionConflictException"
+    )
 
 
 def is_conditional(error: Exception) -> bool:

@@ -6,9 +6,10 @@ directory (EFS in AWS) and DynamoDB, with no process that owns a queue (RIP-20's
     tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches
     maintenance.py  the scheduled run: upload to the cold tier, retention, deleting unreferenced files
 
-A put validates the whole batch, appends each queue's records to the writer's segment file with one
-write and one fsync, then sequences each queue's part with one UpdateItem (queue_index.py says why that is
-safe) and acknowledges. A read finds its batches through the queue item (and, further back, the `batches`
+A put validates the whole batch, appends its records (each queue's together) to the writer's segment file
+with one write and one fsync, then sequences it, all or nothing: one UpdateItem when it goes to one queue,
+one TransactWriteItems over the queues' items when it is spread over several (queue_index.py says why that is
+safe), and acknowledges. A read finds its batches through the queue item (and, further back, the `batches`
 items) and reads each with one pread, giving records their real offsets (`record.rebase`); below the
 queue's hot boundary it reads the cold tier instead (maintenance.py moves messages there).
 """
@@ -48,12 +49,13 @@ from ..model import (
     TopicConfig,
     check_name,
     check_page_limit,
+    check_queue,
     validated,
 )
 from ..record import decode_message, decode_records, encode_batch, message_id, parse_message_id, rebase
 from ..selection import check_read, scan_size
 from .queue_index import BatchRef, QueueIndex, QueueMissing, QueueState, is_conditional
-from .segments import Appended, SegmentWriter, physical_offset, read_segment, split_physical
+from .segments import SegmentWriter, physical_offset, read_segment, split_physical
 from .tables import Tables
 
 TOPIC_CACHE_S = 5.0
@@ -183,7 +185,7 @@ class ServerlessMessageStore(MessageStore):
         self.get_group(group)
         config = self.get_topic(topic)
         for queue, offset in offsets.items():
-            _check_queue(config, queue)
+            check_queue(config, queue)
             state = self.index.state(topic, queue)
             if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= state.next_offset:
                 raise OffsetOutOfRange(topic, queue, offset, state.min_offset, state.next_offset)
@@ -217,47 +219,47 @@ class ServerlessMessageStore(MessageStore):
 
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
         try:
-            pending = validate_batch(self.config, self._cached_topic(topic), messages)
+            batch = validate_batch(self.config, self._cached_topic(topic), messages)
         except QueueOutOfRange:
-            pending = validate_batch(self.config, self._cached_topic(topic, fresh=True), messages)
+            batch = validate_batch(self.config, self._cached_topic(topic, fresh=True), messages)
         by_queue: dict[int, list[int]] = {}
-        for index, (queue, *_) in enumerate(pending):
+        for index, queue in enumerate(batch.queues):
             by_queue.setdefault(queue, []).append(index)
-        order = sorted(by_queue)
-        records = []  # each queue's records together, offsets relative to the queue's part of the batch
-        for queue in order:
-            records += [(queue, i, *pending[index][1:4]) for i, index in enumerate(by_queue[queue])]
-        store_timestamp, appended = self._append(topic.encode(), records)
+        queues = sorted(by_queue)
+        grouped = batch.take([index for queue in queues for index in by_queue[queue]])  # each queue's together
+        relative = [i for queue in queues for i in range(len(by_queue[queue]))]  # offsets within each queue's part
+        store_timestamp = clock.now_ms()
+        appended = self.writer.append(
+            lambda start: encode_batch(topic.encode(), grouped.records(relative), start, store_timestamp)
+        )
         parts, at = {}, appended.position
-        for queue in order:
+        for queue in queues:
             indexes = by_queue[queue]
-            length = sum(pending[index][6] for index in indexes)
-            has_keys = any(pending[index][5] for index in indexes)
+            length = sum(batch.sizes[index] for index in indexes)
+            has_keys = any(batch.keys[index] for index in indexes)
             parts[queue] = BatchRef(0, len(indexes), appended.file, at, length, store_timestamp, has_keys)
             at += length
-        results: list[PutResult | None] = [None] * len(pending)
-        for queue in order:
-            first = self._sequence(topic, queue, parts[queue])
-            at = parts[queue].position
+        firsts = self._sequence(topic, parts)
+        results: list[PutResult | None] = [None] * len(batch)
+        for queue, part in parts.items():
+            at = part.position
             for i, index in enumerate(by_queue[queue]):
-                size = pending[index][6]
-                results[index] = PutResult(message_id(physical_offset(appended.file, at), size), queue, first + i,
-                                           store_timestamp)  # fmt: skip
+                size = batch.sizes[index]
+                msg_id = message_id(physical_offset(appended.file, at), size)
+                results[index] = PutResult(msg_id, queue, firsts[queue] + i, store_timestamp)
                 at += size
         return results  # type: ignore[return-value]
 
-    def _append(self, topic: bytes, records: list) -> tuple[int, Appended]:
-        """Step 1 of a put: the records on the shared directory, durably; (store timestamp, where)."""
-        store_timestamp = clock.now_ms()
-        return store_timestamp, self.writer.append(lambda start: encode_batch(topic, records, start, store_timestamp))
-
-    def _sequence(self, topic: str, queue: int, batch: BatchRef) -> int:
+    def _sequence(self, topic: str, parts: dict[int, BatchRef]) -> dict[int, int]:
+        """Give each queue's part of the batch its offsets, all or none (queue_index.py); the first of each."""
         try:
-            return self.index.sequence(topic, queue, batch)
-        except QueueMissing:  # the queue's first put, or the topic is gone (or lost this queue): look again
-            _check_queue(self._cached_topic(topic, fresh=True), queue)
-            self.index.create(topic, queue)
-            return self.index.sequence(topic, queue, batch)
+            return self.index.sequence(topic, parts)
+        except QueueMissing as missing:  # a queue's first put, or the topic is gone (or lost it): look again
+            config = self._cached_topic(topic, fresh=True)
+            for queue in missing.queues:
+                check_queue(config, queue)
+                self.index.create(topic, queue)
+            return self.index.sequence(topic, parts)
 
     def _keys_of(self, batch: BatchRef) -> set[str]:
         data = read_segment(self.segments, batch.file, batch.position, batch.length)
@@ -268,17 +270,17 @@ class ServerlessMessageStore(MessageStore):
     def _select(self, topic, queue, offset, max_messages, max_bytes, tag_filter):
         """(records, messages, next_offset, min, max) of a read: whole records with their real offsets."""
         try:
-            _check_queue(self._cached_topic(topic), queue)
+            check_queue(self._cached_topic(topic), queue)
         except QueueOutOfRange:
-            _check_queue(self._cached_topic(topic, fresh=True), queue)
+            check_queue(self._cached_topic(topic, fresh=True), queue)
         tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
         state = self.index.state(topic, queue)
         low, high = self._min_offset(topic, queue, state), state.next_offset
         if type(offset) is not int or not low <= offset <= high:
             raise OffsetOutOfRange(topic, queue, offset, low, high)
         if offset < state.hot_offset and self.tier is not None:
-            records, _, next_offset = self.tier.read(topic, queue, offset, max_messages, max_bytes, tag_filter,
-                                                     state.hot_offset, high)  # fmt: skip
+            cold = self.tier.read(topic, queue, offset, max_messages, max_bytes, tag_filter, state.hot_offset, high)
+            records, next_offset = cold.records, cold.next_offset
             messages = decode_records(records, None if tag_filter else (topic, queue, offset))
             if tag_filter is not None:  # tag codes can collide: confirm the real tag
                 messages = [m for m in messages if tag_filter.matches(m.tag)]
@@ -327,7 +329,7 @@ class ServerlessMessageStore(MessageStore):
 
     def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
         """Long polling: one GetItem of the queue item every WAIT_POLL_S (no process to notify us)."""
-        _check_queue(self.get_topic(topic), queue)
+        check_queue(self.get_topic(topic), queue)
         deadline = time.monotonic() + timeout_s
         while True:
             if self.index.state(topic, queue).next_offset > offset:
@@ -354,7 +356,7 @@ class ServerlessMessageStore(MessageStore):
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
         """The first batch stored at or after the time: the cold tier's answer below the hot boundary, else a
         paged walk of the queue's batch items and entries."""
-        _check_queue(self.get_topic(topic), queue)
+        check_queue(self.get_topic(topic), queue)
         if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
             raise InvalidArgument(f"timestamp must be an integer (ms since the epoch), got {timestamp_ms!r}")
         state = self.index.state(topic, queue)
@@ -482,11 +484,6 @@ def _slot(group: str, queue: int) -> str:
 
 def _holds(ref: BatchRef, file: str, position: int) -> bool:
     return ref.file == file and ref.position <= position < ref.position + ref.length
-
-
-def _check_queue(config: TopicConfig, queue: object) -> None:
-    if not isinstance(queue, int) or isinstance(queue, bool) or not 0 <= queue < config.queues:
-        raise QueueOutOfRange(config.name, queue, config.queues)  # type: ignore[arg-type]
 
 
 __all__ = ["ServerlessMessageStore"]

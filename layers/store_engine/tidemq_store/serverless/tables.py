@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 
 from pynamodb.attributes import ListAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.connection import Connection
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 from pynamodb.signals import pre_dynamodb_send
@@ -117,9 +118,12 @@ class Tables:
             by_file = BatchesByFile()
 
         self.topics, self.groups, self.offsets, self.queues, self.batches = Topics, Groups, Offsets, Queues, Batches
+        self.connection = Connection(region=region, host=host, connect_timeout_seconds=CONNECT_TIMEOUT_S,
+                                     read_timeout_seconds=READ_TIMEOUT_S, max_retry_attempts=ATTEMPTS)  # fmt: skip
+        """For transactions (queue_index.py), which span tables' items."""
 
     def _count(self, _sender, *, table_name: str | None = None, **_) -> None:
-        if table_name and table_name.startswith(f"{self.prefix}-"):
+        if table_name is None or table_name.startswith(f"{self.prefix}-"):  # None: a transaction, over tables
             self.requests += 1
 
     def create_missing(self) -> None:

@@ -30,10 +30,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from ..cq_entry import CqEntries
+from ..model import TagFilter
+from ..selection import Selection, scan_size, select_runs
 from .container import TieredQueue
 
-Entry = tuple[int, int, int, int]  # position, size, tag_code, store_timestamp
 QueueKey = tuple[str, int]
 RATE_SMOOTHING = 0.3
 MAX_STREAMS = 64  # per queue; the least recently seen goes first
@@ -44,7 +47,7 @@ class Block:
     """Offsets [first, first + len(entries)) of one queue with their records (`data` starts at `entries[0]`)."""
 
     first: int
-    entries: list[Entry]
+    entries: CqEntries
     data: bytes
     expires_at: float = 0.0
     last_used: float = 0.0
@@ -56,10 +59,11 @@ class Block:
 
     @property
     def nbytes(self) -> int:
-        return len(self.data) + 24 * len(self.entries)
+        return len(self.data) + len(self.entries.data)
 
     def records(self, position: int, length: int) -> bytes:
-        start = position - self.entries[0][0]
+        """`length` bytes of records at `position` of the queue's tier commit log."""
+        start = position - self.entries[0].position
         return self.data[start : start + length]
 
 
@@ -85,9 +89,8 @@ class QueueCache:
 def fetch_block(tiered: TieredQueue, first: int, end: int) -> Block:
     """Read offsets [first, end) from the tier: one read of entries, one of records."""
     entries = tiered.entries(first, end)
-    start = entries[0][0]
-    last = entries[-1]
-    return Block(first, entries, tiered.read(start, last[0] + last[1] - start))
+    start = entries[0].position
+    return Block(first, entries, tiered.read(start, entries[-1].end - start))
 
 
 class ReadAheadCache:
@@ -316,3 +319,28 @@ class ReadAheadCache:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class ColdSelection(NamedTuple):
+    """One cold read through the read-ahead cache: the records `selection` chose, all in `block`."""
+
+    block: Block
+    selection: Selection
+
+    def records(self) -> bytes:
+        return b"".join(self.block.records(run.position, run.length) for run in self.selection.runs)
+
+
+def read_cold(
+    cache: ReadAheadCache, tiered: TieredQueue, offset: int, max_messages: int, max_bytes: int,
+    tag_filter: TagFilter | None,
+) -> ColdSelection:  # fmt: skip
+    """One read of a queue's tier files through the read-ahead cache, as the embedded engine's and the serverless
+    backend's cold reads both make it."""
+    end = tiered.max_offset
+    scan_end = min(end, offset + scan_size(max_messages, tag_filter))
+    block = cache.read(tiered, offset, scan_end - offset, end)
+    entries = block.entries[offset - block.first : scan_end - block.first]
+    selection = select_runs(entries, offset, max_messages, max_bytes, tag_filter)
+    cache.advance(tiered, offset, selection.next_offset, end)
+    return ColdSelection(block, selection)

@@ -3,10 +3,9 @@
     <topic>/<queue>/commitlog/      the queue's records, back to back, byte for byte as the hot commit
                                     log holds them (`tidemq_store.record`, CRC included), so a message
                                     read cold is identical to the one read hot, id included
-    <topic>/<queue>/consumequeue/   24 bytes per queue offset, from the tier's first offset on:
-                                    position:u64 size:u32 tag_code:u32 store_timestamp:u64 (LE),
-                                    `position` being regenerated: the record's place in this queue's
-                                    tier commit log, not in the hot one
+    <topic>/<queue>/consumequeue/   a 24-byte ConsumeQueue entry per queue offset (cq_entry.py), from the
+                                    tier's first offset on, `position` being regenerated: the record's
+                                    place in this queue's tier commit log, not in the hot one
 
 A segment of the ConsumeQueue is named by its byte position, offset * 24; one of the commit log by
 its tier position. An upload appends the records to the commit log, then their entries to the
@@ -19,16 +18,14 @@ from __future__ import annotations
 
 import bisect
 import logging
-import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable
 
+from ..cq_entry import ENTRY_SIZE, CqEntries, pack_entry
 from ..errors import CorruptStore
 from .segment import FileSegment, TierDriver
 
 log = logging.getLogger("tidemq.tier")
-ENTRY = struct.Struct("<QIIQ")  # position, size, tag_code, store_timestamp
-ENTRY_SIZE = ENTRY.size
 
 
 class FileQueue:
@@ -114,7 +111,7 @@ class FileQueue:
             if self._segments and self._segments[-1].end > end:
                 self._segments[-1].truncate(end - self._segments[-1].base)
 
-    def delete_through(self, predicate) -> list[FileSegment]:
+    def delete_through(self, predicate: Callable[[FileSegment], bool]) -> list[FileSegment]:
         """Delete leading segments while `predicate(segment)` holds (never one with uncommitted bytes)."""
         deleted = []
         while True:
@@ -156,14 +153,25 @@ class TieredQueue:
         end = self.consumequeue.end
         return None if end is None else end // ENTRY_SIZE
 
-    def entries(self, start: int, end: int) -> list[tuple[int, int, int, int]]:
-        """(position, size, tag_code, store_timestamp) for offsets [start, end), all committed."""
+    def entries(self, start: int, end: int) -> CqEntries:
+        """The entries of offsets [start, end), all committed."""
         if end <= start:
-            return []
-        return list(ENTRY.iter_unpack(self.consumequeue.read(start * ENTRY_SIZE, (end - start) * ENTRY_SIZE)))
+            return CqEntries()
+        return CqEntries(self.consumequeue.read(start * ENTRY_SIZE, (end - start) * ENTRY_SIZE))
 
     def read(self, position: int, length: int) -> bytes:
         return self.commitlog.read(position, length)
+
+    def first_offset_stored_at(self, timestamp_ms: int, low: int, high: int) -> int:
+        """The first offset in [low, high) stored at or after `timestamp_ms` (high if none is): a binary search
+        of the entries, one ranged read each."""
+        while low < high:
+            middle = (low + high) // 2
+            if self.entries(middle, middle + 1)[0].store_timestamp >= timestamp_ms:
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     def segment_end_offset(self, offset: int) -> int:
         """The end of the ConsumeQueue segment holding `offset`: S3 uploads put a queue's records and their
@@ -172,16 +180,17 @@ class TieredQueue:
 
     # ---- upload ----
 
-    def append(self, first_offset: int, records: bytes, entries: Sequence[tuple[int, int, int]]) -> None:
-        """Buffer records for offsets first_offset.. and their (size, tag_code, store_timestamp); `commit` uploads."""
+    def append(self, first_offset: int, records: bytes, entries: CqEntries) -> None:
+        """Buffer the records of offsets first_offset.. with their entries as the hot store has them (positions
+        are regenerated: the records go back to back in the tier commit log); `commit` uploads."""
         max_offset = self.max_offset
         if max_offset is not None and first_offset != max_offset:
             raise CorruptStore(f"tier {self.topic}:{self.queue} ends at {max_offset}, cannot append {first_offset}")
         position = self.commitlog.end or 0
         packed = []
-        for size, tag_code, store_timestamp in entries:
-            packed.append(ENTRY.pack(position, size, tag_code, store_timestamp))
-            position += size
+        for entry in entries:
+            packed.append(pack_entry(position, entry.size, entry.tag_code, entry.store_timestamp))
+            position += entry.size
         self.commitlog.append(records, self.commitlog.end or 0)
         self.consumequeue.append(b"".join(packed), first_offset * ENTRY_SIZE)
 
@@ -209,8 +218,7 @@ class TieredQueue:
         if cq.empty or cq.end == cq.start:
             self.commitlog.truncate(0)
             return
-        position, size, _, _ = self.entries(self.max_offset - 1, self.max_offset)[0]
-        expected = position + size
+        expected = self.entries(self.max_offset - 1, self.max_offset)[0].end
         if (self.commitlog.end or 0) < expected:
             raise CorruptStore(f"tier {self.topic}:{self.queue}: entries point past the commit log's end")
         if self.commitlog.end > expected:
@@ -227,12 +235,11 @@ class TieredQueue:
         def expired(segment: FileSegment) -> bool:
             if segment.size < ENTRY_SIZE:
                 return False
-            raw = segment.read(segment.end - ENTRY_SIZE, ENTRY_SIZE)
-            position, size, _, store_timestamp = ENTRY.unpack(raw)
-            if store_timestamp >= before_timestamp:
+            last = CqEntries(segment.read(segment.end - ENTRY_SIZE, ENTRY_SIZE))[0]
+            if last.store_timestamp >= before_timestamp:
                 return False
             nonlocal last_end, deleted
-            last_end = position + size
+            last_end = last.end
             deleted += segment.size // ENTRY_SIZE
             return True
 

@@ -1,21 +1,23 @@
 """The dispatcher: every queue's new messages uploaded to the tier in quasi-real time.
 
 The hot store calls `dispatch` after each acknowledged put with references to the new records
-(queue, offset, size; never the bodies), and it only counts them: the put path does no I/O for the
-tier. A queue's waiting messages are uploaded once they reach `tier_upload_messages`, or
+(`hot.StoredBatch`: queues, offsets, sizes; never the bodies), and it only counts them: the put path does
+no I/O for the tier. A queue's waiting messages are uploaded once they reach `tier_upload_messages`, or
 `tier_upload_bytes`, or are `tier_upload_age_ms` old (1 s by default), by a small pool of uploader
 threads, each upload reading the records back from the hot commit log (page cache, usually).
 
-Per queue, two offsets are persisted in the hot metadata (`MetadataStore.tier_progress`): the
-*dispatch offset*, up to which messages were handed to an upload, and the *commit offset*, up to which
-the tier holds them. The tier itself has the last word: after a crash the queue's tier ConsumeQueue
-says where the upload really got to (container.py), so an upload that finished just before the crash
-is not repeated and one that did not finish is redone: every message lands in the tier exactly once.
+Per queue, two offsets are persisted in the tier's own metadata (progress.py): the *dispatch offset*,
+up to which messages were handed to an upload, and the *commit offset*, up to which the tier holds
+them. The tier itself has the last word: after a crash the queue's tier ConsumeQueue says where the
+upload really got to (container.py), so an upload that finished just before the crash is not repeated
+and one that did not finish is redone: every message lands in the tier exactly once.
 
 S3 errors are retried with backoff for as long as it takes (botocore retries each call first, see
-s3.py); the uploader never skips a message. A queue whose oldest waiting messages expired from the
-hot tier before they could be uploaded (topic retention shorter than an S3 outage) restarts its tier
-files at the hot minimum: what it skips had expired anyway, and so has everything older in the tier.
+s3.py); the uploader never skips a message. Every background loop (the dispatcher, the upload
+threads) logs an unexpected error with the queue it concerns and carries on: the queue is tried again.
+A queue whose oldest waiting messages expired from the hot tier before they could be uploaded (topic
+retention shorter than an S3 outage) restarts its tier files at the hot minimum: what it skips had
+expired anyway, and so has everything older in the tier.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from dataclasses import dataclass
 from .. import clock
 from ..config import StoreConfig
 from ..errors import OffsetOutOfRange, StoreClosed, TopicNotFound
+from ..hot import HotStore, StoredBatch
 from .container import TieredQueue
+from .progress import ProgressStore, UploadProgress
 from .segment import TierDriver
 
 log = logging.getLogger("tidemq.tier")
@@ -54,8 +58,12 @@ class UploadLag:
 
 
 class TieredDispatcher:
-    def __init__(self, hot, driver: TierDriver, config: StoreConfig, upload_threads: int = 4) -> None:
-        self.hot, self.driver, self.config = hot, driver, config
+    """Uploads every queue of `hot` to the tier on `driver`, keeping its progress in `progress`."""
+
+    def __init__(
+        self, hot: HotStore, driver: TierDriver, progress: ProgressStore, config: StoreConfig, upload_threads: int = 4
+    ) -> None:
+        self.hot, self.driver, self.progress, self.config = hot, driver, progress, config
         self._queues: dict[QueueKey, TieredQueue] = {}
         self._waiting: dict[QueueKey, Waiting] = {}
         self._busy: set[QueueKey] = set()
@@ -67,6 +75,8 @@ class TieredDispatcher:
         """Store-to-tier latency of recently uploaded messages (ms), for benchmarks and metrics."""
         self.uploaded_messages = 0
         self._pool = ThreadPoolExecutor(upload_threads, thread_name_prefix="tier-upload")
+        if progress.created:
+            self._rebuild_progress()
         self._resume()
         self._thread = threading.Thread(target=self._run, name="tier-dispatcher", daemon=True)
         self._thread.start()
@@ -87,8 +97,8 @@ class TieredDispatcher:
         return tiered
 
     def has_tier_data(self, topic: str, queue: int) -> bool:
-        """Whether the queue ever uploaded (cheap: the hot metadata, not the medium)."""
-        return self.hot.meta.tier_progress(topic, queue) is not None
+        """Whether the queue ever uploaded (cheap: the tier's progress, not the medium)."""
+        return self.progress.get(topic, queue) is not None
 
     def queue_lock(self, topic: str, queue: int) -> threading.RLock:
         with self._lock:
@@ -96,12 +106,12 @@ class TieredDispatcher:
 
     # ---- dispatch (the put path) ----
 
-    def dispatch(self, topic: str, dispatches: list, store_timestamp: int) -> None:
+    def dispatch(self, stored: StoredBatch) -> None:
         """Count the records of an acknowledged put; wake the uploader when a queue has enough."""
         now = time.monotonic()
-        limits = self.config
+        limits, topic = self.config, stored.topic
         with self._lock:
-            for queue, _, _, size, *_ in dispatches:
+            for queue, size in zip(stored.queues, stored.sizes, strict=True):
                 waiting = self._waiting.get((topic, queue))
                 if waiting is None:
                     waiting = self._waiting[(topic, queue)] = Waiting(now)
@@ -112,36 +122,59 @@ class TieredDispatcher:
 
     def _resume(self) -> None:
         """After a restart: every queue whose hot messages are not all in the tier is due now."""
-        for topic, queue, max_offset in self.hot.cq.queues():
-            progress = self.hot.meta.tier_progress(topic, queue)
-            if progress is None or progress[1] < max_offset:
-                self._waiting[(topic, queue)] = Waiting(0.0, max_offset - (progress[1] if progress else 0))
+        for topic, queue, max_offset in self.hot.queues():
+            progress = self.progress.get(topic, queue)
+            committed = progress.commit_offset if progress else 0
+            if committed < max_offset:
+                self._waiting[(topic, queue)] = Waiting(0.0, max_offset - committed)
+
+    def _rebuild_progress(self) -> None:
+        """The progress database is new: learn each queue's progress from the medium (one listing per queue;
+        see progress.py)."""
+        rebuilt = 0
+        for topic, queue, _ in self.hot.queues():
+            uploaded = self.tiered_queue(topic, queue).max_offset
+            if uploaded is not None:
+                self.progress.set(topic, queue, UploadProgress(uploaded, uploaded))
+                rebuilt += 1
+        if rebuilt:
+            log.info("tier upload progress rebuilt from %s for %d queues", self.driver.describe(), rebuilt)
 
     # ---- upload ----
 
     def _run(self) -> None:
+        """The dispatcher thread: hand each due queue to an upload thread, until closed."""
         age_s = self.config.tier_upload_age_ms / 1000
         while not self._stop.is_set():
             self._wake.wait(min(0.1, age_s / 4))
             self._wake.clear()
-            now = time.monotonic()
-            limits = self.config
-            with self._lock:
-                due = [
-                    key
-                    for key, w in self._waiting.items()
-                    if key not in self._busy
-                    and (
-                        now - w.since >= age_s
-                        or w.count >= limits.tier_upload_messages
-                        or w.nbytes >= limits.tier_upload_bytes
-                    )
-                ]
-                for key in due:
-                    del self._waiting[key]
-                    self._busy.add(key)
+            try:
+                self._start_due(age_s)
+            except Exception:
+                if self._stop.is_set():
+                    return  # the pool shut down under us
+                log.exception("the tier dispatcher failed to start uploads; it tries again")
+                self._stop.wait(1.0)
+
+    def _start_due(self, age_s: float) -> None:
+        now = time.monotonic()
+        limits = self.config
+        with self._lock:
+            due = [
+                key
+                for key, w in self._waiting.items()
+                if key not in self._busy
+                and (
+                    now - w.since >= age_s
+                    or w.count >= limits.tier_upload_messages
+                    or w.nbytes >= limits.tier_upload_bytes
+                )
+            ]
             for key in due:
-                self._pool.submit(self._upload_due, key)
+                del self._waiting[key]
+                self._busy.add(key)
+        for key in due:
+            self._pool.submit(self._upload_due, key)
 
     def _upload_due(self, key: QueueKey) -> None:
         try:
@@ -172,14 +205,14 @@ class TieredDispatcher:
 
     def _upload_chunk(self, topic: str, queue: int) -> tuple[int, bool]:
         """Upload the next messages of the queue: (how many, whether the upload limits stopped it)."""
-        hot, meta = self.hot, self.hot.meta
+        hot = self.hot
         tiered = self.tiered_queue(topic, queue)
         hot.get_topic(topic)  # TopicNotFound once deleted
-        hot_min = hot.cq.min_offset(topic, queue)
+        hot_min = hot.min_offset(topic, queue)
         start = tiered.max_offset
         if start is None:
-            progress = meta.tier_progress(topic, queue)
-            start = max(progress[1] if progress else hot_min, hot_min)
+            progress = self.progress.get(topic, queue)
+            start = max(progress.commit_offset if progress else hot_min, hot_min)
         elif start < hot_min:
             log.warning("tier %s:%s: offsets %s..%s expired before upload; restarting at %s",
                         topic, queue, start, hot_min, hot_min)  # fmt: skip
@@ -189,16 +222,17 @@ class TieredDispatcher:
         try:
             batch = hot.read_records(topic, queue, start, most, self.config.tier_upload_bytes)
         except OffsetOutOfRange:
-            return (0, False) if start >= hot.cq.max_offset(topic, queue) else self._upload_chunk(topic, queue)
+            return (0, False) if start >= hot.max_offset(topic, queue) else self._upload_chunk(topic, queue)
         if not batch.count:
             return 0, False
-        entries = hot.cq.entries(topic, queue, start, start + batch.count)
-        meta.set_tier_progress(topic, queue, start + batch.count, start)
-        tiered.append(start, batch.records, [(size, tag, stamp) for _, size, tag, stamp in entries])
+        end = start + batch.count
+        entries = hot.entries(topic, queue, start, end)
+        self.progress.set(topic, queue, UploadProgress(end, start))
+        tiered.append(start, batch.records, entries)
         self._commit(tiered)
-        meta.set_tier_progress(topic, queue, start + batch.count, start + batch.count)
+        self.progress.set(topic, queue, UploadProgress(end, end))
         now = clock.now_ms()
-        self.upload_lags_ms.extend(now - stamp for *_, stamp in entries)
+        self.upload_lags_ms.extend(now - entry.store_timestamp for entry in entries)
         self.uploaded_messages += batch.count
         cut_by_bytes = len(batch.records) * 2 > self.config.tier_upload_bytes and batch.next_offset < batch.max_offset
         full = batch.count == most or cut_by_bytes
@@ -244,26 +278,28 @@ class TieredDispatcher:
     def lag(self, topic: str, queue: int) -> UploadLag:
         """How many acknowledged messages of the queue the tier lacks, and how old the oldest is."""
         committed = self._committed(topic, queue)
-        max_offset = self.hot._readable_max_offset(topic, queue)
+        max_offset = self.hot.readable_max_offset(topic, queue)
         if committed >= max_offset:
             return UploadLag(0, 0.0)
-        entry = self.hot.cq.entry(topic, queue, max(committed, self.hot.cq.min_offset(topic, queue)))
-        age_ms = clock.now_ms() - entry.store_timestamp if entry else 0
+        oldest = max(committed, self.hot.min_offset(topic, queue))
+        waiting = self.hot.entries(topic, queue, oldest, oldest + 1)
+        age_ms = clock.now_ms() - waiting[0].store_timestamp if waiting else 0
         return UploadLag(max_offset - committed, max(0.0, age_ms / 1000))
 
     def _committed(self, topic: str, queue: int) -> int:
-        progress = self.hot.meta.tier_progress(topic, queue)
-        return progress[1] if progress else self.hot.cq.min_offset(topic, queue)
+        progress = self.progress.get(topic, queue)
+        return progress.commit_offset if progress else self.hot.min_offset(topic, queue)
 
-    def frontier(self) -> int:
-        """The hot commit-log position below which every record is in the tier (or expired)."""
-        lowest = self.hot.commitlog.written_position
-        for topic, queue, max_offset in self.hot.cq.queues():
-            committed = max(self._committed(topic, queue), self.hot.cq.min_offset(topic, queue))
+    def uploaded_before(self) -> int:
+        """The hot commit-log position below which every record is in the tier (or expired): what hot release
+        may remove (`hot.ReleasePolicy`)."""
+        lowest = self.hot.written_position
+        for topic, queue, max_offset in self.hot.queues():
+            committed = max(self._committed(topic, queue), self.hot.min_offset(topic, queue))
             if committed < max_offset:
-                entry = self.hot.cq.entry(topic, queue, committed)
-                if entry is not None:
-                    lowest = min(lowest, entry.physical_offset)
+                waiting = self.hot.entries(topic, queue, committed, committed + 1)
+                if waiting:
+                    lowest = min(lowest, waiting[0].position)
         return lowest
 
     # ---- topics and lifecycle ----
@@ -276,7 +312,7 @@ class TieredDispatcher:
             for key in [k for k in self._queues if k[0] == topic]:
                 del self._queues[key]
         self.driver.delete_topic(topic)
-        self.hot.meta.drop_tier_progress(topic)
+        self.progress.drop_topic(topic)
 
     def known_queues(self) -> list[TieredQueue]:
         with self._lock:

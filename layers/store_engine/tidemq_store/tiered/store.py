@@ -1,7 +1,8 @@
 """`TieredMessageStore`: the access layer over a hot store and its cold tier (RocketMQ 5.1's TieredMessageStore).
 
-Writes, metadata and long polling go to the hot store; every acknowledged put is dispatched to the
-tier (dispatcher.py). Reads choose a tier per `tier_level` (config.TieredStorageLevel) and offset:
+Writes, metadata and long polling go to the hot store, reached only through its interface (`hot.HotStore`);
+every acknowledged put is dispatched to the tier (dispatcher.py), whose progress the tier keeps itself
+(progress.py). Reads choose a tier per `tier_level` (config.TieredStorageLevel) and offset:
 
     DISABLE      hot
     NOT_IN_DISK  cold below the hot minimum (hot segments removed by hot retention), else hot
@@ -22,13 +23,14 @@ deletes cold segments whose messages expired.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple, TypeVar
 
 from .. import clock
 from ..api import UNSET, CleanReport, MessageStore
 from ..config import StoreConfig, TieredStorageLevel
-from ..errors import OffsetOutOfRange, TideMQError
+from ..errors import OffsetOutOfRange, TideMQError, TopicNotFound
+from ..hot import HotStore, ReleasePolicy
 from ..model import (
     GetResult,
     GroupConfig,
@@ -40,39 +42,42 @@ from ..model import (
     TagFilter,
     TierQueueStatus,
     TopicConfig,
+    check_queue,
 )
 from ..record import decode_run
-from ..selection import check_read, scan_size, select_runs
-from .cache import Block, ReadAheadCache
+from ..selection import check_read
+from .cache import ColdSelection, ReadAheadCache, read_cold
 from .container import TieredQueue
 from .dispatcher import TieredDispatcher
+from .progress import ProgressStore
 from .segment import TierDriver
 
 log = logging.getLogger("tidemq.tier")
-ALL = 2**63
+R = TypeVar("R", GetResult, RecordBatch)
 
 
 class ColdRead(NamedTuple):
-    """What a cold read returns: `runs` of adjacent records (first offset, position, length) in `block`."""
+    """What a cold read of a queue returns, with the queue's range (the lower minimum of the two tiers)."""
 
-    block: Block
-    runs: list[tuple[int, int, int]]
-    count: int
-    next_offset: int
+    cold: ColdSelection
     tag_filter: TagFilter | None
     min_offset: int
     max_offset: int
 
 
 class TieredMessageStore(MessageStore):
-    def __init__(self, hot, driver: TierDriver, config: StoreConfig) -> None:
+    """The `MessageStore` of a hot store with a cold tier on `driver` (see the module docstring)."""
+
+    def __init__(self, hot: HotStore, driver: TierDriver, config: StoreConfig) -> None:
         self.hot, self.driver, self.config = hot, driver, config
         self.tier_medium = driver.describe()
-        self.dispatcher = TieredDispatcher(hot, driver, config)
+        self._closed = False
+        self.progress = ProgressStore(config.home / "tier-progress", config.metadata_sync)
+        self.dispatcher = TieredDispatcher(hot, driver, self.progress, config)
         self.cache = ReadAheadCache(config.tier_cache_bytes, config.tier_cache_ttl_s)
-        hot.put_listener = self.dispatcher.dispatch
+        hot.add_put_listener(self.dispatcher.dispatch)
         if config.hot_retention_ms is not None and config.tier_level is not TieredStorageLevel.DISABLE:
-            hot.release_policy = (self.dispatcher.frontier, config.hot_retention_ms)
+            hot.set_release_policy(ReleasePolicy(self.dispatcher.uploaded_before, config.hot_retention_ms))
 
     # ---- topics and groups: the hot store's ------------------------------------------------------
 
@@ -137,34 +142,39 @@ class TieredMessageStore(MessageStore):
         self, topic: str, queue: int, offset: int, max_messages: int = 32, max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
     ) -> GetResult:  # fmt: skip
-        cold = self._cold_read(topic, queue, offset, max_messages, max_bytes, tag_filter)
-        if cold is None:
-            return self._with_cold_min(topic, queue, offset, lambda: self.hot.get(
-                topic, queue, offset, max_messages, max_bytes, tag_filter))  # fmt: skip
+        read = self._cold_read(topic, queue, offset, max_messages, max_bytes, tag_filter)
+        if read is None:
+            return self._with_cold_min(
+                topic, queue, offset, lambda: self.hot.get(topic, queue, offset, max_messages, max_bytes, tag_filter)
+            )
+        block, selection = read.cold
         messages: list[StoredMessage] = []
-        for first, position, length in cold.runs:
-            messages += decode_run(cold.block.records(position, length), topic, queue, first)
-        if cold.tag_filter is not None:  # tag codes can collide: confirm the real tag
-            messages = [m for m in messages if cold.tag_filter.matches(m.tag)]
-        return GetResult(messages, cold.next_offset, cold.min_offset, cold.max_offset)
+        for run in selection.runs:
+            messages += decode_run(block.records(run.position, run.length), topic, queue, run.first_offset)
+        if read.tag_filter is not None:  # tag codes can collide: confirm the real tag
+            messages = [m for m in messages if read.tag_filter.matches(m.tag)]
+        return GetResult(messages, selection.next_offset, read.min_offset, read.max_offset)
 
     def read_records(
         self, topic: str, queue: int, offset: int, max_messages: int = 1000, max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
     ) -> RecordBatch:  # fmt: skip
-        cold = self._cold_read(topic, queue, offset, max_messages, max_bytes, tag_filter)
-        if cold is None:
-            return self._with_cold_min(topic, queue, offset, lambda: self.hot.read_records(
-                topic, queue, offset, max_messages, max_bytes, tag_filter))  # fmt: skip
-        records = b"".join(cold.block.records(position, length) for _, position, length in cold.runs)
-        return RecordBatch(records, cold.count, cold.next_offset, cold.min_offset, cold.max_offset)
+        read = self._cold_read(topic, queue, offset, max_messages, max_bytes, tag_filter)
+        if read is None:
+            return self._with_cold_min(
+                topic, queue, offset,
+                lambda: self.hot.read_records(topic, queue, offset, max_messages, max_bytes, tag_filter),
+            )  # fmt: skip
+        selection = read.cold.selection
+        return RecordBatch(read.cold.records(), selection.count, selection.next_offset, read.min_offset,
+                           read.max_offset)  # fmt: skip
 
     def _route(self, topic: str, queue: int, offset: int) -> TieredQueue | None:
         """The tier queue to read `offset` from, or None for the hot tier (see the module docstring)."""
         level = self.config.tier_level
         if level is TieredStorageLevel.DISABLE or not isinstance(offset, int):
             return None
-        hot_min = self.hot.cq.min_offset(topic, queue)
+        hot_min = self.hot.min_offset(topic, queue)
         if level is TieredStorageLevel.NOT_IN_DISK and offset >= hot_min:
             return None
         if not self.dispatcher.has_tier_data(topic, queue):
@@ -176,8 +186,10 @@ class TieredMessageStore(MessageStore):
         if offset < hot_min or level is TieredStorageLevel.FORCE:
             return tiered
         if level is TieredStorageLevel.NOT_IN_MEM:
-            entry = self.hot.cq.entry(topic, queue, offset)
-            behind = self.hot.commitlog.written_position - entry.physical_offset if entry else ALL
+            hot_entry = self.hot.entries(topic, queue, offset, offset + 1)
+            if not hot_entry:  # released from the hot tier meanwhile
+                return tiered
+            behind = self.hot.written_position - hot_entry[0].position
             return tiered if behind > self.config.tier_in_memory_bytes else None
         return None
 
@@ -186,23 +198,22 @@ class TieredMessageStore(MessageStore):
         tag_filter: str | TagFilter | None,
     ) -> ColdRead | None:  # fmt: skip
         """What a cold read returns, or None to read hot."""
-        config = self.hot.get_topic(topic)
-        self.hot._check_queue(config, queue)
+        check_queue(self.hot.get_topic(topic), queue)
         tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
         tiered = self._route(topic, queue, offset)
         if tiered is None:
             return None
         try:
-            block, runs, count, next_offset = read_cold(self.cache, tiered, offset, max_messages, max_bytes, tag_filter)
+            cold = read_cold(self.cache, tiered, offset, max_messages, max_bytes, tag_filter)
         except Exception:
-            if offset >= self.hot.cq.min_offset(topic, queue):
+            if offset >= self.hot.min_offset(topic, queue):
                 log.warning("cold read of %s:%s at %s failed; reading hot", topic, queue, offset, exc_info=True)
                 return None
             raise
-        min_offset = min(tiered.min_offset, self.hot.cq.min_offset(topic, queue))
-        return ColdRead(block, runs, count, next_offset, tag_filter, min_offset, self.hot._max_offset(topic, queue))
+        min_offset = min(tiered.min_offset, self.hot.min_offset(topic, queue))
+        return ColdRead(cold, tag_filter, min_offset, self.hot.max_offset(topic, queue))
 
-    def _with_cold_min(self, topic: str, queue: int, offset: int, read):
+    def _with_cold_min(self, topic: str, queue: int, offset: int, read: Callable[[], R]) -> R:
         """A hot read, with the queue's minimum (in results and errors) counting the cold tier."""
         try:
             result = read()
@@ -231,7 +242,7 @@ class TieredMessageStore(MessageStore):
 
     def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
         offset = self.hot.offset_for_timestamp(topic, queue, timestamp_ms)
-        hot_min = self.hot.cq.min_offset(topic, queue)
+        hot_min = self.hot.min_offset(topic, queue)
         if offset > hot_min or self.config.tier_level is TieredStorageLevel.DISABLE:
             return offset
         if not self.dispatcher.has_tier_data(topic, queue):
@@ -240,13 +251,7 @@ class TieredMessageStore(MessageStore):
         low, high = tiered.min_offset, min(tiered.max_offset or 0, hot_min)
         if low is None or low >= high:
             return offset
-        while low < high:  # the first cold offset stored at or after the time
-            middle = (low + high) // 2
-            if tiered.entries(middle, middle + 1)[0][3] >= timestamp_ms:
-                high = middle
-            else:
-                low = middle + 1
-        return low
+        return tiered.first_offset_stored_at(timestamp_ms, low, high)
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
         return self.hot.message_by_id(msg_id)
@@ -276,6 +281,9 @@ class TieredMessageStore(MessageStore):
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
+    def check_health(self) -> None:
+        self.hot.check_health()
+
     def flush(self) -> None:
         self.hot.flush()
 
@@ -287,9 +295,12 @@ class TieredMessageStore(MessageStore):
         report = self.hot.clean_expired(now_ms)
         now = clock.now_ms() if now_ms is None else now_ms
         expired = 0
-        for topic, queue in list(self.hot.meta.tier_queues()):
-            config = self.hot.meta.get_topic(topic)
-            if config is None or config.retention_ms is None:
+        for topic, queue in list(self.progress.queues()):
+            try:
+                config = self.hot.get_topic(topic)
+            except TopicNotFound:
+                continue
+            if config.retention_ms is None:
                 continue
             with self.dispatcher.queue_lock(topic, queue):
                 try:
@@ -299,21 +310,10 @@ class TieredMessageStore(MessageStore):
         return CleanReport(report.segments_deleted, report.messages_expired + expired)
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self.dispatcher.close()
         self.cache.close()
+        self.progress.close()
         self.hot.close()
-
-
-def read_cold(
-    cache: ReadAheadCache, tiered: TieredQueue, offset: int, max_messages: int, max_bytes: int,
-    tag_filter: TagFilter | None,
-) -> tuple[Block, list[tuple[int, int, int]], int, int]:  # fmt: skip
-    """One cold read of a queue through the read-ahead cache: (block, runs, count, next_offset), the runs being
-    (first offset, position, length) of adjacent chosen records in the block (selection.select_runs)."""
-    end = tiered.max_offset
-    scan_end = min(end, offset + scan_size(max_messages, tag_filter))
-    block = cache.read(tiered, offset, scan_end - offset, end)
-    entries = block.entries[offset - block.first : scan_end - block.first]
-    runs, count, next_offset = select_runs(entries, offset, max_messages, max_bytes, tag_filter, ALL)
-    cache.advance(tiered, offset, next_offset, end)
-    return block, runs, count, next_offset

@@ -1,4 +1,5 @@
-"""One RocksDB instance with named column families, as the ConsumeQueue and metadata stores use it."""
+"""One RocksDB instance with named column families, as the ConsumeQueue, the metadata and the tier's upload
+progress use it."""
 
 from __future__ import annotations
 
@@ -19,12 +20,21 @@ def family_options() -> Options:
 class Families:
     """`views[name]` reads and writes one family; `handles[name]` targets it inside a WriteBatch."""
 
-    def __init__(self, path: Path, names: tuple[str, ...], *, atomic_flush: bool = False) -> None:
+    def __init__(
+        self, path: Path, names: tuple[str, ...], *, atomic_flush: bool = False, retired: tuple[str, ...] = ()
+    ) -> None:
+        """Open (or create) the database with the families `names`; families in `retired` (kept by an older
+        version, no longer used) are dropped if the database has them."""
         options = family_options()
         options.create_if_missing(True)
         options.create_missing_column_families(True)
         options.set_atomic_flush(atomic_flush)
-        self.db = Rdict(str(path), options, column_families={name: family_options() for name in names})
+        found = set(Rdict.list_cf(str(path))) if (path / "CURRENT").exists() else set()
+        present = [name for name in retired if name in found]  # RocksDB opens only with every family named
+        families = {name: family_options() for name in (*names, *present)}
+        self.db = Rdict(str(path), options, column_families=families)
+        for name in present:
+            self.db.drop_column_family(name)
         self.views: dict[str, Rdict] = {name: self.db.get_column_family(name) for name in names}
         self.handles: dict[str, ColumnFamily] = {name: self.db.get_column_family_handle(name) for name in names}
 

@@ -1,0 +1,87 @@
+"""`HotStore`: the hot store as a cold tier sees it, the one seam between the tier (tiered/) and the store under it.
+
+RocketMQ's tieredstore reaches its DefaultMessageStore the same way: through the MessageStore API, plus a
+dispatcher the store calls after every put. The tier reads what it uploads with `read_records`, learns of new
+messages from a put listener (references, never bodies), sizes and times its uploads from ConsumeQueue entries,
+and tells hot retention which segments it may remove once uploaded. It keeps its own metadata (tiered/progress.py).
+The embedded engine implements this interface; the tier's unit tests run against an in-memory one.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from .api import MessageStore
+from .cq_entry import CqEntries
+
+
+@dataclass(slots=True, frozen=True)
+class StoredBatch:
+    """An acknowledged put, as a put listener is told of it: message i went to `queues[i]` at `queue_offsets[i]`,
+    its record at `positions[i]` of the hot commit log, `sizes[i]` bytes long."""
+
+    topic: str
+    store_timestamp: int
+    queues: list[int]
+    queue_offsets: list[int]
+    positions: list[int]
+    sizes: list[int]
+
+
+PutListener = Callable[[StoredBatch], None]
+
+
+class QueueExtent(NamedTuple):
+    """A queue that holds or held messages, and the offset its next message gets."""
+
+    topic: str
+    queue: int
+    max_offset: int
+
+
+class ReleasePolicy(NamedTuple):
+    """What hot retention may remove besides expired messages: commit-log segments wholly below
+    `uploaded_before()` (a position: everything below it is safe in the cold tier) and older than `min_age_ms`."""
+
+    uploaded_before: Callable[[], int]
+    min_age_ms: int
+
+
+class HotStore(MessageStore):
+    """A `MessageStore` that a cold tier can be put over: the calls the tier makes beyond `MessageStore`."""
+
+    @abstractmethod
+    def min_offset(self, topic: str, queue: int) -> int:
+        """The oldest offset the hot store still holds (hot retention and release move it)."""
+
+    @abstractmethod
+    def max_offset(self, topic: str, queue: int) -> int:
+        """The offset the queue's next message gets."""
+
+    @abstractmethod
+    def readable_max_offset(self, topic: str, queue: int) -> int:
+        """`max_offset`, not counting a message written but not yet acknowledged."""
+
+    @abstractmethod
+    def entries(self, topic: str, queue: int, start: int, end: int) -> CqEntries:
+        """The ConsumeQueue entries of offsets [start, end) the hot store holds (positions in its commit log)."""
+
+    @property
+    @abstractmethod
+    def written_position(self) -> int:
+        """The end of the hot commit log: how far behind it a record lies says whether it is likely in memory."""
+
+    @abstractmethod
+    def queues(self) -> Iterator[QueueExtent]:
+        """Every queue that holds or held a message."""
+
+    @abstractmethod
+    def add_put_listener(self, listener: PutListener) -> None:
+        """Call `listener` after every acknowledged put, in the putting thread (so it must be quick)."""
+
+    @abstractmethod
+    def set_release_policy(self, policy: ReleasePolicy) -> None:
+        """Let hot retention also remove the segments `policy` releases."""

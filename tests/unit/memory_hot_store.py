@@ -1,0 +1,247 @@
+"""`MemoryHotStore`: a hot store held in memory, implementing `tidemq_store.hot.HotStore` and nothing else.
+
+The tier's unit tests put the tier over it: if the tier reached past the interface (into the embedded engine's
+ConsumeQueue, metadata or commit log), these tests would fail. Records are real (`record.encode_batch`, CRCs and
+all) in one bytearray standing for the commit log; entries are real 24-byte ConsumeQueue entries. `expire`
+stands for hot retention; `close` drops everything, as a crash of a store with no disk would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+from tidemq_store import StoreConfig
+from tidemq_store.api import UNSET, CleanReport
+from tidemq_store.batch import validate_batch
+from tidemq_store.clock import now_ms
+from tidemq_store.cq_entry import ENTRY_SIZE, CqEntries, pack_entry
+from tidemq_store.errors import (
+    GroupExists,
+    GroupNotFound,
+    MessageNotFound,
+    OffsetOutOfRange,
+    TopicExists,
+    TopicNotFound,
+)
+from tidemq_store.hot import HotStore, PutListener, QueueExtent, ReleasePolicy, StoredBatch
+from tidemq_store.model import (
+    GetResult,
+    GroupConfig,
+    Message,
+    PutResult,
+    QueueOffsets,
+    RecordBatch,
+    StoredMessage,
+    TopicConfig,
+    check_queue,
+    validated,
+)
+from tidemq_store.record import decode_message, decode_run, encode_batch, message_id, parse_message_id
+from tidemq_store.selection import check_read, scan_size, select_runs
+
+
+class MemoryHotStore(HotStore):
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.log = bytearray()
+        self.topics: dict[str, TopicConfig] = {}
+        self.groups: dict[str, GroupConfig] = {}
+        self.offsets: dict[tuple[str, str], dict[int, int]] = {}
+        self.cq: dict[tuple[str, int], bytearray] = {}  # entries from the queue's min offset on
+        self.min_offsets: dict[tuple[str, int], int] = {}
+        self.listeners: list[PutListener] = []
+        self.release_policy: ReleasePolicy | None = None
+
+    # ---- topics and groups ----
+
+    def create_topic(self, config: TopicConfig) -> TopicConfig:
+        if config.name in self.topics:
+            raise TopicExists(config.name)
+        created = validated(TopicConfig, {**config.model_dump(), "created_at": now_ms()})
+        self.topics[config.name] = created
+        return created
+
+    def get_topic(self, name: str) -> TopicConfig:
+        if name not in self.topics:
+            raise TopicNotFound(name)
+        return self.topics[name]
+
+    def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
+        return [self.topics[name] for name in sorted(self.topics) if after is None or name > after][:limit]
+
+    def update_topic(
+        self, name: str, *, retention_ms: int | object | None = UNSET, queues: int | None = None,
+        attributes: Mapping[str, str] | None = None,
+    ) -> TopicConfig:  # fmt: skip
+        changes: dict[str, object] = {} if retention_ms is UNSET else {"retention_ms": retention_ms}
+        if queues is not None:
+            changes["queues"] = queues
+        if attributes is not None:
+            changes["attributes"] = dict(attributes)
+        self.topics[name] = validated(TopicConfig, {**self.get_topic(name).model_dump(), **changes})
+        return self.topics[name]
+
+    def delete_topic(self, name: str) -> None:
+        self.get_topic(name)
+        del self.topics[name]
+        for key in [key for key in self.cq if key[0] == name]:
+            del self.cq[key]
+
+    def create_group(self, config: GroupConfig) -> GroupConfig:
+        if config.name in self.groups:
+            raise GroupExists(config.name)
+        self.groups[config.name] = config
+        return config
+
+    def get_group(self, name: str) -> GroupConfig:
+        if name not in self.groups:
+            raise GroupNotFound(name)
+        return self.groups[name]
+
+    def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
+        return [self.groups[name] for name in sorted(self.groups) if after is None or name > after][:limit]
+
+    def update_group(self, config: GroupConfig) -> GroupConfig:
+        self.get_group(config.name)
+        self.groups[config.name] = config
+        return config
+
+    def delete_group(self, name: str) -> None:
+        self.get_group(name)
+        del self.groups[name]
+
+    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        self.offsets.setdefault((group, topic), {}).update(offsets)
+
+    def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self.offsets.get((group, topic), {}))
+
+    def group_topics(self, group: str) -> list[str]:
+        return sorted(topic for g, topic in self.offsets if g == group)
+
+    # ---- messages ----
+
+    def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
+        batch = validate_batch(self.config, self.get_topic(topic), messages)
+        store_timestamp = now_ms()
+        offsets, positions, position = [], [], len(self.log)
+        next_offsets: dict[int, int] = {}
+        for queue, size in zip(batch.queues, batch.sizes, strict=True):
+            offset = next_offsets.get(queue, self.max_offset(topic, queue))
+            next_offsets[queue] = offset + 1
+            offsets.append(offset)
+            positions.append(position)
+            position += size
+        start = len(self.log)
+        self.log += encode_batch(topic.encode(), batch.records(offsets), start, store_timestamp)
+        for queue, position, size, tag_code in zip(batch.queues, positions, batch.sizes, batch.tag_codes, strict=True):
+            self.cq.setdefault((topic, queue), bytearray()).extend(
+                pack_entry(position, size, tag_code, store_timestamp)
+            )
+        stored = StoredBatch(topic, store_timestamp, batch.queues, offsets, positions, batch.sizes)
+        for listener in self.listeners:
+            listener(stored)
+        return [
+            PutResult(message_id(position, size), queue, offset, store_timestamp)
+            for queue, offset, position, size in zip(batch.queues, offsets, positions, batch.sizes, strict=True)
+        ]
+
+    def _read(self, topic, queue, offset, max_messages, max_bytes, tag_filter):
+        check_queue(self.get_topic(topic), queue)
+        tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
+        low, high = self.min_offset(topic, queue), self.max_offset(topic, queue)
+        if not low <= offset <= high:
+            raise OffsetOutOfRange(topic, queue, offset, low, high)
+        entries = self.entries(topic, queue, offset, min(high, offset + scan_size(max_messages, tag_filter)))
+        return select_runs(entries, offset, max_messages, max_bytes, tag_filter), low, high, tag_filter
+
+    def get(self, topic, queue, offset, max_messages=32, max_bytes=4 << 20, tag_filter=None) -> GetResult:
+        selection, low, high, tag_filter = self._read(topic, queue, offset, max_messages, max_bytes, tag_filter)
+        messages: list[StoredMessage] = []
+        for run in selection.runs:
+            data = bytes(self.log[run.position : run.position + run.length])
+            messages += decode_run(data, topic, queue, run.first_offset)
+        if tag_filter is not None:
+            messages = [m for m in messages if tag_filter.matches(m.tag)]
+        return GetResult(messages, selection.next_offset, low, high)
+
+    def read_records(self, topic, queue, offset, max_messages=1000, max_bytes=4 << 20, tag_filter=None) -> RecordBatch:
+        selection, low, high, _ = self._read(topic, queue, offset, max_messages, max_bytes, tag_filter)
+        data = b"".join(bytes(self.log[run.position : run.position + run.length]) for run in selection.runs)
+        return RecordBatch(data, selection.count, selection.next_offset, low, high)
+
+    def queue_offsets(self, topic: str) -> list[QueueOffsets]:
+        queues = self.get_topic(topic).queues
+        return [QueueOffsets(q, self.min_offset(topic, q), self.max_offset(topic, q)) for q in range(queues)]
+
+    def offset_for_timestamp(self, topic: str, queue: int, timestamp_ms: int) -> int:
+        low, high = self.min_offset(topic, queue), self.max_offset(topic, queue)
+        for offset, entry in enumerate(self.entries(topic, queue, low, high), low):
+            if entry.store_timestamp >= timestamp_ms:
+                return offset
+        return high
+
+    def message_by_id(self, msg_id: str) -> StoredMessage:
+        position, size = parse_message_id(msg_id)
+        if position + size > len(self.log):
+            raise MessageNotFound(f"with id {msg_id}")
+        return decode_message(bytes(self.log[position : position + size]))
+
+    def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
+        found = []
+        for queue in range(self.get_topic(topic).queues):
+            found += [
+                m for m in self.get(topic, queue, self.min_offset(topic, queue), 10_000).messages if key in m.keys
+            ]
+        return found[-limit:]
+
+    def flush(self) -> None:
+        pass
+
+    def recover(self) -> None:
+        pass
+
+    def clean_expired(self, now_ms: int | None = None) -> CleanReport:
+        return CleanReport(0, 0)
+
+    def close(self) -> None:
+        pass
+
+    def expire(self, topic: str, queue: int, new_min: int) -> None:
+        """Hot retention: forget the queue's messages below `new_min`."""
+        key = (topic, queue)
+        dropped = new_min - self.min_offset(topic, queue)
+        self.cq[key] = self.cq[key][dropped * ENTRY_SIZE :]
+        self.min_offsets[key] = new_min
+
+    # ---- HotStore ----
+
+    def min_offset(self, topic: str, queue: int) -> int:
+        return self.min_offsets.get((topic, queue), 0)
+
+    def max_offset(self, topic: str, queue: int) -> int:
+        return self.min_offset(topic, queue) + len(self.cq.get((topic, queue), b"")) // ENTRY_SIZE
+
+    def readable_max_offset(self, topic: str, queue: int) -> int:
+        return self.max_offset(topic, queue)
+
+    def entries(self, topic: str, queue: int, start: int, end: int) -> CqEntries:
+        low = self.min_offset(topic, queue)
+        start, end = max(start, low), min(end, self.max_offset(topic, queue))
+        if end <= start:
+            return CqEntries()
+        return CqEntries(bytes(self.cq[(topic, queue)][(start - low) * ENTRY_SIZE : (end - low) * ENTRY_SIZE]))
+
+    @property
+    def written_position(self) -> int:
+        return len(self.log)
+
+    def queues(self) -> Iterator[QueueExtent]:
+        for topic, queue in list(self.cq):
+            yield QueueExtent(topic, queue, self.max_offset(topic, queue))
+
+    def add_put_listener(self, listener: PutListener) -> None:
+        self.listeners.append(listener)
+
+    def set_release_policy(self, policy: ReleasePolicy) -> None:
+        self.release_policy = policy

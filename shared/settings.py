@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from pydantic import Field
 
-from tidemq_store.config import StoreConfig
+from tidemq_store.config import MIB, StoreConfig
 
 
 class PushMode(StrEnum):
@@ -23,11 +23,18 @@ class PushMode(StrEnum):
 
 
 class Settings(StoreConfig):
-    """Process settings: `TIDEMQ_HOST`, `TIDEMQ_PORT`, push delivery, plus every `StoreConfig` field."""
+    """Process settings: `TIDEMQ_HOST`, `TIDEMQ_PORT`, consume limits, push delivery, plus every `StoreConfig` field."""
 
     host: str = Field(default="127.0.0.1", description="Address the local gateway listens on.")
     port: int = Field(default=8080, ge=0, le=65535, description="Port the local gateway listens on.")
     gateway_threads: int = Field(default=64, ge=1, description="Handler threads of the local gateway.")
+
+    max_get_bytes: int = Field(
+        default=64 * MIB, ge=1, description="Largest read (`max_bytes`) one consume may ask for."
+    )
+    max_get_wait_ms: int = Field(
+        default=20_000, ge=0, description="Longest long-poll wait (`wait_ms`) one consume may ask for."
+    )
 
     push_mode: PushMode = Field(
         default=PushMode.LOCAL, description="local: a worker thread pool; lambda: async invoke."

@@ -15,21 +15,31 @@ from functions.logic.consume import consume, consume_records
 from functions.store import get_store
 from shared import codec
 from shared.models import ConsumeResponse, MessageView
+from shared.settings import get_settings
+from tidemq_store.config import MIB
 
 app = new_resolver()
 BINARY = {codec.CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}}}
+LIMITS = get_settings()
 
 Offset = Annotated[int, Query(ge=0, description="First offset to read.")]
-MaxMessages = Annotated[int, Query(ge=1, le=10_000)]
-MaxBytes = Annotated[int, Query(ge=1, le=64 * 1024 * 1024)]
+MaxMessages = Annotated[int, Query(ge=1, le=LIMITS.max_get_messages)]
+MaxBytes = Annotated[int, Query(ge=1, le=LIMITS.max_get_bytes)]
 Tag = Annotated[str | None, Query(description="Tag filter: `*`, or tags joined by `||`.")]
-WaitMs = Annotated[int, Query(ge=0, le=20_000, description="Long polling: wait up to this long for a message.")]
+WaitMs = Annotated[
+    int, Query(ge=0, le=LIMITS.max_get_wait_ms, description="Long polling: wait up to this long for a message.")
+]
+
+# The API's defaults, lowered to the limits when a deployment sets these lower.
+JSON_MESSAGES = min(32, LIMITS.max_get_messages)
+BINARY_MESSAGES = min(1000, LIMITS.max_get_messages)
+READ_BYTES = min(4 * MIB, LIMITS.max_get_bytes)
 
 
 @app.get("/v1/topics/<topic>/queues/<queue>/messages", tags=["messages"], responses=responses(400, 404, 416))
 def consume_json(
-    topic: Annotated[str, Path()], queue: Annotated[int, Path()], offset: Offset = 0, max_messages: MaxMessages = 32,
-    max_bytes: MaxBytes = 4 * 1024 * 1024, tag: Tag = None, wait_ms: WaitMs = 0,
+    topic: Annotated[str, Path()], queue: Annotated[int, Path()], offset: Offset = 0,
+    max_messages: MaxMessages = JSON_MESSAGES, max_bytes: MaxBytes = READ_BYTES, tag: Tag = None, wait_ms: WaitMs = 0,
 ) -> ConsumeResponse:  # fmt: skip
     result = consume(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=len(result.messages))
@@ -47,8 +57,8 @@ def consume_json(
     description="Like .../messages, in the compact binary batch encoding.",
 )  # fmt: skip
 def consume_binary(
-    topic: Annotated[str, Path()], queue: Annotated[int, Path()], offset: Offset = 0, max_messages: MaxMessages = 1000,
-    max_bytes: MaxBytes = 4 * 1024 * 1024, tag: Tag = None, wait_ms: WaitMs = 0,
+    topic: Annotated[str, Path()], queue: Annotated[int, Path()], offset: Offset = 0,
+    max_messages: MaxMessages = BINARY_MESSAGES, max_bytes: MaxBytes = READ_BYTES, tag: Tag = None, wait_ms: WaitMs = 0,
 ):  # fmt: skip
     batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=batch.count)

@@ -1,0 +1,163 @@
+"""Every route at once, from many threads, through a real gateway process: the gateway runs the handlers in
+worker threads, so whatever state a request leaves on a function's resolver must be that request's alone.
+
+Each thread works on its own topics and groups, so each response can be checked against its own request: a
+produce's offsets start at 0 on a fresh topic, a describe names its own topic, a consume returns its own bodies,
+a message fetched by id is the one produced, a 404 names what was asked for. Every route of the route table is
+hit, and none answers 5xx.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+from functions.api.resolver import new_resolver
+from functions.routes import routes
+from shared import codec
+from tidemq_store.model import Message
+
+THREADS = 10
+DURATION_S = 10.0  # per backend; the gateway fixture runs the embedded and the serverless one
+ACCEPT = "python:tests.push_targets:accept"
+
+
+class Caller:
+    """One thread's HTTP client: records which route each request went to, and fails on an unexpected status
+    (with the response in the message)."""
+
+    def __init__(self, url: str, hit: set[str]) -> None:
+        self.client = httpx.Client(base_url=url, timeout=30)
+        self.hit = hit
+
+    def __call__(
+        self, method: str, route: str, status: int = 200, path: dict | None = None, **kwargs
+    ) -> httpx.Response:
+        self.hit.add(f"{method} {route}")
+        response = self.client.request(method, route.format(**(path or {})), **kwargs)
+        assert response.status_code == status, f"{method} {response.url}: {response.status_code} {response.text}"
+        return response
+
+
+def one_round(call: Caller, name: str) -> None:
+    """Create a topic and a group named `name`, use every route on them, check each answer, delete them."""
+    topic, group, key = name, f"{name}-group", f"{name}-key"
+    at_topic, at_group = {"topic": topic}, {"group": group}
+
+    assert call("POST", "/v1/topics", 201, json={"name": topic, "queues": 2}).json()["name"] == topic
+    described = call("GET", "/v1/topics/{topic}", path=at_topic).json()
+    assert described["name"] == topic and len(described["queue_offsets"]) == 2
+    changed = call("PATCH", "/v1/topics/{topic}", path=at_topic, json={"attributes": {"owner": name}}).json()
+    assert (changed["name"], changed["attributes"]) == (topic, {"owner": name})
+    assert topic in {t["name"] for t in call("GET", "/v1/topics", params={"limit": 1000}).json()["topics"]}
+
+    # produce: JSON to queue 0, binary to queue 1; a fresh topic's offsets start at 0
+    bodies = [f"{name}-json-{n}" for n in range(3)]
+    sent = {"messages": [{"body": body, "keys": [key], "queue": 0} for body in bodies]}
+    produced = call("POST", "/v1/topics/{topic}/messages", path=at_topic, json=sent).json()["messages"]
+    assert [(m["queue"], m["offset"]) for m in produced] == [(0, 0), (0, 1), (0, 2)]
+    binary_bodies = [f"{name}-binary-{n}".encode() for n in range(2)]
+    batch = codec.encode_produce((Message(body, queue=1), None) for body in binary_bodies)
+    lines = call("POST", "/v1/topics/{topic}/batch", path=at_topic, content=batch,
+                 headers={"content-type": codec.CONTENT_TYPE}).text.splitlines()  # fmt: skip
+    assert [line.split()[1:] for line in lines] == [["1", "0"], ["1", "1"]]  # msg_id queue offset
+
+    # consume both ways, and the queries
+    read = call("GET", "/v1/topics/{topic}/queues/{queue}/messages", path={**at_topic, "queue": 0}).json()
+    assert [(m["topic"], m["body"]) for m in read["messages"]] == [(topic, body) for body in bodies]
+    assert read["next_offset"] == 3
+    response = call("GET", "/v1/topics/{topic}/queues/{queue}/batch", path={**at_topic, "queue": 1})
+    messages, next_offset, _, _ = codec.decode_consume(response.content)
+    assert [(m.topic, m.body) for m in messages] == [(topic, body) for body in binary_bodies] and next_offset == 2
+    fetched = call("GET", "/v1/messages/{msg_id}", path={"msg_id": produced[1]["msg_id"]}).json()
+    assert (fetched["msg_id"], fetched["topic"], fetched["body"]) == (produced[1]["msg_id"], topic, bodies[1])
+    by_key = call("GET", "/v1/topics/{topic}/messages", path=at_topic, params={"key": key}).json()["messages"]
+    assert sorted(m["body"] for m in by_key) == bodies and {m["topic"] for m in by_key} == {topic}
+    offset = call("GET", "/v1/topics/{topic}/queues/{queue}/offset", path={**at_topic, "queue": 1},
+                  params={"timestamp": 0}).json()  # fmt: skip
+    assert (offset["topic"], offset["queue"], offset["offset"]) == (topic, 1, 0)
+    assert call("GET", "/v1/topics/{topic}/tier", path=at_topic).json()["topic"] == topic
+    assert call("POST", "/v1/topics/{topic}/tier/upload", path=at_topic).json()["topic"] == topic
+
+    # the group: commit, lag, reset, push
+    assert call("POST", "/v1/groups", 201, json={"name": group}).json()["name"] == group
+    assert group in {g["name"] for g in call("GET", "/v1/groups", params={"limit": 1000}).json()["groups"]}
+    committed = call("POST", "/v1/groups/{group}/offsets", path=at_group, json={"topic": topic, "offsets": {0: 2}})
+    assert committed.json() == {"group": group, "topic": topic, "offsets": {"0": 2}}
+    lagging = call("GET", "/v1/groups/{group}", path=at_group, params={"topic": topic}).json()
+    assert (lagging["name"], [t["topic"] for t in lagging["topics"]], lagging["lag"]) == (group, [topic], 1 + 2)
+    reset = call("POST", "/v1/groups/{group}/reset", path=at_group, json={"topic": topic, "to": "latest"}).json()
+    assert reset == {"group": group, "topic": topic, "offsets": {"0": 3, "1": 2}}
+    pushed = call("PUT", "/v1/groups/{group}/push", path=at_group, json={"topic": topic, "target": ACCEPT}).json()
+    assert (pushed["group"], pushed["push"]["topic"]) == (group, topic)
+    shown = call("GET", "/v1/groups/{group}/push", path=at_group).json()
+    assert (shown["group"], shown["push"]["topic"], shown["dead_letter_topic"]) == (group, topic, f"%DLQ%{group}")
+    call("DELETE", "/v1/groups/{group}/push", 204, path=at_group)
+    call("DELETE", "/v1/groups/{group}", 204, path=at_group)
+
+    # errors name what this request asked for, and a bad parameter is this request's
+    call("DELETE", "/v1/topics/{topic}", 204, path=at_topic)
+    gone = call("GET", "/v1/topics/{topic}", 404, path=at_topic).json()
+    assert gone["error"] == "TopicNotFound" and repr(topic) in gone["message"]
+    bad = call("GET", "/v1/topics/{topic}/queues/{queue}/messages", 422, path={**at_topic, "queue": 0},
+               params={"max_messages": 0}).json()  # fmt: skip
+    assert [d["loc"] for d in bad["detail"]] == [["query", "max_messages"]]
+    assert call("GET", "/health").json() == {"status": "ok"}
+    assert call("GET", "/openapi.json").json()["info"]["title"]
+
+
+def test_every_route_from_many_threads_at_once_answers_each_request_its_own_response(gateway):
+    hit: set[str] = set()
+    start = threading.Barrier(THREADS)
+    deadline = time.monotonic() + DURATION_S
+
+    def worker(thread: int) -> int:
+        call = Caller(gateway.url, hit)
+        start.wait()
+        rounds = 0
+        with call.client:
+            while rounds == 0 or time.monotonic() < deadline:
+                one_round(call, f"conc-{thread}-{rounds}")
+                rounds += 1
+        return rounds
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        threads = [pool.submit(worker, thread) for thread in range(THREADS)]
+    failures = [str(t.exception()) for t in threads if t.exception() is not None]
+    assert not failures, f"{len(failures)} of {THREADS} threads failed:\n" + "\n".join(failures)
+    never_hit = {route.route_key for route in routes()} - hit
+    assert not never_hit, f"routes never hit: {sorted(never_hit)}"
+
+
+def http_event(method: str, path: str) -> dict:
+    return {"version": "2.0", "routeKey": f"{method} {path}", "rawPath": path, "rawQueryString": "", "headers": {},
+            "requestContext": {"http": {"method": method, "path": path}, "stage": "$default"},
+            "isBase64Encoded": False}  # fmt: skip
+
+
+def test_a_request_keeps_its_own_route_and_event_while_another_starts_and_ends_on_the_same_resolver():
+    app = new_resolver()
+    inside, other_done = threading.Event(), threading.Event()
+
+    @app.post("/slow", status_code=201)
+    def slow() -> dict:
+        inside.set()
+        assert other_done.wait(30)  # a bound on a hang, not a timing
+        return {"path": app.current_event.path}
+
+    @app.get("/fast")
+    def fast() -> dict:
+        return {"path": app.current_event.path}
+
+    with ThreadPoolExecutor(1) as pool:
+        slow_reply = pool.submit(app.resolve, http_event("POST", "/slow"), None)
+        assert inside.wait(30)
+        fast_reply = app.resolve(http_event("GET", "/fast"), None)
+        other_done.set()
+        slow_reply = slow_reply.result()
+    assert (fast_reply["statusCode"], json.loads(fast_reply["body"])) == (200, {"path": "/fast"})
+    assert (slow_reply["statusCode"], json.loads(slow_reply["body"])) == (201, {"path": "/slow"})

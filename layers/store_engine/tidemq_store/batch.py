@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .clock import now_ms
 from .config import StoreConfig
@@ -12,18 +12,18 @@ from .model import Message, TopicConfig, tag_hash
 from .record import PendingRecord, encode_properties, record_size
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class ValidatedBatch:
     """A put's messages, checked whole and encoded as far as they can be before the store assigns offsets: one
-    list per field (message i is index i of each), so a batch of a thousand makes no object per message."""
+    sequence per field (message i is index i of each), so a batch of a thousand makes no object per message."""
 
-    queues: list[int] = field(default_factory=list)
-    born_timestamps: list[int] = field(default_factory=list)
-    properties: list[bytes] = field(default_factory=list)  # encoded (record.encode_properties)
-    bodies: list[bytes] = field(default_factory=list)
-    tag_codes: list[int] = field(default_factory=list)
-    keys: list[tuple[str, ...]] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)  # each message's record size in `topic`'s commit log
+    queues: Sequence[int]
+    born_timestamps: Sequence[int]
+    properties: Sequence[bytes]  # encoded (record.encode_properties)
+    bodies: Sequence[bytes]
+    tag_codes: Sequence[int]
+    keys: Sequence[tuple[str, ...]]
+    sizes: Sequence[int]  # each message's record size in its topic's commit log
 
     def __len__(self) -> int:
         return len(self.queues)
@@ -34,20 +34,9 @@ class ValidatedBatch:
 
     def take(self, indexes: Sequence[int]) -> ValidatedBatch:
         """The messages at `indexes`, in that order."""
-        return ValidatedBatch(
-            *(
-                [column[i] for i in indexes]
-                for column in (
-                    self.queues,
-                    self.born_timestamps,
-                    self.properties,
-                    self.bodies,
-                    self.tag_codes,
-                    self.keys,
-                    self.sizes,
-                )
-            )
-        )
+        columns = (self.queues, self.born_timestamps, self.properties, self.bodies, self.tag_codes, self.keys,
+                   self.sizes)  # fmt: skip
+        return ValidatedBatch(*([column[i] for i in indexes] for column in columns))
 
 
 def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[Message]) -> ValidatedBatch:
@@ -59,7 +48,7 @@ def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[
     born_default = now_ms()
     queues, max_size = config.queues, limits.max_message_bytes
     fixed = record_size(config.name.encode(), b"", b"")  # + properties + body
-    total, batch = 0, ValidatedBatch()
+    total, rows = 0, []
     for index, message in enumerate(messages):
         if type(message) is not Message:
             raise InvalidArgument(f"message {index} is a {type(message).__name__}, not a Message")
@@ -84,13 +73,7 @@ def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[
         elif type(born) is not int or born < 0:
             raise InvalidArgument(f"message {index}: born_timestamp must be a non-negative integer (ms)")
         total += fixed + size
-        batch.queues.append(queue)
-        batch.born_timestamps.append(born)
-        batch.properties.append(props)
-        batch.bodies.append(body)
-        batch.tag_codes.append(tag_hash(tag) if tag else 0)
-        batch.keys.append(tuple(keys) if keys else ())
-        batch.sizes.append(fixed + size)
+        rows.append((queue, born, props, body, tag_hash(tag) if tag else 0, tuple(keys) if keys else (), fixed + size))
     if total > limits.max_batch_bytes:
         raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
-    return batch
+    return ValidatedBatch(*zip(*rows, strict=True))  # a row per message turned into a column per field

@@ -37,8 +37,8 @@ class CqEntry(NamedTuple):
         return self.position + self.size
 
 
-def pack_entry(position: int, size: int, tag_code: int, store_timestamp: int) -> bytes:
-    return ENTRY.pack(position, size, tag_code, store_timestamp)
+pack_entry = ENTRY.pack
+"""pack_entry(position, size, tag_code, store_timestamp) -> the entry's 24 bytes."""
 
 
 def unpack_entry(raw: bytes) -> CqEntry:

@@ -7,6 +7,8 @@ a read costs one I/O per run. Tag codes can collide: whoever decodes the records
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .cq_entry import CqEntries
@@ -32,19 +34,29 @@ def scan_size(max_messages: int, tag_filter: TagFilter | None) -> int:
     return max_messages if tag_filter is None else max(max_messages, SCAN_LIMIT)
 
 
-class Run(NamedTuple):
-    """Records of consecutive offsets lying back to back at their source: one read fetches them all."""
+@dataclass(slots=True)
+class Runs:
+    """The records a read chose, as runs of consecutive offsets lying back to back at their source (one I/O
+    each): run i holds offsets from `first_offsets[i]`, `lengths[i]` bytes at `positions[i]`. Iterating gives
+    (first_offset, position, length) per run. Kept as columns: a read of scattered records makes a run per
+    message, and an object per run would cost as much as the selection itself."""
 
-    first_offset: int
-    position: int
-    length: int
+    first_offsets: list[int] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[tuple[int, int, int]]:
+        return zip(self.first_offsets, self.positions, self.lengths, strict=True)
+
+    def __len__(self) -> int:
+        return len(self.first_offsets)
 
 
 class Selection(NamedTuple):
-    """What a read returns: `runs` of the chosen records, how many (`count`), and `next_offset`, past every
+    """What a read returns: the `runs` of the chosen records, how many (`count`), and `next_offset`, past every
     entry examined, matching or not."""
 
-    runs: list[Run]
+    runs: Runs
     count: int
     next_offset: int
 
@@ -63,9 +75,10 @@ def select_runs(
     record is taken even above `max_bytes`.
     """
     codes = tag_filter.codes if tag_filter else None
-    runs: list[Run] = []
+    runs = Runs()
+    add_first, add_position, add_length = runs.first_offsets.append, runs.positions.append, runs.lengths.append
     next_offset, taken, taken_bytes = offset, 0, 0
-    run_first = run_start = run_end = -1  # the run being gathered
+    run_start = run_end = -1  # the run being gathered
     for queue_offset, (position, size, tag_code, _) in enumerate(entries.fields(), offset):
         if readable is not None and position + size > readable:
             break
@@ -74,8 +87,10 @@ def select_runs(
                 break
             if position != run_end:
                 if run_end >= 0:
-                    runs.append(Run(run_first, run_start, run_end - run_start))
-                run_first, run_start = queue_offset, position
+                    add_length(run_end - run_start)
+                add_first(queue_offset)
+                add_position(position)
+                run_start = position
             run_end = position + size
             taken += 1
             taken_bytes += size
@@ -83,5 +98,5 @@ def select_runs(
         if taken == max_messages:
             break
     if run_end >= 0:
-        runs.append(Run(run_first, run_start, run_end - run_start))
+        add_length(run_end - run_start)
     return Selection(runs, taken, next_offset)

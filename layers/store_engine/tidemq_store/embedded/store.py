@@ -278,8 +278,8 @@ class EmbeddedMessageStore(HotStore):
     ) -> GetResult:  # fmt: skip
         read = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
         messages: list[StoredMessage] = []
-        for run in read.selection.runs:
-            messages += decode_run(self.commitlog.read(run.position, run.length), topic, queue, run.first_offset)
+        for first_offset, position, length in read.selection.runs:
+            messages += decode_run(self.commitlog.read(position, length), topic, queue, first_offset)
         if read.tag_filter is not None:  # tag codes can collide: confirm the real tag
             messages = [m for m in messages if read.tag_filter.matches(m.tag)]
         return GetResult(messages, read.selection.next_offset, read.min_offset, read.max_offset)
@@ -290,7 +290,7 @@ class EmbeddedMessageStore(HotStore):
     ) -> RecordBatch:  # fmt: skip
         read = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
         selection = read.selection
-        data = b"".join(self.commitlog.read(run.position, run.length) for run in selection.runs)
+        data = b"".join(self.commitlog.read(position, length) for _, position, length in selection.runs)
         return RecordBatch(data, selection.count, selection.next_offset, read.min_offset, read.max_offset)
 
     def _select(

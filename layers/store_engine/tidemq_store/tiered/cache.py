@@ -328,7 +328,7 @@ class ColdSelection(NamedTuple):
     selection: Selection
 
     def records(self) -> bytes:
-        return b"".join(self.block.records(run.position, run.length) for run in self.selection.runs)
+        return b"".join(self.block.records(position, length) for _, position, length in self.selection.runs)
 
 
 def read_cold(

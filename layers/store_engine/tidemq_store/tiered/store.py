@@ -149,8 +149,8 @@ class TieredMessageStore(MessageStore):
             )
         block, selection = read.cold
         messages: list[StoredMessage] = []
-        for run in selection.runs:
-            messages += decode_run(block.records(run.position, run.length), topic, queue, run.first_offset)
+        for first_offset, position, length in selection.runs:
+            messages += decode_run(block.records(position, length), topic, queue, first_offset)
         if read.tag_filter is not None:  # tag codes can collide: confirm the real tag
             messages = [m for m in messages if read.tag_filter.matches(m.tag)]
         return GetResult(messages, selection.next_offset, read.min_offset, read.max_offset)

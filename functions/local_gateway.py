@@ -8,7 +8,7 @@
 Handlers run in worker threads, so concurrent requests really run concurrently (and share group
 commits), with one store per process as in a Lambda execution environment. With `TIDEMQ_PUSH_MODE=local`
 (the default) the process also runs the push worker (`functions.push.worker`), where AWS would invoke the
-push function.
+push function: started here, it is the push notifier the handlers give the produce and subscription logic.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ async def app(scope, receive, send) -> None:
                     via = os.environ.get("AWS_ENDPOINT_URL", "AWS")
                     print(f"cold tier {store.tier_medium} via {via}, reads {get_settings().tier_level}", flush=True)
                 if get_settings().push_mode is PushMode.LOCAL:
-                    await asyncio.to_thread(trigger.start_worker, store)  # and catch up on push groups
+                    await asyncio.to_thread(trigger.start_worker, store)  # the notifier; it catches up
                 schedule = _start_schedule()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from tidemq_store import model
 from tidemq_store.model import (
     HOUR_MS,
     MAX_QUEUES,
     GroupName,
     MessageType,
-    PushSubscription,
     StoredMessage,
     TopicName,
 )
+
+from .push_target import TARGET_FORMS, checked_push_target
 
 BodyEncoding = Literal["utf-8", "base64"]
 
@@ -190,6 +192,22 @@ class OffsetForTime(ApiModel):
 
 
 # ---- consumer groups -----------------------------------------------------------------------------
+
+
+class PushSubscription(model.PushSubscription):
+    """A group's push delivery (RocketMQ's push consumer): new messages of `topic` matching `tag` go to
+    `target`, `batch_size` at a time, each queue in order; a failed call is retried with exponential backoff
+    (`backoff_base_ms` doubling up to `backoff_max_ms`, with jitter), and after `max_attempts` calls the batch
+    goes to the group's dead-letter topic `%DLQ%<group>`."""
+
+    # The store's record as the API takes and shows it: `target` checked against the push-target grammar, so
+    # that a malformed one is a 422 naming the field; made from a stored record's attributes too
+    # (`GroupPush(push=config.push)`).
+    model_config = ConfigDict(from_attributes=True)
+
+    target: Annotated[str, AfterValidator(checked_push_target)] = Field(
+        description=f"Where messages go: {TARGET_FORMS}."
+    )
 
 
 class GroupSpec(ApiModel):

@@ -13,6 +13,7 @@ from functions.api.errors import responses
 from functions.api.observability import metrics
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import groups, queries, subscriptions, tiers, topics
+from functions.push.trigger import push_notifier
 from functions.store import get_store
 from shared.models import (
     CommittedOffsets,
@@ -175,7 +176,7 @@ def reset_offsets(group: Annotated[str, Path()], reset: OffsetReset) -> Committe
 def set_push(group: Annotated[str, Path()], subscription: PushSubscription) -> GroupPush:
     """Push the topic's new messages to a target (a Lambda function, an HTTP webhook, locally a Python
     callable), at least once and in order per queue, retrying with backoff, then to `%DLQ%<group>`."""
-    return subscriptions.set_push(get_store(), group, subscription)
+    return subscriptions.set_push(get_store(), group, subscription, push_notifier())
 
 
 @app.get("/v1/groups/<group>/push", tags=["groups"], responses=responses(400, 404))
@@ -187,7 +188,7 @@ def show_push(group: Annotated[str, Path()]) -> GroupPush:
 @app.delete("/v1/groups/<group>/push", tags=["groups"], responses=responses(400, 404, ok=204))
 def clear_push(group: Annotated[str, Path()]):
     """Stop pushing to the group; its committed offsets stay."""
-    subscriptions.clear_push(get_store(), group)
+    subscriptions.clear_push(get_store(), group, push_notifier())
     return Response(204)
 
 

@@ -1,6 +1,6 @@
 """Produce: route each message to a queue, then store the batch in one atomic put.
 
-After the put, push delivery is told the topic has new messages (`functions.push.trigger`).
+After the put, the `PushNotifier` the caller gives is told the topic has new messages.
 
 Routing: an explicit queue wins; else a sharding key picks `crc32(key) % queues`, so one key always
 lands in one queue and keeps its order; the rest of a batch goes to one queue chosen round-robin
@@ -13,11 +13,12 @@ import itertools
 import zlib
 from collections.abc import Sequence
 
-from functions.push import trigger
 from shared.codec import ProduceFrame
 from shared.models import MessageIn, ProduceResponse, PutView
 from tidemq_store import Message, MessageStore, PutResult
 from tidemq_store.errors import QueueOutOfRange
+
+from .notifier import PushNotifier
 
 _round_robin = itertools.count()
 
@@ -26,8 +27,10 @@ def queue_for(sharding_key: str | None, queues: int, batch_queue: int) -> int:
     return zlib.crc32(sharding_key.encode()) % queues if sharding_key else batch_queue
 
 
-def produce_frames(store: MessageStore, topic: str, frames: Sequence[ProduceFrame]) -> list[PutResult]:
-    """Route and store decoded messages (from JSON or the binary batch encoding)."""
+def produce_frames(
+    store: MessageStore, topic: str, frames: Sequence[ProduceFrame], notifier: PushNotifier
+) -> list[PutResult]:
+    """Route and store decoded messages (from JSON or the binary batch encoding), then tell `notifier`."""
     queues = store.get_topic(topic).queues
     batch_queue = next(_round_robin) % queues
     messages = []
@@ -41,16 +44,16 @@ def produce_frames(store: MessageStore, topic: str, frames: Sequence[ProduceFram
             message.queue = queue_for(frame.sharding_key, queues, batch_queue)
         messages.append(message)
     results = store.put(topic, messages)
-    trigger.notify(store, topic)
+    notifier.messages_stored(topic)
     return results
 
 
-def produce_json(store: MessageStore, topic: str, messages: list[MessageIn]) -> ProduceResponse:
+def produce_json(store: MessageStore, topic: str, messages: list[MessageIn], notifier: PushNotifier) -> ProduceResponse:
     frames = [
         ProduceFrame(Message(m.body_bytes(), 0, tuple(m.keys), m.tag, m.properties), m.queue, m.sharding_key)
         for m in messages
     ]
-    results = produce_frames(store, topic, frames)
+    results = produce_frames(store, topic, frames, notifier)
     return ProduceResponse(
         messages=[
             PutView(msg_id=r.msg_id, queue=r.queue, offset=r.queue_offset, store_timestamp=r.store_timestamp)

@@ -5,14 +5,16 @@ For each queue, from the group's committed offset (the queue's oldest message if
 succeeded. A failed call is retried after an exponential backoff with jitter; once `max_attempts` calls of a
 batch have failed, the batch is put to the group's dead-letter topic `%DLQ%<group>` (created with one queue
 if missing; each message keeps its body, keys and tag, and gets its origin as properties, as RocketMQ does:
-ORIGIN_MESSAGE_ID, RETRY_TOPIC, ...) and the offset moves past it.
+ORIGIN_MESSAGE_ID, RETRY_TOPIC, ...) and the offset moves past it; the `PushNotifier` the caller gives is told
+the dead-letter topic has new messages (a group may push from it).
 
 Guarantees: at least once (a crash between a call and its commit calls again with the same messages), and
 each queue in order (a queue waits while its head batch is retried; the other queues go on). Retry counts
 live with the caller (`PendingRetry` per queue), not in the store: a restart counts a batch's attempts anew.
 
 Nothing here sleeps or polls: `deliver` makes one pass up to the end each queue had when the pass began and
-says when the next retry is due. The local worker sets a timer for it; the push function waits for it.
+says when the next retry is due. The local worker sets a timer for it; the push function waits for it
+(`push_invocations.PushEnvironment`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from tidemq_store.clock import now_ms
 from tidemq_store.errors import OffsetOutOfRange, TopicExists, TopicNotFound
 from tidemq_store.model import PushSubscription
 
+from .notifier import PushNotifier
 from .targets import Target, TargetFailed
 
 DLQ_PREFIX = "%DLQ%"
@@ -69,13 +72,21 @@ class DeliveryReport:
     def progressed(self) -> bool:
         return self.committed > 0
 
+    def add(self, other: DeliveryReport) -> None:
+        """Count `other`'s work in this report too (its retry and interruption are its own)."""
+        self.delivered += other.delivered
+        self.failed_calls += other.failed_calls
+        self.dead_lettered += other.dead_lettered
+        self.committed += other.committed
+
 
 def deliver(
     store: MessageStore, group: str, subscription: PushSubscription, target: Target,
-    retries: dict[int, PendingRetry], keep_going: Callable[[], bool] = lambda: True,
+    retries: dict[int, PendingRetry], notifier: PushNotifier, keep_going: Callable[[], bool] = lambda: True,
 ) -> DeliveryReport:  # fmt: skip
     """One pass of `group`'s push delivery. `retries` (queue -> its head batch's failed calls) is read and
-    updated; `keep_going` is asked before each call (a closing worker, a Lambda running out of time)."""
+    updated; `notifier` is told once if the pass put dead letters; `keep_going` is asked before each call (a
+    closing worker, a Lambda running out of time)."""
     report = DeliveryReport()
     topic = subscription.topic
     committed = store.committed_offsets(group, topic)
@@ -90,6 +101,8 @@ def deliver(
             break
     due = [p.due_ms for p in retries.values()]
     report.retry_due_ms = min(due) if due else None
+    if report.dead_lettered:
+        notifier.messages_stored(dead_letter_topic(group))
     return report
 
 

@@ -7,7 +7,8 @@
                         success unless it raises (locally; in AWS the module must ship with the push function)
 
 Every target gets the same JSON document. A call that fails (an error, a non-2xx, a timeout after
-`push_target_timeout_s`) raises `TargetFailed`; push delivery then retries it.
+`push_target_timeout_s`) raises `TargetFailed`; push delivery then retries it. How a target is written is
+`shared.push_target`; `check_target` is what setting a subscription checks.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import httpx
 from botocore.config import Config
 
 from shared.models import PushDelivery
+from shared.push_target import PushTargetKind, push_target_kind
 from tidemq_store.aws import aws_region
 from tidemq_store.errors import InvalidArgument
-from tidemq_store.model import PushTargetKind, push_target_kind
 
 Target = Callable[[PushDelivery], None]
 ERROR_TEXT_LIMIT = 300  # characters of a target's error kept in logs and dead-letter properties
@@ -37,8 +38,9 @@ class TargetFailed(Exception):
 
 
 def check_target(target: str) -> None:
-    """Raise InvalidArgument if `target` cannot work at all: a Python target whose module does not import or
-    whose attribute is not callable. (Hosts and functions are only reached when delivering.)"""
+    """Raise InvalidArgument if `target` cannot work at all: it is not written as a push target
+    (`shared.push_target`), or it is a Python target whose module does not import or whose attribute is not
+    callable. (Hosts and functions are only reached when delivering.)"""
     if push_target_kind(target) is PushTargetKind.PYTHON:
         _python_callable(target)
 

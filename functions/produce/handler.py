@@ -1,4 +1,5 @@
-"""Produce function: store a batch of messages, as JSON or in the compact binary batch encoding."""
+"""Produce function: store a batch of messages, as JSON or in the compact binary batch encoding, and tell
+this process's push notifier (`functions.push.trigger.push_notifier`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from functions.api.errors import responses
 from functions.api.observability import metrics
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import produce
+from functions.push.trigger import push_notifier
 from functions.store import get_store
 from shared import codec
 from shared.models import ProduceRequest, ProduceResponse
@@ -24,7 +26,7 @@ app = new_resolver()
 @app.post("/v1/topics/<topic>/messages", tags=["messages"], responses=responses(415, 400, 404, 413))
 def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> ProduceResponse:
     """Store a batch atomically; each message's id, queue and offset come back in order."""
-    response = produce.produce_json(get_store(), topic, request.messages)
+    response = produce.produce_json(get_store(), topic, request.messages, push_notifier())
     metrics.add_metric(name="MessagesProduced", unit=MetricUnit.Count, value=len(response.messages))
     return response
 
@@ -40,7 +42,7 @@ def produce_binary(topic: Annotated[str, Path()]):
     frames = codec.decode_produce(request_bytes(app.current_event))
     if not frames:
         raise InvalidArgument("the batch holds no messages")
-    results = produce.produce_frames(get_store(), topic, frames)
+    results = produce.produce_frames(get_store(), topic, frames, push_notifier())
     metrics.add_metric(name="MessagesProduced", unit=MetricUnit.Count, value=len(results))
     body = "".join(f"{r.msg_id} {r.queue} {r.queue_offset}\n" for r in results)
     return Response(200, content_types.TEXT_PLAIN, body)

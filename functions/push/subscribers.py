@@ -9,9 +9,10 @@ configs already answer; the cost of the cache is one listing per TTL per produci
 at thousands of groups and the thing to revisit at millions.
 
 Staleness: a change made through this process (the admin routes, locally the one gateway process) drops the
-cache at once. Another process (in AWS, a warm produce function) may miss a new subscription for up to the
-TTL; the admin therefore asks the push function to catch the group up once more after the TTL (see
-`trigger.subscription_changed`), so no message produced in that window waits for the next produce.
+cache at once, and a starting local worker reads afresh. Another process (in AWS, a warm produce function)
+may miss a new subscription for up to the TTL; the admin therefore asks the push function to catch the group
+up once more after the TTL (see `trigger.PushFunctionNotifier.subscription_changed`), so no message produced
+in that window waits for the next produce.
 """
 
 from __future__ import annotations

@@ -1,8 +1,13 @@
-"""Setting push delivery going: what a produce (or a change of subscription) calls, event-driven, never polled.
+"""Setting push delivery going: this process's `PushNotifier` (`push_notifier`), which the handlers give the
+produce and subscription logic. Event-driven, never polled; which one depends on the process:
 
-`TIDEMQ_PUSH_MODE=local`: the process's push worker (started by the local gateway) wakes the groups; with no
-worker running the call does nothing, and the worker catches up when it starts. `lambda`: the push function
-(`TIDEMQ_PUSH_FUNCTION`) is invoked asynchronously (InvocationType=Event) with a `shared.models.PushEvent`.
+- the local gateway (`TIDEMQ_PUSH_MODE=local`) starts the local push worker (`start_worker`), which is then the
+  notifier: it wakes the groups pushing from the topic;
+- with `TIDEMQ_PUSH_MODE=lambda`, a `PushFunctionNotifier`: it invokes the push function
+  (`TIDEMQ_PUSH_FUNCTION`) asynchronously (InvocationType=Event) with a `shared.models.PushEvent`;
+- a process in local mode with no worker running gets `NO_DELIVERY`, which does nothing: the worker catches
+  up when it starts.
+
 Either way only when some group pushes from the topic (`subscribers` answers without a store read on most
 calls). A failed invoke is logged, never failed back to the producer: its messages are stored, and the next
 produce of the topic delivers them.
@@ -14,7 +19,9 @@ import threading
 from functools import cache
 
 from functions.api.observability import logger
+from functions.logic.notifier import PushNotifier
 from functions.logic.targets import lambda_client
+from functions.store import get_store
 from shared.models import PushEvent
 from shared.settings import PushMode, get_settings
 from tidemq_store import MessageStore
@@ -34,11 +41,13 @@ def subscribers() -> Subscribers:
 
 
 def start_worker(store: MessageStore) -> PushWorker:
-    """Start this process's local push worker (and its catch-up); the local gateway calls this at startup."""
+    """Start this process's local push worker, which becomes its notifier, and catch up on every push group
+    as the store has them now; the local gateway calls this at startup."""
     global _worker
     settings = get_settings()
     with _lock:
         if _worker is None:
+            subscribers().invalidate()  # a listing from before the start may be stale: nothing told it since
             worker = PushWorker(store, subscribers(), settings.push_threads, settings.push_target_timeout_s)
             _worker = worker.start()
         return _worker
@@ -53,31 +62,48 @@ def stop_worker() -> None:
         worker.close()
 
 
-def notify(store: MessageStore, topic: str) -> None:
-    """`topic` has new messages: have them pushed to the groups pushing from it."""
-    groups = subscribers().of(store, topic)
-    if not groups:
-        return
+def push_notifier() -> PushNotifier:
+    """This process's notifier, for the handlers to give the logic; see the module docstring."""
     if get_settings().push_mode is PushMode.LAMBDA:
-        invoke_push_function(PushEvent(topic=topic))
-    elif _worker is not None:
-        for group in groups:
-            _worker.wake(group)
+        return PushFunctionNotifier(get_store(), subscribers())
+    return _worker or NO_DELIVERY
 
 
-def subscription_changed(store: MessageStore, group: str, topic: str | None) -> None:
-    """`group` now pushes from `topic` (None: no longer pushes): forget the cached subscribers and deliver
-    what the group has waiting. In Lambda mode once more after the subscribers' TTL too, when every warm
-    produce function has seen the change (until then one may store a message without invoking us)."""
-    subscribers().invalidate()
-    if topic is None:
-        return
-    if get_settings().push_mode is PushMode.LAMBDA:
+class NoDelivery:
+    """The notifier of a process that sets no delivery going: it is told, and does nothing."""
+
+    def messages_stored(self, topic: str) -> None:
+        pass
+
+    def subscription_changed(self, group: str, topic: str | None) -> None:
+        pass
+
+
+NO_DELIVERY = NoDelivery()
+
+
+class PushFunctionNotifier:
+    """Sets push delivery going in AWS: invokes the push function asynchronously (`invoke_push_function`)."""
+
+    def __init__(self, store: MessageStore, subscribers: Subscribers) -> None:
+        self.store = store
+        self.subscribers = subscribers
+
+    def messages_stored(self, topic: str) -> None:
+        """Invoke the push function for `topic`, if some group pushes from it."""
+        if self.subscribers.of(self.store, topic):
+            invoke_push_function(PushEvent(topic=topic))
+
+    def subscription_changed(self, group: str, topic: str | None) -> None:
+        """Forget the cached subscribers; if `group` now pushes from `topic`, invoke the push function to
+        deliver what the group has waiting, now and once more after the subscribers' TTL, when every warm
+        produce function has seen the change (until then one may store a message without invoking us)."""
+        self.subscribers.invalidate()
+        if topic is None:
+            return
         invoke_push_function(PushEvent(topic=topic, group=group))
-        settled = now_ms() + int(get_settings().push_subscribers_ttl_s * 1000)
+        settled = now_ms() + int(self.subscribers.ttl_s * 1000)
         invoke_push_function(PushEvent(topic=topic, group=group, not_before_ms=settled))
-    elif _worker is not None:
-        _worker.wake(group)
 
 
 def invoke_push_function(event: PushEvent) -> None:

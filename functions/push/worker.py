@@ -1,13 +1,19 @@
 """The local push worker: push delivery inside the process that serves the API (`make run`), standing in
 for the push Lambda function's asynchronous invocations.
 
-A produce wakes the groups pushing from its topic (`notify`); each woken group gets one delivery run on a
-thread pool of `push_threads`. A group is delivered by one thread at a time: a wake during its run makes the
-run go round once more, so what was produced meanwhile is delivered too. A batch that must wait for a retry
+Once started, the worker is its process's `PushNotifier` (`functions.logic.notifier`): a produce wakes the
+groups pushing from its topic (`messages_stored`), a new subscription its group (`subscription_changed`).
+Each woken group gets one delivery run on a thread pool of `push_threads`. A group is delivered by one thread
+at a time: a wake during its run makes the run go round once more, so what was produced meanwhile is
+delivered too. A batch that must wait for a retry
 sets a timer for the group. With nothing produced and no retry due the worker does nothing at all: its
 threads wait on the pool's queue and no timer is set, so it reads nothing from the store.
 
 At start it catches up: every push group is woken once, delivering what was produced while it was down.
+
+Nothing unexpected stops it: a run that fails (the store unreachable, a bug) is logged with its group and
+tried again after `AFTER_ERROR_S`; a group (or its topic) that is gone is logged and waits to be woken; a
+run or timer whose thread cannot start is logged, and the group's next wake tries again.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from functions.api.observability import flush_background_metrics, logger
-from functions.logic.push import DeliveryReport, dead_letter_topic, deliver
+from functions.logic.push import DeliveryReport, deliver
 from functions.logic.targets import target_caller
 from shared.models import PendingRetry
 from tidemq_store import MessageStore
@@ -64,9 +70,16 @@ class PushWorker:
                 self.wake(group)
         return self
 
-    def notify(self, topic: str) -> None:
+    def messages_stored(self, topic: str) -> None:
         """`topic` has new messages: wake the groups pushing from it."""
         for group in self.subscribers.of(self.store, topic):
+            self.wake(group)
+
+    def subscription_changed(self, group: str, topic: str | None) -> None:
+        """`group` now pushes from `topic` (None: no longer pushes): forget the cached subscribers and, if it
+        pushes, deliver what it has waiting."""
+        self.subscribers.invalidate()
+        if topic is not None:
             self.wake(group)
 
     def wake(self, group: str) -> None:
@@ -78,8 +91,12 @@ class PushWorker:
             if run.running:
                 run.again = True
                 return
+            try:  # under the lock, so that close() cannot shut the pool down in between
+                self._pool.submit(self._run, group, run)
+            except RuntimeError:  # no thread could start for it
+                logger.exception("push delivery of group %s could not start; its next wake tries again", group)
+                return
             run.running = True
-        self._pool.submit(self._run, group, run)
 
     @property
     def busy(self) -> bool:
@@ -99,26 +116,33 @@ class PushWorker:
     # ---- one group -------------------------------------------------------------------------------
 
     def _run(self, group: str, run: GroupRun) -> None:
+        """Deliver `group` until no wake came during a pass, then set a timer for its next retry, if any.
+        Never raises (on the pool an exception would vanish unseen): see the module docstring."""
         while True:
             with self._lock:
                 run.again = False
                 self.runs += 1
-            retry_in_s: float | None = None
-            try:
-                report = self._deliver(group, run)
-                if report is not None and report.retry_due_ms is not None:
-                    retry_in_s = max(0.0, (report.retry_due_ms - now_ms()) / 1000)
-            except (GroupNotFound, TopicNotFound) as gone:
-                logger.info("push delivery of group %s stops: %s", group, gone)
-            except Exception:
-                logger.exception("push delivery of group %s failed; trying again in %ss", group, AFTER_ERROR_S)
-                retry_in_s = AFTER_ERROR_S
+            retry_in_s = self._pass(group, run)
             with self._lock:
                 if retry_in_s is not None:
                     self._set_timer(group, run, retry_in_s)
                 if not run.again or self._closed:
                     run.running = False
                     return
+
+    def _pass(self, group: str, run: GroupRun) -> float | None:
+        """One delivery pass of `group`; the seconds until it should run again (None: when woken)."""
+        try:
+            report = self._deliver(group, run)
+        except (GroupNotFound, TopicNotFound) as gone:
+            logger.info("push delivery of group %s stops: %s", group, gone)
+            return None
+        except Exception:
+            logger.exception("push delivery of group %s failed; trying again in %ss", group, AFTER_ERROR_S)
+            return AFTER_ERROR_S
+        if report is None or report.retry_due_ms is None:
+            return None
+        return max(0.0, (report.retry_due_ms - now_ms()) / 1000)
 
     def _deliver(self, group: str, run: GroupRun) -> DeliveryReport | None:
         subscription = self.store.get_group(group).push
@@ -128,11 +152,11 @@ class PushWorker:
         if subscription is None:
             return None
         target = target_caller(subscription.target, self.target_timeout_s)
-        report = deliver(self.store, group, subscription, target, run.retries, keep_going=lambda: not self._closed)
+        report = deliver(
+            self.store, group, subscription, target, run.retries, notifier=self, keep_going=lambda: not self._closed
+        )
         flush_background_metrics(PushDelivered=report.delivered, PushFailedCalls=report.failed_calls,
                                  PushDeadLettered=report.dead_lettered)  # fmt: skip
-        if report.dead_lettered:
-            self.notify(dead_letter_topic(group))  # someone may push from the dead-letter topic
         return report
 
     def _set_timer(self, group: str, run: GroupRun, delay_s: float) -> None:
@@ -143,7 +167,12 @@ class PushWorker:
             return  # a timer that has not fired yet wakes the group soon enough
         if run.timer is not None:
             run.timer.cancel()
-        run.timer = threading.Timer(delay_s, self.wake, (group,))
-        run.timer.daemon = True
-        run.timer_due_ms = due_ms
-        run.timer.start()
+        timer = threading.Timer(delay_s, self.wake, (group,))  # wake() logs what fails in it
+        timer.daemon = True
+        try:
+            timer.start()
+        except RuntimeError:  # no thread could start for it
+            logger.exception("push retry timer of group %s could not start; its next wake tries again", group)
+            run.timer = None
+            return
+        run.timer, run.timer_due_ms = timer, due_ms

@@ -1,5 +1,6 @@
-"""Push delivery in process: the local push worker over a real store (embedded, and serverless on a moto
-server), messages produced through the produce logic, Python targets that record or fail their calls."""
+"""Push delivery in process, over a real store (embedded, and serverless on a moto server): what the produce and
+subscription logic tell their notifier, the local push worker, the push function's delivery within an
+invocation's time, and its notifier's asynchronous invokes; Python targets that record or fail their calls."""
 
 from __future__ import annotations
 
@@ -10,14 +11,18 @@ from typing import Any
 
 import pytest
 
-from functions.logic import produce, subscriptions
+from functions.logic import produce, subscriptions, targets
 from functions.logic.push import dead_letter_topic
+from functions.logic.push_invocations import InvocationTime, PushEnvironment
 from functions.push import trigger
+from functions.push.subscribers import Subscribers
 from functions.push.worker import PushWorker
-from shared.models import MessageIn
+from shared.models import MessageIn, PendingRetry, PushEvent
 from tests import push_targets
+from tests.local_lambda import LocalLambda
 from tests.push_targets import wait_for
 from tidemq_store import GroupConfig, MessageStore, StoreConfig, TopicConfig, open_store
+from tidemq_store.clock import now_ms
 from tidemq_store.errors import GroupNotFound, InvalidArgument, TopicNotFound
 from tidemq_store.model import PushSubscription
 
@@ -72,14 +77,30 @@ def worker(counted) -> PushWorker:
     return trigger.start_worker(counted)
 
 
-def push_to(store: MessageStore, target: str, **options: Any) -> None:
+class Notices:
+    """A push notifier that writes down what it is told."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[str, ...]] = []
+
+    def messages_stored(self, topic: str) -> None:
+        self.told.append(("messages stored", topic))
+
+    def subscription_changed(self, group: str, topic: str | None) -> None:
+        self.told.append(("subscription changed", group, str(topic)))
+
+
+def push_to(store: MessageStore, target: str, notifier: Any = None, **options: Any) -> None:
+    """Subscribe `billing` to `orders`, telling `notifier` (default: the process's, as the admin handler does)."""
     subscription = PushSubscription(topic="orders", target=f"python:tests.push_targets:{target}", **options)
-    subscriptions.set_push(store, "billing", subscription)
+    subscriptions.set_push(store, "billing", subscription, notifier or trigger.push_notifier())
 
 
-def send(store: MessageStore, *bodies: str, queue: int = 0, **fields: Any) -> list[str]:
-    """Produce through the produce logic (which tells push delivery); the messages' ids."""
-    response = produce.produce_json(store, "orders", [MessageIn(body=b, queue=queue, **fields) for b in bodies])
+def send(store: MessageStore, *bodies: str, queue: int = 0, notifier: Any = None, **fields: Any) -> list[str]:
+    """Produce through the produce logic, telling `notifier` (default: the process's, as the produce handler
+    does); the messages' ids."""
+    messages = [MessageIn(body=b, queue=queue, **fields) for b in bodies]
+    response = produce.produce_json(store, "orders", messages, notifier or trigger.push_notifier())
     return [m.msg_id for m in response.messages]
 
 
@@ -172,7 +193,7 @@ def test_a_cleared_subscription_stops_delivery_and_keeps_the_offsets(store, work
     push_to(store, "accept")
     send(store, "pushed")
     wait_for(lambda: lag(store) == 0, "lag 0")
-    subscriptions.clear_push(store, "billing")
+    subscriptions.clear_push(store, "billing", trigger.push_notifier())
     send(store, "not-pushed")
     wait_for(lambda: not worker.busy, "the worker to finish")
     assert list(push_targets.calls) == ["pushed"]
@@ -194,8 +215,137 @@ BAD_SUBSCRIPTIONS = [
 def test_a_bad_subscription_is_refused_saying_why_and_changes_nothing(store):
     store.create_topic(TopicConfig(name="%DLQ%billing", queues=1))
     store.create_group(GroupConfig(name="g" * 125))
+    notices = Notices()
     for group, change, error, says in BAD_SUBSCRIPTIONS:
         fields = {"topic": "orders", "target": "python:tests.push_targets:accept", **change}
         with pytest.raises(error, match=says):
-            subscriptions.set_push(store, group, PushSubscription(**fields))
+            subscriptions.set_push(store, group, PushSubscription(**fields), notices)
     assert [g.push for g in store.list_groups()] == [None, None]
+    assert notices.told == []
+
+
+# ---- what the logic tells its notifier, and the process's notifier ----------------------------------------
+
+
+def test_a_produce_tells_its_notifier_the_topic_has_new_messages_once_they_are_stored(store):
+    stored_when_told = []
+
+    class Checking(Notices):
+        def messages_stored(self, topic: str) -> None:
+            stored_when_told.append(lag(store))  # nobody consumed: the lag counts the stored messages
+            super().messages_stored(topic)
+
+    notices = Checking()
+    send(store, "a", "b", notifier=notices)
+    assert notices.told == [("messages stored", "orders")] and stored_when_told == [2]
+
+
+def test_setting_and_clearing_a_subscription_tells_the_notifier_and_clearing_none_tells_nothing(store):
+    notices = Notices()
+    push_to(store, "accept", notices)
+    subscriptions.clear_push(store, "billing", notices)
+    subscriptions.clear_push(store, "billing", notices)  # it pushes no more: nothing changes
+    assert notices.told == [("subscription changed", "billing", "orders"), ("subscription changed", "billing", "None")]
+
+
+def test_a_local_process_without_a_worker_tells_nobody_and_its_started_worker_delivers(store, counted):
+    assert trigger.push_notifier() is trigger.NO_DELIVERY
+    push_to(store, "accept")
+    send(store, "while-nobody-delivers")
+    assert push_targets.deliveries == []
+    worker = trigger.start_worker(counted)
+    assert trigger.push_notifier() is worker
+    send(store, "with-a-worker")
+    wait_for(lambda: lag(store) == 0, "lag 0")
+    trigger.stop_worker()
+    assert trigger.push_notifier() is trigger.NO_DELIVERY
+    assert sorted(push_targets.calls) == ["while-nobody-delivers", "with-a-worker"]
+
+
+def test_the_push_function_notifier_invokes_it_asynchronously_only_for_topics_somebody_pushes_from(
+    store, local_aws, monkeypatch
+):
+    with LocalLambda({"tidemq-push": lambda event, context: None}) as service:
+        for name, value in {**local_aws.env, "AWS_ENDPOINT_URL_LAMBDA": service.url}.items():
+            monkeypatch.setenv(name, value)
+        targets.lambda_client.cache_clear()
+        try:
+            notifier = trigger.PushFunctionNotifier(store, Subscribers(ttl_s=60))
+            send(store, "nobody-pushes-yet", notifier=notifier)
+            before = now_ms()
+            push_to(store, "accept", notifier)
+            send(store, "somebody-pushes", notifier=notifier)
+            subscriptions.clear_push(store, "billing", notifier)
+            send(store, "nobody-pushes-again", notifier=notifier)
+            events = service.events("tidemq-push")
+        finally:
+            targets.lambda_client.cache_clear()
+    assert events[:2] == [{"topic": "orders", "group": "billing"},  # deliver what the group has waiting, then
+                          {"topic": "orders", "group": "billing", "not_before_ms": events[1]["not_before_ms"]},
+                          ]  # fmt: skip
+    assert events[1]["not_before_ms"] >= before + 60_000  # once more when every process has seen the change
+    assert events[2:] == [{"topic": "orders"}]
+    assert [kind for _, kind, _ in service.invocations] == ["Event"] * 3
+
+
+# ---- the push function's delivery within an invocation's time ----------------------------------------------
+
+
+def invocation(calls_for_s: float) -> InvocationTime:
+    """An invocation's time in which target calls (of at most 0.1 s) may start for `calls_for_s` from now."""
+    return InvocationTime(deadline_ms=now_ms() + int(calls_for_s * 1000) + 100, target_timeout_s=0.1)
+
+
+def test_an_invocation_waits_for_a_retry_due_within_its_time_and_delivers_until_caught_up(store):
+    push_to(store, "flaky", Notices(), max_attempts=5, **FAST)
+    send(store, "once", notifier=Notices())
+    done = PushEnvironment().deliver(store, PushEvent(topic="orders"), ["billing"], invocation(60), Notices())
+    assert (done.report.delivered, done.report.failed_calls, done.continued) == (1, 2, False)
+    assert [d["attempt"] for d in push_targets.deliveries] == [1, 2, 3]
+    assert lag(store) == 0
+
+
+def test_a_retry_due_after_the_invocation_s_time_goes_on_in_a_continuation_that_keeps_counting_attempts(store):
+    push_to(store, "reject", Notices(), max_attempts=2, backoff_base_ms=60_000, backoff_max_ms=60_000)
+    send(store, "doomed", notifier=Notices())
+    environment = PushEnvironment()
+    done = environment.deliver(store, PushEvent(topic="orders"), ["billing"], invocation(1.5), Notices())
+    assert (done.report.failed_calls, done.continued) == (1, True)
+    continuation = done.continuation
+    assert continuation is not None and continuation.continues and continuation.topic == "orders"
+    [pending] = continuation.retries
+    assert (pending.group, pending.queue, pending.offset, pending.attempts) == ("billing", 0, 0, 1)
+    assert continuation.not_before_ms == pending.due_ms  # it starts when the retry is due
+    assert environment.continue_later("orders", ["billing"], None) is None  # it is queued: no second one
+
+    # The continuation reaches a new execution environment once the retry is due: the second call is attempt 2,
+    # the last, so the message is dead-lettered and the notifier told.
+    due_now = continuation.model_copy(update={"not_before_ms": None, "retries": [
+        pending.model_copy(update={"due_ms": now_ms()})]})  # fmt: skip
+    notices = Notices()
+    done = PushEnvironment().deliver(store, due_now, [], invocation(60), notices)
+    assert (done.report.dead_lettered, done.continued) == (1, False)
+    assert [d["attempt"] for d in push_targets.deliveries] == [1, 2]
+    assert notices.told == [("messages stored", "%DLQ%billing")]
+    assert dead_letters(store)[0].properties["RECONSUME_TIME"] == "2"
+
+
+def test_an_invocation_out_of_time_before_a_call_hands_everything_over(store):
+    push_to(store, "accept", Notices())
+    send(store, "later", notifier=Notices())
+    environment = PushEnvironment()
+    done = environment.deliver(store, PushEvent(topic="orders"), ["billing"], invocation(-1), Notices())
+    assert done.continued and done.continuation == PushEvent(topic="orders", continues=True)
+    assert push_targets.deliveries == []
+
+
+def test_an_invocation_forgets_a_group_that_no_longer_pushes_from_its_topic(store):
+    push_to(store, "accept", Notices())
+    send(store, "not-pushed", notifier=Notices())
+    subscriptions.clear_push(store, "billing", Notices())
+    pending = PendingRetry(group="billing", queue=0, offset=0, attempts=1, due_ms=0)
+    environment = PushEnvironment()
+    event = PushEvent(topic="orders", retries=[pending], continues=True)
+    done = environment.deliver(store, event, [], invocation(60), Notices())
+    assert (done.report.delivered, done.continued, environment.retries) == (0, False, {})
+    assert push_targets.deliveries == []

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
 from typing import Annotated, TypeVar
-from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -94,68 +93,20 @@ class TopicConfig(BaseModel):
     created_at: int = 0
 
 
-class PushTargetKind(StrEnum):
-    """Where push delivery sends a group's messages (the target's prefix or URL scheme)."""
-
-    LAMBDA = "lambda"  # lambda:<function name or ARN>[:<qualifier>], invoked synchronously
-    HTTP = "http"  # http(s)://... a webhook, POSTed JSON
-    PYTHON = "python"  # python:<module>:<callable>, imported and called in the delivering process
-
-
-_LAMBDA_FUNCTION = re.compile(
-    r"(arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:\d{12}:function:)?[A-Za-z0-9_-]{1,64}(:(\$LATEST|[A-Za-z0-9_-]{1,128}))?"
-)
-_DOTTED = r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*"
-_PYTHON_TARGET = re.compile(rf"{_DOTTED}:{_DOTTED}")
-TARGET_FORMS = "lambda:<function name or ARN>, http(s)://<webhook URL> or python:<module>:<callable>"
-
-
-def push_target_kind(target: str) -> PushTargetKind:
-    """The kind of a push target, or InvalidArgument saying what is wrong with it (syntax only: whether a
-    function, host or module exists is learned when delivering)."""
-    scheme, _, rest = target.partition(":")
-    if scheme == "lambda":
-        if not _LAMBDA_FUNCTION.fullmatch(rest):
-            raise InvalidArgument(
-                f"target {target!r}: after 'lambda:' give a function name (letters, digits, - and _, at most 64), "
-                "a function ARN, optionally with ':<version or alias>'"
-            )
-        return PushTargetKind.LAMBDA
-    if scheme in ("http", "https"):
-        parts = urlsplit(target)
-        if not parts.hostname or any(c.isspace() for c in target):
-            raise InvalidArgument(f"target {target!r} is not a webhook URL: expected {scheme}://host[:port]/path")
-        return PushTargetKind.HTTP
-    if scheme == "python":
-        if not _PYTHON_TARGET.fullmatch(rest):
-            raise InvalidArgument(
-                f"target {target!r}: after 'python:' give <module>:<callable>, e.g. python:app.hooks:on_message"
-            )
-        return PushTargetKind.PYTHON
-    raise InvalidArgument(f"target {target!r} is not a push target: use {TARGET_FORMS}")
-
-
 class PushSubscription(BaseModel):
-    """A group's push delivery (RocketMQ's push consumer): new messages of `topic` matching `tag` go to
-    `target`, `batch_size` at a time, each queue in order; a failed call is retried with exponential backoff
-    (`backoff_base_ms` doubling up to `backoff_max_ms`, with jitter), and after `max_attempts` calls the batch
-    goes to the group's dead-letter topic `%DLQ%<group>`."""
+    """What the store keeps of a group's push delivery (RocketMQ's push consumer): the topic and tag filter
+    it delivers, the target, the batch size and the retry policy, each field bounded. The store never
+    delivers: the functions check how `target` is written when a subscription is set, and deliver to it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     topic: TopicName
-    target: str = Field(description=f"Where messages go: {TARGET_FORMS}.")
+    target: str = Field(min_length=1, description="Where messages go, as given when the subscription was set.")
     tag: str = Field(default="*", description="Tag filter: `*`, or tags joined by `||`.")
     max_attempts: int = Field(default=16, ge=1, le=1000, description="Calls per batch before it is dead-lettered.")
     batch_size: int = Field(default=1, ge=1, le=1000, description="Most messages in one call.")
     backoff_base_ms: int = Field(default=1000, ge=1, description="Wait before the first retry; doubles each time.")
     backoff_max_ms: int = Field(default=300_000, ge=1, description="Longest wait between two attempts.")
-
-    @field_validator("target")
-    @classmethod
-    def _known_target(cls, target: str) -> str:
-        push_target_kind(target)
-        return target
 
     @field_validator("tag")
     @classmethod
@@ -170,10 +121,6 @@ class PushSubscription(BaseModel):
                 f"backoff_max_ms ({self.backoff_max_ms}) is below backoff_base_ms ({self.backoff_base_ms})"
             )
         return self
-
-    @property
-    def target_kind(self) -> PushTargetKind:
-        return push_target_kind(self.target)
 
 
 class GroupConfig(BaseModel):

@@ -1,0 +1,153 @@
+"""Push delivery within invocations of bounded time (the push Lambda function's), going on across them.
+
+An invocation delivers one topic to the groups pushing from it: it makes delivery passes (`push.deliver`)
+while they make progress, and waits for a batch's retry when it is due within the invocation's time. When the
+wait is longer (after waiting what it can), and when time runs out mid-delivery, it hands the rest over to a
+new invocation: a continuation, a `PushEvent` with the pending retries and when to start, so attempts keep
+counting across invocations. Sending it (an asynchronous invoke) is the caller's; one is queued per topic at a
+time.
+
+`PushEnvironment` holds what the invocations of one execution environment share, as they run there one at a
+time: the retries pending per group, so an invocation caused by a produce does not retry a batch early, and
+the topics a continuation is queued for. A new environment learns the retries from the continuation event; an
+ordinary event that reaches a new environment first may retry a batch early.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from functions.api.observability import logger
+from shared.models import PendingRetry, PushEvent
+from tidemq_store import MessageStore
+from tidemq_store.clock import now_ms
+from tidemq_store.errors import GroupNotFound, TopicNotFound
+
+from .notifier import PushNotifier
+from .push import DeliveryReport, deliver
+from .targets import target_caller
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationTime:
+    """The time an invocation has for delivering: until `deadline_ms`, with target calls of at most
+    `target_timeout_s` each, so a call is only started when it can end by then."""
+
+    deadline_ms: int
+    target_timeout_s: float
+
+    @property
+    def call_ms(self) -> int:
+        return int(self.target_timeout_s * 1000)
+
+    @property
+    def latest_call_ms(self) -> int:
+        """The last moment a target call can start."""
+        return self.deadline_ms - self.call_ms
+
+    def can_call(self) -> bool:
+        """A target call started now ends before the deadline."""
+        return now_ms() < self.latest_call_ms
+
+
+@dataclass(slots=True)
+class TopicDelivery:
+    """What an invocation did for its topic: the work of its passes, and whether it handed the rest over
+    (`continued`); `continuation` is the event to send for that, None when one is queued already."""
+
+    report: DeliveryReport = field(default_factory=DeliveryReport)
+    continued: bool = False
+    continuation: PushEvent | None = None
+
+
+class PushEnvironment:
+    """What the push invocations of one execution environment share, and their delivery of a topic; see the
+    module docstring."""
+
+    def __init__(self) -> None:
+        self.retries: dict[str, dict[int, PendingRetry]] = {}  # group -> queue -> its head batch's failed calls
+        self.continuing: set[str] = set()  # topics a continuation is queued for
+
+    def begin(self, event: PushEvent, groups: Iterable[str]) -> list[str]:
+        """An invocation with `event` begins: the continuation it may be is no longer queued, and its retries
+        join this environment's (for one queue the one further on wins: a later offset, else more attempts).
+        The groups it delivers: `groups` and those its retries name."""
+        if event.continues:
+            self.continuing.discard(event.topic)
+        delivered = set(groups)
+        for pending in event.retries:
+            queues = self.retries.setdefault(pending.group, {})
+            known = queues.get(pending.queue)
+            if known is None or (known.offset, known.attempts) < (pending.offset, pending.attempts):
+                queues[pending.queue] = pending
+            delivered.add(pending.group)
+        return sorted(delivered)
+
+    def continue_later(self, topic: str, groups: Iterable[str], not_before_ms: int | None) -> PushEvent | None:
+        """The continuation that delivers the rest of `topic` to `groups` (from `not_before_ms`, if given) with
+        their pending retries; None if one is queued already. Either way one is queued from now on."""
+        if topic in self.continuing:
+            return None
+        self.continuing.add(topic)
+        pending = [retry for group in groups for retry in self.retries.get(group, {}).values()]
+        return PushEvent(topic=topic, not_before_ms=not_before_ms, retries=pending, continues=True)
+
+    def deliver(
+        self,
+        store: MessageStore,
+        event: PushEvent,
+        groups: Iterable[str],
+        time_left: InvocationTime,
+        notifier: PushNotifier,
+    ) -> TopicDelivery:
+        """Deliver `event.topic` to `groups` (those pushing from it, or the one the event names) and to the
+        groups of the event's retries, within `time_left`; `notifier` is told of dead letters. Waits here
+        (sleeping) for a retry due in time; see the module docstring."""
+        delivering = self.begin(event, groups)
+        done = TopicDelivery()
+        wait_until = event.not_before_ms
+        while True:
+            if wait_until is not None and wait_until > now_ms():
+                time.sleep(max(0, min(wait_until, time_left.latest_call_ms) - now_ms()) / 1000)
+                if wait_until > time_left.latest_call_ms:  # waited what this invocation can; the next waits the rest
+                    return self._hand_over(event.topic, delivering, wait_until, done)
+            progressed, due = False, []
+            for group in list(delivering):
+                report = self._pass(store, group, event.topic, time_left, notifier)
+                if report is None:
+                    delivering.remove(group)
+                    self.retries.pop(group, None)
+                    continue
+                done.report.add(report)
+                if report.interrupted:
+                    return self._hand_over(event.topic, delivering, None, done)
+                progressed = progressed or report.progressed
+                if report.retry_due_ms is not None:
+                    due.append(report.retry_due_ms)
+            if not progressed and not due:
+                return done
+            wait_until = None if progressed else min(due)
+
+    def _pass(
+        self, store: MessageStore, group: str, topic: str, time_left: InvocationTime, notifier: PushNotifier
+    ) -> DeliveryReport | None:
+        """One pass for `group`; None if it no longer pushes from `topic`."""
+        try:
+            subscription = store.get_group(group).push
+            if subscription is None or subscription.topic != topic:
+                return None
+            target = target_caller(subscription.target, time_left.target_timeout_s)
+            retries = self.retries.setdefault(group, {})
+            return deliver(store, group, subscription, target, retries, notifier, keep_going=time_left.can_call)
+        except (GroupNotFound, TopicNotFound) as gone:
+            logger.info("push delivery of group %s stops: %s", group, gone)
+            return None
+
+    def _hand_over(
+        self, topic: str, groups: list[str], not_before_ms: int | None, done: TopicDelivery
+    ) -> TopicDelivery:
+        done.continued = True
+        done.continuation = self.continue_later(topic, groups, not_before_ms)
+        return done

@@ -23,7 +23,7 @@ from tidemq_store.errors import InvalidArgument
 app = new_resolver()
 
 
-@app.post("/v1/topics/<topic>/messages", tags=["messages"], responses=responses(415, 400, 404, 413))
+@app.post("/v1/topics/<topic>/messages", tags=["messages"], responses=responses(415, 400, 404, 413, 503))
 def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> ProduceResponse:
     """Store a batch atomically; each message's id, queue and offset come back in order."""
     response = produce.produce_json(get_store(), topic, request.messages, push_notifier())
@@ -34,7 +34,7 @@ def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> Prod
 @app.post(
     "/v1/topics/<topic>/batch",
     tags=["messages"],
-    responses=responses(415, 400, 404, 413, ok_content={"text/plain": {"schema": {"type": "string"}}},
+    responses=responses(415, 400, 404, 413, 503, ok_content={"text/plain": {"schema": {"type": "string"}}},
                         description="One line `msg_id queue offset` per message, in order."),
     description=f"Body: a `{codec.CONTENT_TYPE}` produce batch (see shared/codec.py).",
 )  # fmt: skip

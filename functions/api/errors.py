@@ -2,7 +2,8 @@
 
 A `ClientError` becomes a 4xx whose JSON body (`shared.models.ErrorBody`) says what was wrong; a request that
 breaks the schema is a 422 naming each offending field. `StoreFailed` (the store stopped taking writes, e.g. after
-a failed fsync) is a 503 that says why, so a load balancer and an operator see it. Anything else is a bug or an
+a failed fsync) and `StoreUnavailable` (this request could not be served now, nothing changed) are 503s that say
+why, so a load balancer, a client's retry and an operator see it. Anything else is a bug or an
 outage: a 500 that says only that, with the details in the log.
 """
 
@@ -28,6 +29,7 @@ from tidemq_store.errors import (
     OffsetOutOfRange,
     QueueOutOfRange,
     StoreFailed,
+    StoreUnavailable,
     TopicExists,
     TopicNotFound,
 )
@@ -70,9 +72,9 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
             body.min_offset, body.max_offset = error.min_offset, error.max_offset
         return error_response(status_of(error), body)
 
-    @app.exception_handler(StoreFailed)
-    def store_failed(error: StoreFailed) -> Response:
-        return error_response(503, ErrorBody(error="StoreFailed", message=str(error)))
+    @app.exception_handler([StoreFailed, StoreUnavailable])
+    def store_unavailable(error: StoreFailed | StoreUnavailable) -> Response:
+        return error_response(503, ErrorBody(error=type(error).__name__, message=str(error)))
 
     @app.exception_handler(RequestValidationError)
     def invalid_request(error: RequestValidationError) -> Response:

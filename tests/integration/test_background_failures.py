@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import time
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
 from functions.local_gateway import running_gateway
-from tidemq_store import Message, TopicConfig
+from tidemq_store import Message, StoreConfig, TopicConfig, open_store
 from tidemq_store.embedded.consumequeue import Checkpoint
+from tidemq_store.errors import StoreUnavailable
 
 GATEWAY = Path(__file__).with_name("failing_disk_gateway.py")
 QUEUES = 2
@@ -112,3 +116,28 @@ def test_a_checkpoint_that_fails_is_logged_and_the_loop_goes_on_to_write_the_nex
     assert failures == [1]
     [record] = [r for r in caplog.records if "checkpoint" in r.getMessage()]
     assert "failed" in record.getMessage() and "injected" in str(record.exc_info[1])
+
+
+def test_a_serverless_batch_whose_fsync_fails_is_refused_whole_and_the_next_goes_to_a_new_file(
+    tmp_path, aws_env, monkeypatch
+):
+    efs = tmp_path / "efs"
+    store = open_store(StoreConfig(home=tmp_path, backend="serverless", efs_path=efs,
+                                   dynamodb_prefix=f"fsync{uuid.uuid4().hex[:8]}"))  # fmt: skip
+    store.create_topic(TopicConfig(name="t", queues=2))
+    store.put("t", [Message(b"before", queue=0)])
+    sync = os.fsync
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(StoreUnavailable, match=r"Input/output error.*nothing was stored"):
+        store.put("t", [Message(b"refused", queue=0), Message(b"refused", queue=1)])
+    monkeypatch.setattr(os, "fsync", sync)
+    store.put("t", [Message(b"after", queue=0)])
+
+    assert [m.body for m in store.get("t", 0, 0).messages] == [b"before", b"after"]
+    assert store.get("t", 1, 0).messages == []
+    assert len(list((efs / "segments").iterdir())) == 2  # the file that failed is left to maintenance
+    store.close()

@@ -158,16 +158,15 @@ class MemoryHotStore(HotStore):
     def get(self, topic, queue, offset, max_messages=32, max_bytes=4 << 20, tag_filter=None) -> GetResult:
         selection, low, high, tag_filter = self._read(topic, queue, offset, max_messages, max_bytes, tag_filter)
         messages: list[StoredMessage] = []
-        for run in selection.runs:
-            data = bytes(self.log[run.position : run.position + run.length])
-            messages += decode_run(data, topic, queue, run.first_offset)
+        for first_offset, position, length in selection.runs:
+            messages += decode_run(bytes(self.log[position : position + length]), topic, queue, first_offset)
         if tag_filter is not None:
             messages = [m for m in messages if tag_filter.matches(m.tag)]
         return GetResult(messages, selection.next_offset, low, high)
 
     def read_records(self, topic, queue, offset, max_messages=1000, max_bytes=4 << 20, tag_filter=None) -> RecordBatch:
         selection, low, high, _ = self._read(topic, queue, offset, max_messages, max_bytes, tag_filter)
-        data = b"".join(bytes(self.log[run.position : run.position + run.length]) for run in selection.runs)
+        data = b"".join(bytes(self.log[position : position + length]) for _, position, length in selection.runs)
         return RecordBatch(data, selection.count, selection.next_offset, low, high)
 
     def queue_offsets(self, topic: str) -> list[QueueOffsets]:

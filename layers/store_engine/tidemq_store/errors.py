@@ -1,8 +1,9 @@
 """The engine's one exception hierarchy.
 
 Every error a caller can cause is a `ClientError` subclass with a message that says what was wrong;
-the HTTP layer maps each class to a status code in one place (functions/api/errors.py). `StoreFailed` is an
-outage the store declared itself (503); anything else that escapes the engine is a bug or an outage.
+the HTTP layer maps each class to a status code in one place (functions/api/errors.py). `StoreFailed` and
+`StoreUnavailable` are outages the store declared itself (503); anything else that escapes the engine is a bug
+or an outage.
 """
 
 from __future__ import annotations
@@ -85,6 +86,12 @@ class StoreClosed(TideMQError):
 
 class StoreLocked(TideMQError):
     """Another process has this store open."""
+
+
+class StoreUnavailable(TideMQError):
+    """The store could not take this request now, and nothing was changed (e.g. the shared directory failed a
+    write or an fsync: the serverless backend leaves that file and writes the next batch to a new one); the
+    request can be sent again."""
 
 
 class StoreFailed(TideMQError):

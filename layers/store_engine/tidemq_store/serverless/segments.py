@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from ..errors import StoreUnavailable
+
 KEY_BITS = 24
 POSITION_BITS = 40
 
@@ -78,17 +80,29 @@ class SegmentWriter:
             return
 
     def append(self, encode: Callable[[int], bytes]) -> Appended:
-        """Write `encode(physical offset of the batch)` at the end of the current file, durably."""
+        """Write `encode(physical offset of the batch)` at the end of the current file, durably.
+
+        A write or fsync that fails leaves the file for good (after a failed fsync its unwritten pages may be
+        gone while a later fsync succeeds, PostgreSQL's "fsyncgate"): the next batch goes to a new file, and this
+        one raises `StoreUnavailable`. Nothing was sequenced, so nothing was stored; the bytes nobody references
+        are deleted by maintenance."""
         with self._lock:
             full = self._position >= self.segment_bytes
             if self._fd < 0 or full or time.time() - self._opened_at > self.segment_age_s:
                 self._open_new()
             position = self._position
             data = encode((self._key << POSITION_BITS) | position)
-            written = os.pwrite(self._fd, data, position)
-            if written != len(data):
-                raise OSError(f"short write to segment {file_name(self._key)}: {written} of {len(data)} bytes")
-            os.fsync(self._fd)
+            try:
+                written = os.pwrite(self._fd, data, position)
+                if written != len(data):
+                    raise OSError(f"a short write ({written} of {len(data)} bytes)")
+                os.fsync(self._fd)
+            except OSError as error:
+                failed = file_name(self._key)
+                os.close(self._fd)
+                self._fd = -1
+                raise StoreUnavailable(f"writing a batch to segment {failed} failed ({error}); nothing was stored, "
+                                       "send it again") from error  # fmt: skip
             self._position += len(data)
             return Appended(file_name(self._key), position)
 

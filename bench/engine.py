@@ -107,8 +107,14 @@ def main() -> None:
     args = parser.parse_args()
     filler = os.urandom(args.size)
     payloads = [i.to_bytes(8, "big") + filler[8:] for i in range(args.n)]
-    settings = {"n": args.n, "size": args.size, "batch": args.batch, "queues": args.queues,
-                "threads": args.threads, "flush": args.flush.value}  # fmt: skip
+    settings = {
+        "n": args.n,
+        "size": args.size,
+        "batch": args.batch,
+        "queues": args.queues,
+        "threads": args.threads,
+        "flush": args.flush.value,
+    }
     host = {"python": platform.python_version(), "cpus": os.cpu_count()}
     root = Path(tempfile.mkdtemp(prefix="tidemq-bench-", dir=args.dir))
     medians: dict[str, dict[str, int]] = {}

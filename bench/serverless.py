@@ -61,8 +61,10 @@ def run(args, producers: int, aws: LocalAws, work: Path) -> dict:
     start_at = time.time() + 5  # time for every process to import and connect
     env = {**os.environ, **aws.env}
     argv = [str(efs), prefix, str(args.batches), str(args.batch), str(args.size), str(start_at)]
-    children = [subprocess.Popen([sys.executable, "-c", PRODUCER, *argv], env=env, stdout=subprocess.PIPE, text=True)
-                for _ in range(producers)]  # fmt: skip
+    children = [
+        subprocess.Popen([sys.executable, "-c", PRODUCER, *argv], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(producers)
+    ]
     requests = 0
     for child in children:
         out, _ = child.communicate(timeout=3600)

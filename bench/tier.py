@@ -102,21 +102,23 @@ def bench_consume(args, home: Path, payload: bytes, aws: LocalAws) -> list[dict]
         cpu, s3_cpu = time.process_time() - cpu_before, aws.cpu_seconds() - s3_cpu_before
         if (cold_count, cold_bytes) != (hot_count, hot_bytes):
             raise SystemExit(f"cold read {cold_count} messages / {cold_bytes} bytes, hot {hot_count} / {hot_bytes}")
-        results.append({
-            "bench": "tier_consume",
-            "read_ahead": read_ahead,
-            "readers": readers,
-            "produce_msgs_per_s": round(args.n / produce_s),
-            "hot_consume_msgs_per_s": round(hot_count / hot_s),
-            "cold_consume_msgs_per_s": round(cold_count / cold_s),
-            "cold_vs_hot": round(hot_s / cold_s, 3),
-            "cold_messages": cold_count,
-            "cold_s": round(cold_s, 3),
-            "cold_cpu_s": round(cpu, 2),  # this process: consumer, cache, S3 client
-            "cold_s3_server_cpu_s": round(s3_cpu, 2),  # the moto server process
-            "served_from_s3": from_s3,
-            "cache": dict(store.cache.stats),
-        })  # fmt: skip
+        results.append(
+            {
+                "bench": "tier_consume",
+                "read_ahead": read_ahead,
+                "readers": readers,
+                "produce_msgs_per_s": round(args.n / produce_s),
+                "hot_consume_msgs_per_s": round(hot_count / hot_s),
+                "cold_consume_msgs_per_s": round(cold_count / cold_s),
+                "cold_vs_hot": round(hot_s / cold_s, 3),
+                "cold_messages": cold_count,
+                "cold_s": round(cold_s, 3),
+                "cold_cpu_s": round(cpu, 2),  # this process: consumer, cache, S3 client
+                "cold_s3_server_cpu_s": round(s3_cpu, 2),  # the moto server process
+                "served_from_s3": from_s3,
+                "cache": dict(store.cache.stats),
+            }
+        )
         store.close()
     return results
 

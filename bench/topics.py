@@ -90,17 +90,39 @@ def serverless(args, host: dict, root: Path) -> None:
                 loaded = mark
                 progress.update(task, completed=loaded)
                 rates[mark] = (len(names) / create_s, len(names) / get_s)
-                print(json.dumps({"bench": "topics", "backend": "serverless", "topics": mark,
-                                  "creates_per_s": round(rates[mark][0]), "gets_per_s": round(rates[mark][1]),
-                                  "requests_per_create": create_requests / len(names),
-                                  "requests_per_get": get_requests / len(names),
-                                  "requests_per_list_page": list_requests, "window": len(names),
-                                  "dynamodb": "moto server over HTTP", **host}), flush=True)  # fmt: skip
+                emit(
+                    {
+                        "bench": "topics",
+                        "backend": "serverless",
+                        "topics": mark,
+                        "creates_per_s": round(rates[mark][0]),
+                        "gets_per_s": round(rates[mark][1]),
+                        "requests_per_create": create_requests / len(names),
+                        "requests_per_get": get_requests / len(names),
+                        "requests_per_list_page": list_requests,
+                        "window": len(names),
+                        "dynamodb": "moto server over HTTP",
+                        **host,
+                    }
+                )
         store.close()
     first = min(rates)
-    print(json.dumps({"bench": "topics_summary", "backend": "serverless", "from_topics": first, "to_topics": args.n,
-                      "create_slowdown": round(rates[first][0] / rates[args.n][0], 3),
-                      "get_slowdown": round(rates[first][1] / rates[args.n][1], 3), **host}), flush=True)  # fmt: skip
+    emit(
+        {
+            "bench": "topics_summary",
+            "backend": "serverless",
+            "from_topics": first,
+            "to_topics": args.n,
+            "create_slowdown": round(rates[first][0] / rates[args.n][0], 3),
+            "get_slowdown": round(rates[first][1] / rates[args.n][1], 3),
+            **host,
+        }
+    )
+
+
+def emit(result: dict) -> None:
+    """Print one result as one JSON line."""
+    print(json.dumps(result), flush=True)
 
 
 def main() -> None:
@@ -132,8 +154,7 @@ def main() -> None:
                 store.create_topic(TopicConfig(name=f"topic-{created:08d}", queues=8))
                 created += 1
             rates[mark] = window / (time.perf_counter() - began)
-            print(json.dumps({"bench": "topics", "topics": mark, "creates_per_s": round(rates[mark]),
-                              "window": window, **host}), flush=True)  # fmt: skip
+            emit({"bench": "topics", "topics": mark, "creates_per_s": round(rates[mark]), "window": window, **host})
         store.close()
         began = time.perf_counter()
         store = open_store(config)
@@ -145,12 +166,26 @@ def main() -> None:
         list_s = time.perf_counter() - began
         store.close()
         assert listed == args.n, f"listed {listed} of {args.n} topics after reopening"
-        print(json.dumps({"bench": "topics_reopen", "topics": listed, "reopen_s": round(reopen_s, 3),
-                          "list_all_s": round(list_s, 3), **host}), flush=True)  # fmt: skip
+        emit(
+            {
+                "bench": "topics_reopen",
+                "topics": listed,
+                "reopen_s": round(reopen_s, 3),
+                "list_all_s": round(list_s, 3),
+                **host,
+            }
+        )
         first = min(rates)
-        print(json.dumps({"bench": "topics_summary", "from_topics": first, "to_topics": args.n,
-                          "slowdown": round(rates[first] / rates[args.n], 3), "target": "<= 1.5", **host}),
-              flush=True)  # fmt: skip
+        emit(
+            {
+                "bench": "topics_summary",
+                "from_topics": first,
+                "to_topics": args.n,
+                "slowdown": round(rates[first] / rates[args.n], 3),
+                "target": "<= 1.5",
+                **host,
+            }
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

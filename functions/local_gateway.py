@@ -187,8 +187,9 @@ async def app(scope, receive, send) -> None:
     try:
         result = await asyncio.to_thread(handler_for(route.function), event, context)
     except Exception:  # as API Gateway does when a Lambda function fails: a bug or an outage, never the client
-        logging.getLogger("tidemq.gateway").exception("function %s failed on %s %s", route.function,
-                                                      scope["method"], scope["path"])  # fmt: skip
+        logging.getLogger("tidemq.gateway").exception(
+            "function %s failed on %s %s", route.function, scope["method"], scope["path"]
+        )
         await _send(send, 500, {"content-type": "application/json"}, b'{"message":"Internal Server Error"}')
         return
     payload = result.get("body") or ""

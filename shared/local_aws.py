@@ -54,9 +54,11 @@ class LocalAws:
     def start(self, timeout_s: float = 60) -> LocalAws:
         self._server = subprocess.Popen(
             [sys.executable, "-m", "shared.local_aws", str(self.port)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
-        )  # fmt: skip
+        )
         atexit.register(self.stop)
         deadline = time.monotonic() + timeout_s
         while True:

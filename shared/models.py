@@ -163,11 +163,18 @@ class MessageView(ApiModel):
         except UnicodeDecodeError:
             body, encoding = base64.b64encode(message.body).decode(), "base64"
         return cls.model_construct(
-            msg_id=message.msg_id, topic=message.topic, queue=message.queue, offset=message.queue_offset,
-            body=body, body_encoding=encoding, keys=list(message.keys), tag=message.tag,
-            properties=message.properties, born_timestamp=message.born_timestamp,
+            msg_id=message.msg_id,
+            topic=message.topic,
+            queue=message.queue,
+            offset=message.queue_offset,
+            body=body,
+            body_encoding=encoding,
+            keys=list(message.keys),
+            tag=message.tag,
+            properties=message.properties,
+            born_timestamp=message.born_timestamp,
             store_timestamp=message.store_timestamp,
-        )  # fmt: skip
+        )
 
     def body_bytes(self) -> bytes:
         return self.body.encode() if self.body_encoding == "utf-8" else base64.b64decode(self.body)

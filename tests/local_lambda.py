@@ -66,8 +66,10 @@ class LocalLambda:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._threads = [threading.Thread(target=self._server.serve_forever, daemon=True),
-                         threading.Thread(target=self._run_events, daemon=True)]  # fmt: skip
+        self._threads = [
+            threading.Thread(target=self._server.serve_forever, daemon=True),
+            threading.Thread(target=self._run_events, daemon=True),
+        ]
 
     def _context(self, name: str) -> LocalContext:
         return LocalContext(name, deadline_ms=now_ms() + int(self.timeout_s * 1000))

@@ -12,8 +12,10 @@ def read_all(store: MessageStore, topic: str, queue: int, start: int = 0, tag: s
     found, offset = [], start
     while True:
         result = store.get(topic, queue, offset, max_messages=64, tag_filter=tag)
-        found += [(m.msg_id, m.queue_offset, m.body, m.keys, m.tag, m.properties, m.born_timestamp,
-                   m.store_timestamp) for m in result.messages]  # fmt: skip
+        found += [
+            (m.msg_id, m.queue_offset, m.body, m.keys, m.tag, m.properties, m.born_timestamp, m.store_timestamp)
+            for m in result.messages
+        ]
         if result.next_offset >= result.max_offset:
             return found
         offset = result.next_offset

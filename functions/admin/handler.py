@@ -93,10 +93,14 @@ def delete_topic(topic: Annotated[str, Path()]):
 def tier_status(topic: Annotated[str, Path()]) -> TierStatus:
     """Per queue: the hot minimum, the cold range and the upload lag (also as metrics)."""
     status = tiers.tier_status(get_store(), topic)
-    metrics.add_metric(name="TierUploadLagMessages", unit=MetricUnit.Count,
-                       value=sum(q.upload_lag_messages for q in status.queues))  # fmt: skip
-    metrics.add_metric(name="TierUploadLagSeconds", unit=MetricUnit.Seconds,
-                       value=max((q.upload_lag_seconds for q in status.queues), default=0.0))  # fmt: skip
+    metrics.add_metric(
+        name="TierUploadLagMessages", unit=MetricUnit.Count, value=sum(q.upload_lag_messages for q in status.queues)
+    )
+    metrics.add_metric(
+        name="TierUploadLagSeconds",
+        unit=MetricUnit.Seconds,
+        value=max((q.upload_lag_seconds for q in status.queues), default=0.0),
+    )
     return status
 
 

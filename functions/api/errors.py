@@ -96,8 +96,15 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
         return error_response(404, ErrorBody(error="RouteNotFound", message=f"no route for {path}"))
 
 
-DESCRIBED = {400: "Bad request", 404: "Not found", 409: "Already exists", 413: "Too large",
-             415: "Unsupported media type", 416: "Offset out of range", 503: "The store takes no writes"}  # fmt: skip
+DESCRIBED = {
+    400: "Bad request",
+    404: "Not found",
+    409: "Already exists",
+    413: "Too large",
+    415: "Unsupported media type",
+    416: "Offset out of range",
+    503: "The store takes no writes",
+}
 
 
 def responses(*errors: int, ok: int = 200, ok_content: dict | None = None, description: str = "OK") -> dict:

@@ -106,8 +106,12 @@ def resolve(app: HttpApiResolver, event: dict[str, Any], context: Any) -> dict[s
     content_type = (event.get("headers") or {}).get("content-type", "")
     if event.get("body") and content_type.strip().lower().startswith(FORMS):
         response = unsupported_media_type(content_type)
-        return {"statusCode": response.status_code, "headers": {"Content-Type": response.content_type},
-                "body": response.body, "isBase64Encoded": False}  # fmt: skip
+        return {
+            "statusCode": response.status_code,
+            "headers": {"Content-Type": response.content_type},
+            "body": response.body,
+            "isBase64Encoded": False,
+        }
     return app.resolve(event, context)
 
 

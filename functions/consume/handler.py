@@ -38,28 +38,41 @@ READ_BYTES = min(4 * MIB, LIMITS.max_get_bytes)
 
 @app.get("/v1/topics/<topic>/queues/<queue>/messages", tags=["messages"], responses=responses(400, 404, 416))
 def consume_json(
-    topic: Annotated[str, Path()], queue: Annotated[int, Path()], offset: Offset = 0,
-    max_messages: MaxMessages = JSON_MESSAGES, max_bytes: MaxBytes = READ_BYTES, tag: Tag = None, wait_ms: WaitMs = 0,
-) -> ConsumeResponse:  # fmt: skip
+    topic: Annotated[str, Path()],
+    queue: Annotated[int, Path()],
+    offset: Offset = 0,
+    max_messages: MaxMessages = JSON_MESSAGES,
+    max_bytes: MaxBytes = READ_BYTES,
+    tag: Tag = None,
+    wait_ms: WaitMs = 0,
+) -> ConsumeResponse:
     result = consume(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=len(result.messages))
     return ConsumeResponse.model_construct(
-        messages=[MessageView.of(m) for m in result.messages], next_offset=result.next_offset,
-        min_offset=result.min_offset, max_offset=result.max_offset,
-    )  # fmt: skip
+        messages=[MessageView.of(m) for m in result.messages],
+        next_offset=result.next_offset,
+        min_offset=result.min_offset,
+        max_offset=result.max_offset,
+    )
 
 
 @app.get(
     "/v1/topics/<topic>/queues/<queue>/batch",
     tags=["messages"],
-    responses=responses(400, 404, 416, ok_content=BINARY,
-                        description=f"A `{codec.CONTENT_TYPE}` consume batch (see shared/codec.py)."),
+    responses=responses(
+        400, 404, 416, ok_content=BINARY, description=f"A `{codec.CONTENT_TYPE}` consume batch (see shared/codec.py)."
+    ),
     description="Like .../messages, in the compact binary batch encoding.",
-)  # fmt: skip
+)
 def consume_binary(
-    topic: Annotated[str, Path()], queue: Annotated[int, Path()], offset: Offset = 0,
-    max_messages: MaxMessages = BINARY_MESSAGES, max_bytes: MaxBytes = READ_BYTES, tag: Tag = None, wait_ms: WaitMs = 0,
-):  # fmt: skip
+    topic: Annotated[str, Path()],
+    queue: Annotated[int, Path()],
+    offset: Offset = 0,
+    max_messages: MaxMessages = BINARY_MESSAGES,
+    max_bytes: MaxBytes = READ_BYTES,
+    tag: Tag = None,
+    wait_ms: WaitMs = 0,
+):
     batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=batch.count)
     return binary_response(codec.encode_consume(batch), codec.CONTENT_TYPE)

@@ -21,18 +21,42 @@ def _long_poll(store: MessageStore, read: Callable[[int], R], topic: str, queue:
 
 
 def consume(
-    store: MessageStore, topic: str, queue: int, offset: int, max_messages: int, max_bytes: int,
-    tag_filter: str | None, wait_ms: int,
-) -> GetResult:  # fmt: skip
+    store: MessageStore,
+    topic: str,
+    queue: int,
+    offset: int,
+    max_messages: int,
+    max_bytes: int,
+    tag_filter: str | None,
+    wait_ms: int,
+) -> GetResult:
     """Decoded messages, for the JSON API."""
-    return _long_poll(store, lambda start: store.get(topic, queue, start, max_messages, max_bytes, tag_filter),
-                      topic, queue, offset, wait_ms)  # fmt: skip
+    return _long_poll(
+        store,
+        lambda start: store.get(topic, queue, start, max_messages, max_bytes, tag_filter),
+        topic,
+        queue,
+        offset,
+        wait_ms,
+    )
 
 
 def consume_records(
-    store: MessageStore, topic: str, queue: int, offset: int, max_messages: int, max_bytes: int,
-    tag_filter: str | None, wait_ms: int,
-) -> RecordBatch:  # fmt: skip
+    store: MessageStore,
+    topic: str,
+    queue: int,
+    offset: int,
+    max_messages: int,
+    max_bytes: int,
+    tag_filter: str | None,
+    wait_ms: int,
+) -> RecordBatch:
     """Records as stored, for the binary batch API."""
-    return _long_poll(store, lambda start: store.read_records(topic, queue, start, max_messages, max_bytes, tag_filter),
-                      topic, queue, offset, wait_ms)  # fmt: skip
+    return _long_poll(
+        store,
+        lambda start: store.read_records(topic, queue, start, max_messages, max_bytes, tag_filter),
+        topic,
+        queue,
+        offset,
+        wait_ms,
+    )

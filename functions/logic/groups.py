@@ -33,8 +33,15 @@ def topic_lag(store: MessageStore, group: str, topic: str) -> TopicLag:
     for q in store.queue_offsets(topic):
         position = committed.get(q.queue)
         start = q.min_offset if position is None else max(position, q.min_offset)
-        queues.append(QueueLag(queue=q.queue, committed_offset=position, min_offset=q.min_offset,
-                               max_offset=q.max_offset, lag=max(0, q.max_offset - start)))  # fmt: skip
+        queues.append(
+            QueueLag(
+                queue=q.queue,
+                committed_offset=position,
+                min_offset=q.min_offset,
+                max_offset=q.max_offset,
+                lag=max(0, q.max_offset - start),
+            )
+        )
     return TopicLag(topic=topic, lag=sum(q.lag for q in queues), queues=queues)
 
 

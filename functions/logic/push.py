@@ -81,9 +81,14 @@ class DeliveryReport:
 
 
 def deliver(
-    store: MessageStore, group: str, subscription: PushSubscription, target: Target,
-    retries: dict[int, PendingRetry], notifier: PushNotifier, keep_going: Callable[[], bool] = lambda: True,
-) -> DeliveryReport:  # fmt: skip
+    store: MessageStore,
+    group: str,
+    subscription: PushSubscription,
+    target: Target,
+    retries: dict[int, PendingRetry],
+    notifier: PushNotifier,
+    keep_going: Callable[[], bool] = lambda: True,
+) -> DeliveryReport:
     """One pass of `group`'s push delivery. `retries` (queue -> its head batch's failed calls) is read and
     updated; `notifier` is told once if the pass put dead letters; `keep_going` is asked before each call (a
     closing worker, a Lambda running out of time)."""
@@ -95,8 +100,9 @@ def deliver(
         pending = retries.get(queue.queue)
         if pending is not None and pending.offset != start:
             del retries[queue.queue]  # the offset was moved (reset, retention): that batch is no longer the head
-        if start < queue.max_offset and not _deliver_queue(store, group, subscription, target, queue.queue, start,
-                                                           queue.max_offset, retries, report, keep_going):  # fmt: skip
+        if start < queue.max_offset and not _deliver_queue(
+            store, group, subscription, target, queue.queue, start, queue.max_offset, retries, report, keep_going
+        ):
             report.interrupted = True
             break
     due = [p.due_ms for p in retries.values()]
@@ -107,9 +113,17 @@ def deliver(
 
 
 def _deliver_queue(
-    store: MessageStore, group: str, subscription: PushSubscription, target: Target, queue: int, offset: int,
-    end: int, retries: dict[int, PendingRetry], report: DeliveryReport, keep_going: Callable[[], bool],
-) -> bool:  # fmt: skip
+    store: MessageStore,
+    group: str,
+    subscription: PushSubscription,
+    target: Target,
+    queue: int,
+    offset: int,
+    end: int,
+    retries: dict[int, PendingRetry],
+    report: DeliveryReport,
+    keep_going: Callable[[], bool],
+) -> bool:
     """Deliver one queue from `offset` up to `end`, or until its head batch must wait; False if interrupted."""
     topic = subscription.topic
     while offset < end:
@@ -125,18 +139,37 @@ def _deliver_queue(
             continue
         if batch.messages:
             attempt = (pending.attempts if pending else 0) + 1
-            delivery = PushDelivery(group=group, topic=topic, queue=queue, attempt=attempt,
-                                    messages=[MessageView.of(m) for m in batch.messages])  # fmt: skip
+            delivery = PushDelivery(
+                group=group,
+                topic=topic,
+                queue=queue,
+                attempt=attempt,
+                messages=[MessageView.of(m) for m in batch.messages],
+            )
             try:
                 target(delivery)
                 report.delivered += len(batch.messages)
             except TargetFailed as error:
                 report.failed_calls += 1
-                logger.warning("push to %s failed (group %s, %s:%d@%d, attempt %d of %d): %s", subscription.target,
-                            group, topic, queue, offset, attempt, subscription.max_attempts, error)  # fmt: skip
+                logger.warning(
+                    "push to %s failed (group %s, %s:%d@%d, attempt %d of %d): %s",
+                    subscription.target,
+                    group,
+                    topic,
+                    queue,
+                    offset,
+                    attempt,
+                    subscription.max_attempts,
+                    error,
+                )
                 if attempt < subscription.max_attempts:
-                    retries[queue] = PendingRetry(group=group, queue=queue, offset=offset, attempts=attempt,
-                                                  due_ms=now_ms() + backoff_ms(subscription, attempt))  # fmt: skip
+                    retries[queue] = PendingRetry(
+                        group=group,
+                        queue=queue,
+                        offset=offset,
+                        attempts=attempt,
+                        due_ms=now_ms() + backoff_ms(subscription, attempt),
+                    )
                     return True
                 dead_letter(store, group, batch.messages, attempt, str(error))
                 report.dead_lettered += len(batch.messages)
@@ -151,16 +184,30 @@ def dead_letter(store: MessageStore, group: str, messages: list[StoredMessage], 
     """Put `messages` to the group's dead-letter topic in one batch, each with its origin as properties."""
     topic = dead_letter_topic(group)
     letters = [
-        Message(m.body, 0, m.keys, m.tag, {**m.properties, ORIGIN_MESSAGE_ID: m.msg_id, RETRY_TOPIC: m.topic,
-                ORIGIN_QUEUE_ID: str(m.queue), ORIGIN_QUEUE_OFFSET: str(m.queue_offset),
-                RECONSUME_TIME: str(attempts), DLQ_REASON: reason}, m.born_timestamp)
+        Message(
+            m.body,
+            0,
+            m.keys,
+            m.tag,
+            {
+                **m.properties,
+                ORIGIN_MESSAGE_ID: m.msg_id,
+                RETRY_TOPIC: m.topic,
+                ORIGIN_QUEUE_ID: str(m.queue),
+                ORIGIN_QUEUE_OFFSET: str(m.queue_offset),
+                RECONSUME_TIME: str(attempts),
+                DLQ_REASON: reason,
+            },
+            m.born_timestamp,
+        )
         for m in messages
-    ]  # fmt: skip
+    ]
     try:
         store.put(topic, letters)
     except TopicNotFound:
         with contextlib.suppress(TopicExists):  # another deliverer may have created it meanwhile
             store.create_topic(TopicConfig(name=topic, queues=1))
         store.put(topic, letters)
-    logger.warning("dead-lettered %d message(s) of group %s to %s after %d attempts", len(letters), group, topic,
-                attempts)  # fmt: skip
+    logger.warning(
+        "dead-lettered %d message(s) of group %s to %s after %d attempts", len(letters), group, topic, attempts
+    )

@@ -108,8 +108,9 @@ def lambda_client(read_timeout_s: float = 60.0):
 
 def _invoke_lambda(client, function: str, delivery: PushDelivery) -> None:
     try:
-        response = client.invoke(FunctionName=function, InvocationType="RequestResponse",
-                                 Payload=delivery.model_dump_json().encode())  # fmt: skip
+        response = client.invoke(
+            FunctionName=function, InvocationType="RequestResponse", Payload=delivery.model_dump_json().encode()
+        )
     except Exception as error:  # botocore's ClientError, connection and read-timeout errors alike
         raise TargetFailed(_short(f"invoke {function}: {error}")) from error
     if response.get("FunctionError"):

@@ -8,8 +8,10 @@ from tidemq_store import MessageStore
 
 
 def tier_status(store: MessageStore, topic: str) -> TierStatus:
-    queues = [TierQueueView(**{name: getattr(s, name) for name in TierQueueView.model_fields})
-              for s in store.tier_status(topic)]  # fmt: skip
+    queues = [
+        TierQueueView(**{name: getattr(s, name) for name in TierQueueView.model_fields})
+        for s in store.tier_status(topic)
+    ]
     return TierStatus(topic=topic, tier=store.tier_medium, level=get_settings().tier_level, queues=queues)
 
 

@@ -22,8 +22,9 @@ def list_topics(store: MessageStore, after: str | None, limit: int) -> TopicList
 
 def describe_topic(store: MessageStore, name: str) -> TopicDescription:
     config = store.get_topic(name)
-    ranges = [QueueRange(queue=q.queue, min_offset=q.min_offset, max_offset=q.max_offset) for q in
-              store.queue_offsets(name)]  # fmt: skip
+    ranges = [
+        QueueRange(queue=q.queue, min_offset=q.min_offset, max_offset=q.max_offset) for q in store.queue_offsets(name)
+    ]
     return TopicDescription(**config.model_dump(), queue_offsets=ranges)
 
 

@@ -35,16 +35,24 @@ def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
     if event.job == "retention":
         cleaned = store.clean_expired()
         metrics.add_metric(name="MessagesExpired", unit=MetricUnit.Count, value=cleaned.messages_expired)
-        result = {"job": "retention", "segments_deleted": cleaned.segments_deleted,
-                  "messages_expired": cleaned.messages_expired}  # fmt: skip
+        result = {
+            "job": "retention",
+            "segments_deleted": cleaned.segments_deleted,
+            "messages_expired": cleaned.messages_expired,
+        }
     else:
         report = store.maintain()
         metrics.add_metric(name="MessagesUploaded", unit=MetricUnit.Count, value=report.messages_uploaded)
         metrics.add_metric(name="SegmentFilesDeleted", unit=MetricUnit.Count, value=report.files_deleted)
         metrics.add_metric(name="MaintenanceFailures", unit=MetricUnit.Count, value=len(report.failed))
-        result = {"job": "upload", "skipped": report.skipped, "queues": report.queues,
-                  "messages_uploaded": report.messages_uploaded, "files_deleted": report.files_deleted,
-                  "failed": list(report.failed)}  # fmt: skip
+        result = {
+            "job": "upload",
+            "skipped": report.skipped,
+            "queues": report.queues,
+            "messages_uploaded": report.messages_uploaded,
+            "files_deleted": report.files_deleted,
+            "failed": list(report.failed),
+        }
     if result.get("failed"):
         logger.warning("maintenance left queues for the next run", extra=result)
     elif result.get("queues") or result.get("files_deleted") or result.get("messages_expired"):

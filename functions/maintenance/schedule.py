@@ -24,10 +24,17 @@ log = logging.getLogger("tidemq.maintenance")
 
 def scheduled_event() -> dict:
     """An EventBridge "Scheduled Event", as a rate(1 minute) rule sends it."""
-    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
-            "account": "000000000000", "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": "local", "resources": ["arn:aws:events:local:000000000000:rule/tidemq-maintenance"],
-            "detail": {}}  # fmt: skip
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "000000000000",
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": "local",
+        "resources": ["arn:aws:events:local:000000000000:rule/tidemq-maintenance"],
+        "detail": {},
+    }
 
 
 class LocalSchedule:

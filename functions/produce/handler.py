@@ -34,10 +34,17 @@ def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> Prod
 @app.post(
     "/v1/topics/<topic>/batch",
     tags=["messages"],
-    responses=responses(415, 400, 404, 413, 503, ok_content={"text/plain": {"schema": {"type": "string"}}},
-                        description="One line `msg_id queue offset` per message, in order."),
+    responses=responses(
+        415,
+        400,
+        404,
+        413,
+        503,
+        ok_content={"text/plain": {"schema": {"type": "string"}}},
+        description="One line `msg_id queue offset` per message, in order.",
+    ),
     description=f"Body: a `{codec.CONTENT_TYPE}` produce batch (see shared/codec.py).",
-)  # fmt: skip
+)
 def produce_binary(topic: Annotated[str, Path()]):
     frames = codec.decode_produce(request_bytes(app.current_event))
     if not frames:

@@ -59,11 +59,19 @@ def push(store: MessageStore, event: PushEvent, context: Any) -> dict[str, Any]:
 
 def _summary(topic: str, done: TopicDelivery) -> dict[str, Any]:
     report = done.report
-    for name, value in (("PushDelivered", report.delivered), ("PushFailedCalls", report.failed_calls),
-                        ("PushDeadLettered", report.dead_lettered)):  # fmt: skip
+    for name, value in (
+        ("PushDelivered", report.delivered),
+        ("PushFailedCalls", report.failed_calls),
+        ("PushDeadLettered", report.dead_lettered),
+    ):
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-    return {"topic": topic, "delivered": report.delivered, "failed_calls": report.failed_calls,
-            "dead_lettered": report.dead_lettered, "continued": done.continued}  # fmt: skip
+    return {
+        "topic": topic,
+        "delivered": report.delivered,
+        "failed_calls": report.failed_calls,
+        "dead_lettered": report.dead_lettered,
+        "continued": done.continued,
+    }
 
 
 @event_parser(model=PushEvent)

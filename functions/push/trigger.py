@@ -110,7 +110,8 @@ def invoke_push_function(event: PushEvent) -> None:
     """Invoke the push function asynchronously with `event` (Lambda queues it and retries on throttling)."""
     function = get_settings().push_function
     try:
-        lambda_client().invoke(FunctionName=function, InvocationType="Event",
-                                Payload=event.model_dump_json(exclude_defaults=True).encode())  # fmt: skip
+        lambda_client().invoke(
+            FunctionName=function, InvocationType="Event", Payload=event.model_dump_json(exclude_defaults=True).encode()
+        )
     except Exception:  # the produce succeeded; the next one of this topic delivers what this one would have
         logger.exception("could not invoke the push function %s for topic %s", function, event.topic)

@@ -155,8 +155,9 @@ class PushWorker:
         report = deliver(
             self.store, group, subscription, target, run.retries, notifier=self, keep_going=lambda: not self._closed
         )
-        flush_background_metrics(PushDelivered=report.delivered, PushFailedCalls=report.failed_calls,
-                                 PushDeadLettered=report.dead_lettered)  # fmt: skip
+        flush_background_metrics(
+            PushDelivered=report.delivered, PushFailedCalls=report.failed_calls, PushDeadLettered=report.dead_lettered
+        )
         return report
 
     def _set_timer(self, group: str, run: GroupRun, delay_s: float) -> None:

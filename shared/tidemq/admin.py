@@ -147,15 +147,28 @@ class Admin:
     # ---- push delivery ---------------------------------------------------------------------------
 
     def set_push(
-        self, group: str, topic: str, target: str, *, tag: str | None = None, max_attempts: int | None = None,
-        batch_size: int | None = None, backoff_base_ms: int | None = None, backoff_max_ms: int | None = None,
-    ) -> GroupPush:  # fmt: skip
+        self,
+        group: str,
+        topic: str,
+        target: str,
+        *,
+        tag: str | None = None,
+        max_attempts: int | None = None,
+        batch_size: int | None = None,
+        backoff_base_ms: int | None = None,
+        backoff_max_ms: int | None = None,
+    ) -> GroupPush:
         """Push `topic`'s new messages to `target` for `group` (`lambda:<function>`, an http(s) webhook URL,
         or locally `python:<module>:<callable>`); options left None take the server's defaults (tag `*`,
         16 attempts, batches of 1, backoff from 1 s doubling to 5 min). Raises InvalidArgument saying what is
         wrong with a target, TopicNotFound, GroupNotFound."""
-        options = {"tag": tag, "max_attempts": max_attempts, "batch_size": batch_size,
-                   "backoff_base_ms": backoff_base_ms, "backoff_max_ms": backoff_max_ms}  # fmt: skip
+        options = {
+            "tag": tag,
+            "max_attempts": max_attempts,
+            "batch_size": batch_size,
+            "backoff_base_ms": backoff_base_ms,
+            "backoff_max_ms": backoff_max_ms,
+        }
         body = {"topic": topic, "target": target, **{k: v for k, v in options.items() if v is not None}}
         return self._send(GroupPush, "PUT", f"/v1/groups/{segment(group)}/push", body)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -38,8 +39,9 @@ def tidemq(gateway) -> Run:
     """Run `tidemq --url <gateway> ARGS...` to completion; stdin from `input`."""
 
     def run(*args: str | Path, input: str | None = None, url: str = gateway.url) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(command(url, *args), input=input, capture_output=True, text=True, timeout=60,
-                              env=environment())  # fmt: skip
+        return subprocess.run(
+            command(url, *args), input=input, capture_output=True, text=True, timeout=60, env=environment()
+        )
 
     return run
 
@@ -73,11 +75,17 @@ def test_acceptance_100k_lines_produced_with_two_tags_come_back_once_each_throug
 
     # both files at once, so that tag A and tag B messages interleave within the queues
     producers = [
-        subprocess.Popen(command(gateway.url, "produce", "acceptance", "--file", files[tag], "--tag", tag,
-                                 "--key-prefix", f"{tag}-"),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment())
+        subprocess.Popen(
+            command(
+                gateway.url, "produce", "acceptance", "--file", files[tag], "--tag", tag, "--key-prefix", f"{tag}-"
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment(),
+        )
         for tag in "AB"
-    ]  # fmt: skip
+    ]
     for producer in producers:
         stdout, stderr = producer.communicate(timeout=60)
         assert (producer.returncode, stderr) == (0, "")
@@ -108,8 +116,8 @@ def test_acceptance_100k_lines_produced_with_two_tags_come_back_once_each_throug
 def test_produce_reads_stdin_and_consume_prints_raw_bodies_counts_and_picks_queues(tidemq):
     ok(tidemq("topic", "create", "cli-stdin", "--queues", "2"))
     lines = [f"line {i}" for i in range(10)]
-    ok(tidemq("produce", "cli-stdin", "--quiet", "--sharding-key", "one", "--property", "origin=cli",
-              "--key-prefix", "k", input="\n".join(lines) + "\r\n"))  # fmt: skip
+    produce = shlex.split("produce cli-stdin --quiet --sharding-key one --property origin=cli --key-prefix k")
+    ok(tidemq(*produce, input="\n".join(lines) + "\r\n"))
     assert ok(tidemq("consume", "cli-stdin", "--output", "raw")).splitlines() == lines  # one queue, in order
     assert ok(tidemq("consume", "cli-stdin", "-o", "raw", "--count", "3")).splitlines() == lines[:3]
 
@@ -198,7 +206,7 @@ def test_group_commands_list_lag_reset_and_delete(tidemq):
         (["frobnicate"], 2, "No such command 'frobnicate'."),
         (["--url", "localhost:8080", "topic", "list"], 2, "Invalid value for '--url': 'localhost:8080' is not an http"),
     ],
-)  # fmt: skip
+)
 def test_each_error_is_one_line_on_stderr_and_a_non_zero_exit(tidemq, errors_topic, args, code, error):
     result = tidemq(*args, input="")
     assert result.returncode == code

@@ -62,8 +62,9 @@ def one_round(call: Caller, name: str) -> None:
     assert [(m["queue"], m["offset"]) for m in produced] == [(0, 0), (0, 1), (0, 2)]
     binary_bodies = [f"{name}-binary-{n}".encode() for n in range(2)]
     batch = codec.encode_produce((Message(body, queue=1), None) for body in binary_bodies)
-    lines = call("POST", "/v1/topics/{topic}/batch", path=at_topic, content=batch,
-                 headers={"content-type": codec.CONTENT_TYPE}).text.splitlines()  # fmt: skip
+    lines = call(
+        "POST", "/v1/topics/{topic}/batch", path=at_topic, content=batch, headers={"content-type": codec.CONTENT_TYPE}
+    ).text.splitlines()
     assert [line.split()[1:] for line in lines] == [["1", "0"], ["1", "1"]]  # msg_id queue offset
 
     # consume both ways, and the queries
@@ -77,8 +78,9 @@ def one_round(call: Caller, name: str) -> None:
     assert (fetched["msg_id"], fetched["topic"], fetched["body"]) == (produced[1]["msg_id"], topic, bodies[1])
     by_key = call("GET", "/v1/topics/{topic}/messages", path=at_topic, params={"key": key}).json()["messages"]
     assert sorted(m["body"] for m in by_key) == bodies and {m["topic"] for m in by_key} == {topic}
-    offset = call("GET", "/v1/topics/{topic}/queues/{queue}/offset", path={**at_topic, "queue": 1},
-                  params={"timestamp": 0}).json()  # fmt: skip
+    offset = call(
+        "GET", "/v1/topics/{topic}/queues/{queue}/offset", path={**at_topic, "queue": 1}, params={"timestamp": 0}
+    ).json()
     assert (offset["topic"], offset["queue"], offset["offset"]) == (topic, 1, 0)
     assert call("GET", "/v1/topics/{topic}/tier", path=at_topic).json()["topic"] == topic
     assert call("POST", "/v1/topics/{topic}/tier/upload", path=at_topic).json()["topic"] == topic
@@ -103,8 +105,13 @@ def one_round(call: Caller, name: str) -> None:
     call("DELETE", "/v1/topics/{topic}", 204, path=at_topic)
     gone = call("GET", "/v1/topics/{topic}", 404, path=at_topic).json()
     assert gone["error"] == "TopicNotFound" and repr(topic) in gone["message"]
-    bad = call("GET", "/v1/topics/{topic}/queues/{queue}/messages", 422, path={**at_topic, "queue": 0},
-               params={"max_messages": 0}).json()  # fmt: skip
+    bad = call(
+        "GET",
+        "/v1/topics/{topic}/queues/{queue}/messages",
+        422,
+        path={**at_topic, "queue": 0},
+        params={"max_messages": 0},
+    ).json()
     assert [d["loc"] for d in bad["detail"]] == [["query", "max_messages"]]
     assert call("GET", "/health").json() == {"status": "ok"}
     assert call("GET", "/openapi.json").json()["info"]["title"]
@@ -134,9 +141,15 @@ def test_every_route_from_many_threads_at_once_answers_each_request_its_own_resp
 
 
 def http_event(method: str, path: str) -> dict:
-    return {"version": "2.0", "routeKey": f"{method} {path}", "rawPath": path, "rawQueryString": "", "headers": {},
-            "requestContext": {"http": {"method": method, "path": path}, "stage": "$default"},
-            "isBase64Encoded": False}  # fmt: skip
+    return {
+        "version": "2.0",
+        "routeKey": f"{method} {path}",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {},
+        "requestContext": {"http": {"method": method, "path": path}, "stage": "$default"},
+        "isBase64Encoded": False,
+    }
 
 
 def test_a_request_keeps_its_own_route_and_event_while_another_starts_and_ends_on_the_same_resolver():

@@ -3,6 +3,7 @@ backends: registered over HTTP, the SDK and the CLI; targets are real HTTP webho
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from collections import defaultdict
 
@@ -33,8 +34,9 @@ def test_a_webhook_receives_every_message_once_in_queue_order_and_the_lag_reache
         admin.set_push("push-ok-group", "push-ok", webhook.url, batch_size=5)
         produced = []
         for batch in range(4):
-            produced += produce(gateway.url, "push-ok", [{"body": f"m{batch}-{n}", "sharding_key": f"k{n % 7}"}
-                                                         for n in range(50)])  # fmt: skip
+            produced += produce(
+                gateway.url, "push-ok", [{"body": f"m{batch}-{n}", "sharding_key": f"k{n % 7}"} for n in range(50)]
+            )
         wait_for(lambda: lag(gateway.url, "push-ok-group", "push-ok") == 0, "lag 0")
         received = list(webhook.messages())
     assert sorted(m["msg_id"] for m in received) == sorted(m["msg_id"] for m in produced)  # each exactly once
@@ -89,15 +91,21 @@ def test_a_bad_registration_gets_a_4xx_saying_why_and_changes_nothing(gateway, c
 
 def test_the_cli_sets_shows_and_clears_a_push_subscription(gateway):
     def tidemq(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(command(gateway.url, *args), capture_output=True, text=True, timeout=60,
-                              env=environment())  # fmt: skip
+        return subprocess.run(
+            command(gateway.url, *args), capture_output=True, text=True, timeout=60, env=environment()
+        )
 
     with Admin(gateway.url) as admin:
         admin.create_topic("push-cli", queues=1)
         admin.create_group("push-cli-group")
     target = "http://127.0.0.1:9/hooks/orders"
-    set_ = tidemq("group", "push", "set", "push-cli-group", "--topic", "push-cli", "--target", target,
-                  "--tag", "new || paid", "--max-attempts", "4")  # fmt: skip
+    set_ = tidemq(
+        *shlex.split("group push set push-cli-group --topic push-cli --max-attempts 4"),
+        "--target",
+        target,
+        "--tag",
+        "new || paid",
+    )
     assert set_.returncode == 0 and "now pushes from topic 'push-cli'" in set_.stdout, set_.stderr
     shown = tidemq("group", "push", "show", "push-cli-group").stdout
     assert target in shown and "new || paid" in shown and "%DLQ%push-cli-group" in shown

@@ -56,11 +56,17 @@ def lambda_mode(local_aws, tmp_path_factory) -> Iterator[LambdaMode]:
     # and a retry wait of 1-2 s always continues in a new invocation.
     service = LocalLambda({PUSH_FUNCTION: push_function.lambda_handler, "billing-consumer": consumer}, timeout_s=4)
     env = {
-        **local_aws.env, "AWS_ENDPOINT_URL_LAMBDA": service.url, "TIDEMQ_HOME": str(home),
-        "TIDEMQ_BACKEND": "serverless", "TIDEMQ_DYNAMODB_PREFIX": f"pl{uuid.uuid4().hex[:8]}",
-        "TIDEMQ_PUSH_MODE": "lambda", "TIDEMQ_PUSH_FUNCTION": PUSH_FUNCTION, "TIDEMQ_PUSH_SUBSCRIBERS_TTL_S": "0.5",
-        "TIDEMQ_PUSH_TARGET_TIMEOUT_S": "1", "POWERTOOLS_METRICS_DISABLED": "true",
-    }  # fmt: skip
+        **local_aws.env,
+        "AWS_ENDPOINT_URL_LAMBDA": service.url,
+        "TIDEMQ_HOME": str(home),
+        "TIDEMQ_BACKEND": "serverless",
+        "TIDEMQ_DYNAMODB_PREFIX": f"pl{uuid.uuid4().hex[:8]}",
+        "TIDEMQ_PUSH_MODE": "lambda",
+        "TIDEMQ_PUSH_FUNCTION": PUSH_FUNCTION,
+        "TIDEMQ_PUSH_SUBSCRIBERS_TTL_S": "0.5",
+        "TIDEMQ_PUSH_TARGET_TIMEOUT_S": "1",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+    }
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():  # this process runs the push function: the same settings
             patch.setenv(name, value)
@@ -98,8 +104,14 @@ def test_retries_continue_in_new_invocations_with_their_attempts_then_the_messag
     with Admin(url) as admin:
         admin.create_topic("lambda-fail", queues=1)
         admin.create_group("lambda-fail-group")
-        admin.set_push("lambda-fail-group", "lambda-fail", "lambda:billing-consumer", max_attempts=3,
-                       backoff_base_ms=2000, backoff_max_ms=2000)  # fmt: skip
+        admin.set_push(
+            "lambda-fail-group",
+            "lambda-fail",
+            "lambda:billing-consumer",
+            max_attempts=3,
+            backoff_base_ms=2000,
+            backoff_max_ms=2000,
+        )
     [sent] = produce(url, "lambda-fail", [{"body": "fail-1"}])
     dead_letters = f"{url}/v1/topics/%25DLQ%25lambda-fail-group/queues/0/messages"
     [letter] = wait_for(lambda: httpx.get(dead_letters).json().get("messages"), "a dead letter")

@@ -32,8 +32,9 @@ def read_all(client: httpx.Client) -> dict[tuple[int, int], str]:
     for queue in range(QUEUES):
         offset = 0
         while True:
-            page = client.get(f"/v1/topics/orders/queues/{queue}/messages", params={"offset": offset,
-                              "max_messages": 1000}).json()  # fmt: skip
+            page = client.get(
+                f"/v1/topics/orders/queues/{queue}/messages", params={"offset": offset, "max_messages": 1000}
+            ).json()
             found.update({(queue, m["offset"]): m["body"] for m in page["messages"]})
             if page["next_offset"] >= page["max_offset"]:
                 break
@@ -122,8 +123,9 @@ def test_a_serverless_batch_whose_fsync_fails_is_refused_whole_and_the_next_goes
     tmp_path, aws_env, monkeypatch
 ):
     efs = tmp_path / "efs"
-    store = open_store(StoreConfig(home=tmp_path, backend="serverless", efs_path=efs,
-                                   dynamodb_prefix=f"fsync{uuid.uuid4().hex[:8]}"))  # fmt: skip
+    store = open_store(
+        StoreConfig(home=tmp_path, backend="serverless", efs_path=efs, dynamodb_prefix=f"fsync{uuid.uuid4().hex[:8]}")
+    )
     store.create_topic(TopicConfig(name="t", queues=2))
     store.put("t", [Message(b"before", queue=0)])
     sync = os.fsync

@@ -49,25 +49,36 @@ BAD_CALLS = [
     ("unknown group", lambda s: s.commit_offsets("nobody", "t", {0: 0}), GroupNotFound, "'nobody'"),
     ("empty batch", lambda s: s.put("t", []), InvalidBatch, "at least one"),
     ("batch of too many", lambda s: s.put("t", [Message(b"x")] * 11), InvalidBatch, "at most 10 messages, got 11"),
-    ("message too large", lambda s: s.put("t", [Message(b"x"), Message(b"y" * 5000)]), MessageTooLarge,
-     "message 1 is 5000 bytes"),
+    (
+        "message too large",
+        lambda s: s.put("t", [Message(b"x"), Message(b"y" * 5000)]),
+        MessageTooLarge,
+        "message 1 is 5000 bytes",
+    ),
     ("batch too large", lambda s: s.put("t", [Message(b"y" * 4000)] * 6), MessageTooLarge, "the batch is"),
-    ("queue out of range on put", lambda s: s.put("t", [Message(b"x"), Message(b"x", queue=2)]), QueueOutOfRange,
-     "valid queues are 0..1"),
+    (
+        "queue out of range on put",
+        lambda s: s.put("t", [Message(b"x"), Message(b"x", queue=2)]),
+        QueueOutOfRange,
+        "valid queues are 0..1",
+    ),
     ("negative queue", lambda s: s.get("t", -1, 0), QueueOutOfRange, "queue -1"),
     ("offset past the end", lambda s: s.get("t", 0, 2), OffsetOutOfRange, "valid offsets are 0..1"),
     ("negative offset", lambda s: s.get("t", 0, -1), OffsetOutOfRange, "offset -1"),
     ("commit past the end", lambda s: s.commit_offsets("g", "t", {1: 5}), OffsetOutOfRange, "0..1"),
     ("body not bytes", lambda s: s.put("t", [Message("text")]), InvalidArgument, "body must be bytes"),
-    ("bad key inside a batch", lambda s: s.put("t", [Message(b"x"), Message(b"x", keys=("a b",))]), InvalidArgument,
-     "message 1"),
-    ("reserved property", lambda s: s.put("t", [Message(b"x", properties={"TAGS": "x"})]), InvalidArgument,
-     "reserved"),
+    (
+        "bad key inside a batch",
+        lambda s: s.put("t", [Message(b"x"), Message(b"x", keys=("a b",))]),
+        InvalidArgument,
+        "message 1",
+    ),
+    ("reserved property", lambda s: s.put("t", [Message(b"x", properties={"TAGS": "x"})]), InvalidArgument, "reserved"),
     ("bad tag filter", lambda s: s.get("t", 0, 0, tag_filter="A ||"), InvalidArgument, "tag filter"),
     ("zero max_messages", lambda s: s.get("t", 0, 0, max_messages=0), InvalidArgument, "max_messages"),
     ("shrinking queues", lambda s: s.update_topic("t", queues=1), InvalidArgument, "grow, not shrink"),
     ("not a message", lambda s: s.put("t", [b"raw bytes"]), InvalidArgument, "not a Message"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("call", "error", "says"), [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS])

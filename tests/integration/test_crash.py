@@ -62,8 +62,11 @@ def test_every_acknowledged_message_survives_repeated_sigkill(tmp_path):
             assert message is not None, f"acknowledged {queue}:{offset} lost after kill {run}"
             expected = make_message(origin_run, thread, seq)
             assert (message.body, message.keys, message.tag, message.properties) == (
-                expected.body, expected.keys, expected.tag, dict(expected.properties)
-            )  # fmt: skip
+                expected.body,
+                expected.keys,
+                expected.tag,
+                dict(expected.properties),
+            )
     assert kills_while_writing >= KILLS // 2, "too few kills landed while messages were being written"
     assert len(acknowledged) > 1000
     assert_batches_whole(stored)

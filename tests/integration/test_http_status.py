@@ -25,8 +25,12 @@ def api(tmp_path, monkeypatch):
     def call(method: str, path: str, body: object = None, query: str = "") -> tuple[int, dict]:
         route, parameters = match_route(method, path)
         raw = json.dumps(body).encode() if body is not None else b""
-        scope = {"method": method, "path": path, "query_string": query.encode(),
-                 "headers": [(b"content-type", b"application/json")]}  # fmt: skip
+        scope = {
+            "method": method,
+            "path": path,
+            "query_string": query.encode(),
+            "headers": [(b"content-type", b"application/json")],
+        }
         event = to_event(scope, raw, route, parameters, "test-request")
         response = handler_for(route.function)(event, LocalContext(route.function, "test-request"))
         return response["statusCode"], json.loads(response["body"]) if response.get("body") else {}
@@ -39,8 +43,9 @@ def api(tmp_path, monkeypatch):
 @pytest.fixture
 def orders(api):
     assert api("POST", "/v1/topics", {"name": "orders", "queues": 2})[0] == 201
-    assert api("POST", "/v1/topics/orders/messages", {"messages": [{"body": "a"}, {"body": "b"}], "queue": None}
-               )[0] == 422  # fmt: skip
+    assert (
+        api("POST", "/v1/topics/orders/messages", {"messages": [{"body": "a"}, {"body": "b"}], "queue": None})[0] == 422
+    )
     assert api("POST", "/v1/topics/orders/messages", {"messages": [{"body": "a", "queue": 0}]})[0] == 200
     return api
 

@@ -128,9 +128,14 @@ def test_a_failing_target_is_called_max_attempts_times_then_the_messages_land_in
     assert [m.body for m in letters] == [b"m1", b"m2"]
     assert letters[0].keys == ("order-7",) and letters[0].tag == "created"
     assert letters[0].properties == {
-        "origin": "shop", "ORIGIN_MESSAGE_ID": first, "RETRY_TOPIC": "orders", "ORIGIN_QUEUE_ID": "1",
-        "ORIGIN_QUEUE_OFFSET": "0", "RECONSUME_TIME": "3", "DLQ_REASON": "RuntimeError: the target is down",
-    }  # fmt: skip
+        "origin": "shop",
+        "ORIGIN_MESSAGE_ID": first,
+        "RETRY_TOPIC": "orders",
+        "ORIGIN_QUEUE_ID": "1",
+        "ORIGIN_QUEUE_OFFSET": "0",
+        "RECONSUME_TIME": "3",
+        "DLQ_REASON": "RuntimeError: the target is down",
+    }
     assert letters[1].properties["ORIGIN_MESSAGE_ID"] == second
     wait_for(lambda: not worker.busy, "the worker to finish")  # it commits just after putting the dead letters
     assert store.committed_offsets("billing", "orders") == {1: 2}  # moved past them
@@ -155,8 +160,9 @@ def test_every_message_arrives_once_in_queue_order_in_batches_of_the_tag_filter_
     wait_for(lambda: lag(store) == 0, "lag 0")
     received = [(d["queue"], m["offset"], m["body"], m["tag"]) for d in push_targets.deliveries for m in d["messages"]]
     assert all(len(d["messages"]) <= 3 for d in push_targets.deliveries)
-    assert sorted(b for _, _, b, _ in received) == sorted([f"q0-{n}" for n in range(1, 10, 2)] +
-                                                          [f"q1-{n}" for n in range(10)])  # fmt: skip
+    assert sorted(b for _, _, b, _ in received) == sorted(
+        [f"q0-{n}" for n in range(1, 10, 2)] + [f"q1-{n}" for n in range(10)]
+    )
     assert all(tag in ("paid", "shipped") for *_, tag in received)
     for queue in (0, 1):
         offsets = [offset for q, offset, _, _ in received if q == queue]
@@ -280,9 +286,10 @@ def test_the_push_function_notifier_invokes_it_asynchronously_only_for_topics_so
             events = service.events("tidemq-push")
         finally:
             targets.lambda_client.cache_clear()
-    assert events[:2] == [{"topic": "orders", "group": "billing"},  # deliver what the group has waiting, then
-                          {"topic": "orders", "group": "billing", "not_before_ms": events[1]["not_before_ms"]},
-                          ]  # fmt: skip
+    assert events[:2] == [
+        {"topic": "orders", "group": "billing"},  # deliver what the group has waiting, then
+        {"topic": "orders", "group": "billing", "not_before_ms": events[1]["not_before_ms"]},
+    ]
     assert events[1]["not_before_ms"] >= before + 60_000  # once more when every process has seen the change
     assert events[2:] == [{"topic": "orders"}]
     assert [kind for _, kind, _ in service.invocations] == ["Event"] * 3
@@ -320,8 +327,9 @@ def test_a_retry_due_after_the_invocation_s_time_goes_on_in_a_continuation_that_
 
     # The continuation reaches a new execution environment once the retry is due: the second call is attempt 2,
     # the last, so the message is dead-lettered and the notifier told.
-    due_now = continuation.model_copy(update={"not_before_ms": None, "retries": [
-        pending.model_copy(update={"due_ms": now_ms()})]})  # fmt: skip
+    due_now = continuation.model_copy(
+        update={"not_before_ms": None, "retries": [pending.model_copy(update={"due_ms": now_ms()})]}
+    )
     notices = Notices()
     done = PushEnvironment().deliver(store, due_now, [], invocation(60), notices)
     assert (done.report.dead_lettered, done.continued) == (1, False)

@@ -31,10 +31,15 @@ def test_concurrent_producers_get_dense_unique_offsets_in_their_own_order(tmp_pa
     store.create_topic(TopicConfig(name="race", queues=1))
     env = {**os.environ, **aws_env.env}
     producers = [
-        subprocess.Popen([sys.executable, str(PRODUCER), str(efs), prefix, str(p), str(BATCHES)], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(PRODUCER), str(efs), prefix, str(p), str(BATCHES)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for p in range(PRODUCERS)
-    ]  # fmt: skip
+    ]
     live = LiveReader(store)  # reads while they write: it must never find a hole, nor see anything move
     live.start()
     acknowledged, requests = {}, 0
@@ -87,8 +92,17 @@ def test_producers_killed_at_any_point_of_the_protocol_leave_no_gap_and_no_dupli
     assert all(by_offset.get(o) == body for o, body in acknowledged.items())  # every ack where it was acked
 
     # What the killed writers left unsequenced is dropped by maintenance; everything sequenced moves to S3.
-    cold = open_store(StoreConfig(home=tmp_path, backend="serverless", efs_path=efs, dynamodb_prefix=prefix,
-                                  tier="s3", tier_bucket=f"crash-{prefix}", efs_segment_grace_s=0.5))  # fmt: skip
+    cold = open_store(
+        StoreConfig(
+            home=tmp_path,
+            backend="serverless",
+            efs_path=efs,
+            dynamodb_prefix=prefix,
+            tier="s3",
+            tier_bucket=f"crash-{prefix}",
+            efs_segment_grace_s=0.5,
+        )
+    )
     time.sleep(0.6)
     Maintenance(cold).run()
     Maintenance(cold).run()  # the first spares files whose entries it indexed itself
@@ -135,10 +149,15 @@ def lines_until_killed(efs, prefix: str, producers: list[int], env, rng: random.
     they are under way (however slowly the machine starts them), SIGKILL them all at a random moment; return the
     lines they printed, one per acknowledged message (a line the kill cut short was no acknowledgement)."""
     processes = [
-        subprocess.Popen([sys.executable, str(PRODUCER), str(efs), prefix, str(number), "1000", *map(str, spread)],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(PRODUCER), str(efs), prefix, str(number), "1000", *map(str, spread)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for number in producers
-    ]  # fmt: skip
+    ]
     first = processes[0].stdout.readline()
     time.sleep(rng.uniform(0.2, 2.0))
     for process in processes:

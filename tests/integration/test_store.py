@@ -23,10 +23,16 @@ def drain(store, topic: str, queue: int, offset: int = 0, **options) -> list:
 def test_messages_come_back_in_order_with_bodies_and_properties(store):
     store.create_topic(TopicConfig(name="orders", queues=3))
     sent = [
-        Message(f"order-{i}".encode(), queue=i % 3, keys=(f"k{i}",), tag="even" if i % 2 == 0 else "odd",
-                properties={"n": str(i)}, born_timestamp=1_000 + i)
+        Message(
+            f"order-{i}".encode(),
+            queue=i % 3,
+            keys=(f"k{i}",),
+            tag="even" if i % 2 == 0 else "odd",
+            properties={"n": str(i)},
+            born_timestamp=1_000 + i,
+        )
         for i in range(30)
-    ]  # fmt: skip
+    ]
     results = store.put("orders", sent)
     assert [r.queue_offset for r in results] == [i // 3 for i in range(30)]
     for queue in range(3):

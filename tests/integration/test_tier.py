@@ -33,11 +33,19 @@ def tier_options(**overrides) -> dict:
 def produce(store: MessageStore, topic: str, queues: int, batches: int = 40) -> None:
     """Messages of every shape: binary bodies of varied sizes, keys, tags A/B, user properties."""
     for b in range(batches):
-        store.put(topic, [
-            Message(os.urandom(16 + (b * 37 + i * 11) % 900), queue=(b + i) % queues, keys=(f"k{b}-{i}",),
-                    tag="A" if (b + i) % 5 == 0 else "B", properties={"batch": str(b), "i": str(i)})
-            for i in range(25)
-        ])  # fmt: skip
+        store.put(
+            topic,
+            [
+                Message(
+                    os.urandom(16 + (b * 37 + i * 11) % 900),
+                    queue=(b + i) % queues,
+                    keys=(f"k{b}-{i}",),
+                    tag="A" if (b + i) % 5 == 0 else "B",
+                    properties={"batch": str(b), "i": str(i)},
+                )
+                for i in range(25)
+            ],
+        )
 
 
 @pytest.mark.parametrize("level", COLD_LEVELS)
@@ -100,8 +108,10 @@ def test_a_tag_filtered_cold_read_returns_only_matching_messages_and_a_next_offs
     store = open_test_store(**tier_options())
     store.create_topic(TopicConfig(name="t", queues=1))
     for b in range(10):
-        store.put("t", [Message(f"{b}-{i}".encode().ljust(300, b"."), queue=0, tag="A" if i == 7 else f"B{i}")
-                        for i in range(50)])  # fmt: skip
+        store.put(
+            "t",
+            [Message(f"{b}-{i}".encode().ljust(300, b"."), queue=0, tag="A" if i == 7 else f"B{i}") for i in range(50)],
+        )
     store.upload_now("t")
     store.clean_expired()
     assert store.tier_status("t")[0].hot_min_offset > 100

@@ -33,8 +33,9 @@ def test_every_acknowledged_message_is_in_the_tier_exactly_once_after_repeated_s
     acknowledged: dict[tuple[int, int], tuple[int, int, int]] = {}
     tier_ends = []
     for run in range(KILLS):
-        writer = subprocess.Popen([sys.executable, str(WRITER), str(home), str(run)], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        writer = subprocess.Popen(
+            [sys.executable, str(WRITER), str(home), str(run)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         time.sleep(rng.uniform(0.5, 1.5))
         writer.send_signal(signal.SIGKILL)
         out, err = writer.communicate(timeout=60)
@@ -93,5 +94,8 @@ def check_queue(store, queue: int, acknowledged: dict[tuple[int, int], tuple[int
             continue
         message, expected = by_offset[offset], make_message(run, thread, seq)
         assert (message.body, message.keys, message.tag, message.properties) == (
-            expected.body, expected.keys, expected.tag, dict(expected.properties)
-        )  # fmt: skip
+            expected.body,
+            expected.keys,
+            expected.tag,
+            dict(expected.properties),
+        )

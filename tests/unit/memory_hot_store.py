@@ -70,9 +70,13 @@ class MemoryHotStore(HotStore):
         return [self.topics[name] for name in sorted(self.topics) if after is None or name > after][:limit]
 
     def update_topic(
-        self, name: str, *, retention_ms: int | object | None = UNSET, queues: int | None = None,
+        self,
+        name: str,
+        *,
+        retention_ms: int | object | None = UNSET,
+        queues: int | None = None,
         attributes: Mapping[str, str] | None = None,
-    ) -> TopicConfig:  # fmt: skip
+    ) -> TopicConfig:
         changes: dict[str, object] = {} if retention_ms is UNSET else {"retention_ms": retention_ms}
         if queues is not None:
             changes["queues"] = queues

@@ -64,9 +64,12 @@ def test_sample_event_is_served_by_its_handler(seeded_store, path):
 
 
 def test_push_sample_event_delivers_the_topic_to_its_push_groups(seeded_store):
-    subscriptions.set_push(store_module.get_store(), "billing",
-                           PushSubscription(topic="orders", target="python:tests.push_targets:accept"),
-                           trigger.push_notifier())  # fmt: skip
+    subscriptions.set_push(
+        store_module.get_store(),
+        "billing",
+        PushSubscription(topic="orders", target="python:tests.push_targets:accept"),
+        trigger.push_notifier(),
+    )
     push_targets.reset()
     result = push_function.lambda_handler(SAMPLES[PUSH_SAMPLE], LocalContext("tidemq-push"))
     assert result == {"topic": "orders", "delivered": 1, "failed_calls": 0, "dead_lettered": 0, "continued": False}

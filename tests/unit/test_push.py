@@ -94,13 +94,20 @@ def retry(group: str, queue: int, offset: int, attempts: int) -> PendingRetry:
 
 def test_an_event_s_retries_join_the_environment_s_the_one_further_on_winning_for_each_queue():
     environment = PushEnvironment()
-    environment.begin(PushEvent(topic="orders", retries=[retry("billing", 0, 5, 2), retry("billing", 1, 7, 1),
-                                                         retry("billing", 2, 3, 4)]), [])  # fmt: skip
-    event = PushEvent(topic="orders", retries=[
-        retry("billing", 0, 5, 3),  # the same batch, more attempts: wins
-        retry("billing", 1, 6, 9),  # an earlier offset: an old batch, loses whatever its attempts
-        retry("billing", 2, 4, 1),  # a later offset: a newer batch, wins
-    ])  # fmt: skip
+    environment.begin(
+        PushEvent(
+            topic="orders", retries=[retry("billing", 0, 5, 2), retry("billing", 1, 7, 1), retry("billing", 2, 3, 4)]
+        ),
+        [],
+    )
+    event = PushEvent(
+        topic="orders",
+        retries=[
+            retry("billing", 0, 5, 3),  # the same batch, more attempts: wins
+            retry("billing", 1, 6, 9),  # an earlier offset: an old batch, loses whatever its attempts
+            retry("billing", 2, 4, 1),  # a later offset: a newer batch, wins
+        ],
+    )
     environment.begin(event, [])
     queues = environment.retries["billing"]
     assert {queue: (p.offset, p.attempts) for queue, p in queues.items()} == {0: (5, 3), 1: (7, 1), 2: (4, 1)}
@@ -116,8 +123,7 @@ def test_a_continuation_is_queued_once_per_topic_until_it_arrives():
     environment.retries["billing"] = {0: retry("billing", 0, 5, 2)}
     environment.retries["audit"] = {0: retry("audit", 0, 9, 1)}
     first = environment.continue_later("orders", ["billing"], not_before_ms=42_000)
-    assert first == PushEvent(topic="orders", not_before_ms=42_000, retries=[retry("billing", 0, 5, 2)],
-                              continues=True)  # fmt: skip
+    assert first == PushEvent(topic="orders", not_before_ms=42_000, retries=[retry("billing", 0, 5, 2)], continues=True)
     assert environment.continue_later("orders", ["billing"], None) is None  # one is queued already
     assert environment.continue_later("payments", ["billing"], None) is not None  # per topic
     environment.begin(PushEvent(topic="orders", retries=first.retries), [])  # not the continuation: still queued

@@ -18,8 +18,9 @@ from .memory_hot_store import MemoryHotStore
 @pytest.fixture
 def config(tmp_path):
     def build(**overrides) -> StoreConfig:
-        return StoreConfig(home=tmp_path / "home", tier="posix", tier_path=tmp_path / "tier", tier_upload_age_ms=50,
-                           **overrides)  # fmt: skip
+        return StoreConfig(
+            home=tmp_path / "home", tier="posix", tier_path=tmp_path / "tier", tier_upload_age_ms=50, **overrides
+        )
 
     return build
 
@@ -42,8 +43,18 @@ def tiered(config):
 
 def produce(store, topic: str = "t", queues: int = 2, batches: int = 10) -> None:
     for b in range(batches):
-        store.put(topic, [Message(f"{b}-{i}".encode() * (1 + i % 7), queue=(b + i) % queues, keys=(f"k{b}{i}",),
-                                  tag="A" if i % 3 == 0 else "B") for i in range(20)])  # fmt: skip
+        store.put(
+            topic,
+            [
+                Message(
+                    f"{b}-{i}".encode() * (1 + i % 7),
+                    queue=(b + i) % queues,
+                    keys=(f"k{b}{i}",),
+                    tag="A" if i % 3 == 0 else "B",
+                )
+                for i in range(20)
+            ],
+        )
 
 
 def test_the_dispatcher_uploads_every_acknowledged_message_it_is_told_of_by_the_put_listener(tiered):

@@ -76,9 +76,13 @@ class MessageStore(ABC):
 
     @abstractmethod
     def update_topic(
-        self, name: str, *, retention_ms: int | object | None = UNSET, queues: int | None = None,
+        self,
+        name: str,
+        *,
+        retention_ms: int | object | None = UNSET,
+        queues: int | None = None,
         attributes: Mapping[str, str] | None = None,
-    ) -> TopicConfig:  # fmt: skip
+    ) -> TopicConfig:
         """Change retention, attributes, or grow the queue count (queues never shrink)."""
 
     @abstractmethod
@@ -124,17 +128,27 @@ class MessageStore(ABC):
 
     @abstractmethod
     def get(
-        self, topic: str, queue: int, offset: int, max_messages: int = 32, max_bytes: int = 4 * 1024 * 1024,
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int = 32,
+        max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
-    ) -> GetResult:  # fmt: skip
+    ) -> GetResult:
         """Read up to `max_messages`/`max_bytes` from `offset`; raises OffsetOutOfRange outside
         [min_offset, max_offset]. At `max_offset` the result is empty."""
 
     @abstractmethod
     def read_records(
-        self, topic: str, queue: int, offset: int, max_messages: int = 1000, max_bytes: int = 4 * 1024 * 1024,
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int = 1000,
+        max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
-    ) -> RecordBatch:  # fmt: skip
+    ) -> RecordBatch:
         """Like `get`, but the records as stored, undecoded: what bulk consumers are sent."""
 
     def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:

@@ -34,8 +34,15 @@ class ValidatedBatch:
 
     def take(self, indexes: Sequence[int]) -> ValidatedBatch:
         """The messages at `indexes`, in that order."""
-        columns = (self.queues, self.born_timestamps, self.properties, self.bodies, self.tag_codes, self.keys,
-                   self.sizes)  # fmt: skip
+        columns = (
+            self.queues,
+            self.born_timestamps,
+            self.properties,
+            self.bodies,
+            self.tag_codes,
+            self.keys,
+            self.sizes,
+        )
         return ValidatedBatch(*([column[i] for i in indexes] for column in columns))
 
 

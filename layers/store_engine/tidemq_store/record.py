@@ -138,8 +138,11 @@ def encode_batch(topic: bytes, records: list[PendingRecord], physical_start: int
     for i, (queue, queue_offset, born, props, body) in enumerate(records):
         size = fixed + len(props) + len(body)
         flags = END_OF_BATCH if i == last else 0
-        rest = pack_rest(flags, queue, queue_offset, position, born, store_timestamp, topic_length, len(props),
-                         len(body)) + topic + props  # fmt: skip
+        rest = (
+            pack_rest(flags, queue, queue_offset, position, born, store_timestamp, topic_length, len(props), len(body))
+            + topic
+            + props
+        )
         parts += (pack_head(size, MAGIC, crc32c(body, crc32c(rest))), rest, body)
         position += size
     return b"".join(parts)
@@ -255,8 +258,10 @@ def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> l
                 topic = raw_topic.decode()
             if expect is not None:
                 if offset != expected or queue != expected_queue or topic != expected_topic:
-                    raise CorruptStore(f"ConsumeQueue entry {expected_topic}:{expected_queue}:{expected} "
-                                       "points at a record of another queue")  # fmt: skip
+                    raise CorruptStore(
+                        f"ConsumeQueue entry {expected_topic}:{expected_queue}:{expected} "
+                        "points at a record of another queue"
+                    )
                 expected += 1
             start += tlen
             keys, tag, props = decode_properties(data[start : start + plen]) if plen else ((), None, {})
@@ -275,8 +280,9 @@ def read_header(buf: bytes, pos: int = 0) -> RecordHeader:
     (size, _, _, flags, queue, queue_offset, physical, _, stored, tlen, plen, _) = _check(buf, pos, len(buf) - pos)
     start = pos + HEADER_SIZE
     keys, tag, _ = decode_properties(bytes(buf[start + tlen : start + tlen + plen])) if plen else ((), None, None)
-    return RecordHeader(size, flags, queue, queue_offset, physical, stored, bytes(buf[start : start + tlen]).decode(),
-                        tag, keys)  # fmt: skip
+    return RecordHeader(
+        size, flags, queue, queue_offset, physical, stored, bytes(buf[start : start + tlen]).decode(), tag, keys
+    )
 
 
 def entries_of(data: bytes) -> CqEntries:

@@ -125,14 +125,28 @@ def push() -> None:
 @click.option("--backoff-max-ms", type=click.IntRange(min=1), help="Longest retry wait [default: 300000].")
 @click.pass_obj
 def push_set(
-    client: HttpClient, name: str, topic: str, target: str, tag: str | None, max_attempts: int | None,
-    batch_size: int | None, backoff_base_ms: int | None, backoff_max_ms: int | None,
-) -> None:  # fmt: skip
+    client: HttpClient,
+    name: str,
+    topic: str,
+    target: str,
+    tag: str | None,
+    max_attempts: int | None,
+    batch_size: int | None,
+    backoff_base_ms: int | None,
+    backoff_max_ms: int | None,
+) -> None:
     """Push new messages of a topic to a target for consumer group NAME, from its committed offsets (each
     queue's oldest message if it has none); replaces any subscription the group had."""
-    view = Admin(client=client).set_push(name, topic, target, tag=tag, max_attempts=max_attempts,
-                                         batch_size=batch_size, backoff_base_ms=backoff_base_ms,
-                                         backoff_max_ms=backoff_max_ms)  # fmt: skip
+    view = Admin(client=client).set_push(
+        name,
+        topic,
+        target,
+        tag=tag,
+        max_attempts=max_attempts,
+        batch_size=batch_size,
+        backoff_base_ms=backoff_base_ms,
+        backoff_max_ms=backoff_max_ms,
+    )
     stdout.print(f"consumer group {name!r} now pushes from topic {topic!r} to {target}")
     _show(view)
 

@@ -124,8 +124,14 @@ def tier(client: HttpClient, name: str) -> None:
     rows = table(*columns, numeric=columns)
     for q in status.queues:
         cold = ("-", "-") if q.cold_min_offset is None else (str(q.cold_min_offset), str(q.cold_max_offset))
-        rows.add_row(str(q.queue), str(q.hot_min_offset), *cold, str(q.max_offset), str(q.upload_lag_messages),
-                     f"{q.upload_lag_seconds:.1f}")  # fmt: skip
+        rows.add_row(
+            str(q.queue),
+            str(q.hot_min_offset),
+            *cold,
+            str(q.max_offset),
+            str(q.upload_lag_messages),
+            f"{q.upload_lag_seconds:.1f}",
+        )
     stdout.print(rows)
 
 

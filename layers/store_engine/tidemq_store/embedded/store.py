@@ -146,9 +146,13 @@ class EmbeddedMessageStore(HotStore):
         return self.meta.list_topics(after, check_page_limit(limit))
 
     def update_topic(
-        self, name: str, *, retention_ms: int | object | None = UNSET, queues: int | None = None,
+        self,
+        name: str,
+        *,
+        retention_ms: int | object | None = UNSET,
+        queues: int | None = None,
         attributes: Mapping[str, str] | None = None,
-    ) -> TopicConfig:  # fmt: skip
+    ) -> TopicConfig:
         with self._write_lock:
             self._check_open()
             current = self.get_topic(name)
@@ -273,9 +277,14 @@ class EmbeddedMessageStore(HotStore):
     # ---- get -------------------------------------------------------------------------------------
 
     def get(
-        self, topic: str, queue: int, offset: int, max_messages: int = 32, max_bytes: int = 4 * 1024 * 1024,
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int = 32,
+        max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
-    ) -> GetResult:  # fmt: skip
+    ) -> GetResult:
         read = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
         messages: list[StoredMessage] = []
         for first_offset, position, length in read.selection.runs:
@@ -285,18 +294,28 @@ class EmbeddedMessageStore(HotStore):
         return GetResult(messages, read.selection.next_offset, read.min_offset, read.max_offset)
 
     def read_records(
-        self, topic: str, queue: int, offset: int, max_messages: int = 1000, max_bytes: int = 4 * 1024 * 1024,
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int = 1000,
+        max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
-    ) -> RecordBatch:  # fmt: skip
+    ) -> RecordBatch:
         read = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
         selection = read.selection
         data = b"".join(self.commitlog.read(position, length) for _, position, length in selection.runs)
         return RecordBatch(data, selection.count, selection.next_offset, read.min_offset, read.max_offset)
 
     def _select(
-        self, topic: str, queue: int, offset: int, max_messages: int, max_bytes: int,
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int,
+        max_bytes: int,
         tag_filter: str | TagFilter | None,
-    ) -> QueueRead:  # fmt: skip
+    ) -> QueueRead:
         """Choose what a read returns: runs of adjacent records in the commit log, from ConsumeQueue
         entries alone (tag codes filter here; bodies are not touched)."""
         check_queue(self.get_topic(topic), queue)
@@ -469,9 +488,14 @@ class EmbeddedMessageStore(HotStore):
             first = batch[0]
             config = self.meta.get_topic(first.topic)
             if config is not None and first.store_timestamp >= config.created_at:
-                stored = StoredBatch(first.topic, first.store_timestamp, [r.queue for r in batch],
-                                     [r.queue_offset for r in batch], [r.physical_offset for r in batch],
-                                     [r.size for r in batch])  # fmt: skip
+                stored = StoredBatch(
+                    first.topic,
+                    first.store_timestamp,
+                    [r.queue for r in batch],
+                    [r.queue_offset for r in batch],
+                    [r.physical_offset for r in batch],
+                    [r.size for r in batch],
+                )
                 tag_codes, keys = [tag_hash(r.tag) for r in batch], [r.keys for r in batch]
                 self.cq.dispatch(stored, commitlog.segment_start(first.physical_offset), tag_codes, keys)
             end = first.physical_offset + sum(r.size for r in batch)
@@ -573,8 +597,11 @@ class EmbeddedMessageStore(HotStore):
             except StoreFailed:
                 continue  # logged when the commit log failed
             except Exception:
-                log.exception("checkpoint of %s failed; the next is due in %s s", self.config.home,
-                              self.config.checkpoint_interval_s)  # fmt: skip
+                log.exception(
+                    "checkpoint of %s failed; the next is due in %s s",
+                    self.config.home,
+                    self.config.checkpoint_interval_s,
+                )
             if time.monotonic() < next_clean:
                 continue
             next_clean = time.monotonic() + self.config.clean_interval_s
@@ -583,8 +610,9 @@ class EmbeddedMessageStore(HotStore):
             except StoreClosed:
                 return
             except Exception:
-                log.exception("retention of %s failed; it runs again in %s s", self.config.home,
-                              self.config.clean_interval_s)  # fmt: skip
+                log.exception(
+                    "retention of %s failed; it runs again in %s s", self.config.home, self.config.clean_interval_s
+                )
 
     def _check_open(self) -> None:
         if self._closed:

@@ -61,9 +61,16 @@ class ColdTier:
         return TieredQueue(self.driver, topic, queue, self.config.tier_segment_bytes)
 
     def read(
-        self, topic: str, queue: int, offset: int, max_messages: int, max_bytes: int, tag_filter: TagFilter | None,
-        hot_offset: int, max_offset: int,
-    ) -> ColdRecords:  # fmt: skip
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int,
+        max_bytes: int,
+        tag_filter: TagFilter | None,
+        hot_offset: int,
+        max_offset: int,
+    ) -> ColdRecords:
         """The records from `offset`, which is below the queue's hot boundary."""
         view = self.view(topic, queue, hot_offset)
         low = view.min_offset

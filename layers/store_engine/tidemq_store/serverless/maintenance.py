@@ -144,8 +144,13 @@ class Maintenance:
         start = tiered.max_offset
         if start is None or start < state.min_offset:
             if start is not None:
-                log.warning("tier %s:%s ends at %s, below the queue's minimum %s: restarting it there",
-                            topic, queue, start, state.min_offset)  # fmt: skip
+                log.warning(
+                    "tier %s:%s ends at %s, below the queue's minimum %s: restarting it there",
+                    topic,
+                    queue,
+                    start,
+                    state.min_offset,
+                )
                 tiered.clear()
                 tiered = self.store.tier.writer(topic, queue)
             start = state.min_offset
@@ -287,8 +292,9 @@ class Maintenance:
                     low = max(low, ref.end_offset)
             if low > state.min_offset:
                 queues = self.queues
-                self.queues(queue_key(topic, queue)).update(actions=[queues.min_offset.set(low)],
-                                                            condition=queues.uploading == lease)  # fmt: skip
+                self.queues(queue_key(topic, queue)).update(
+                    actions=[queues.min_offset.set(low)], condition=queues.uploading == lease
+                )
                 self.index.drop_below(topic, queue, low)
         finally:
             self._release(topic, queue, lease, max(state.hot_offset, low), state.next_offset, clean=False)

@@ -227,12 +227,23 @@ class QueueIndex:
         with batches.batch_write() as writer:
             for ref in refs:
                 keys = (self.keys_of(ref) if ref.has_keys else None) or None
-                writer.save(batches(key, ref.first_offset, count=ref.count, file=ref.file, position=ref.position,
-                                    length=ref.length, store_timestamp=ref.store_timestamp, keys=keys))  # fmt: skip
+                writer.save(
+                    batches(
+                        key,
+                        ref.first_offset,
+                        count=ref.count,
+                        file=ref.file,
+                        position=ref.position,
+                        length=ref.length,
+                        store_timestamp=ref.store_timestamp,
+                        keys=keys,
+                    )
+                )
         actions = [queues.pending[i].remove() for i in range(len(refs))]
         try:
-            queues(key).update(actions=[*actions, queues.indexed.set(refs[-1].end_offset)],
-                               condition=queues.indexed == indexed)  # fmt: skip
+            queues(key).update(
+                actions=[*actions, queues.indexed.set(refs[-1].end_offset)], condition=queues.indexed == indexed
+            )
         except UpdateError as error:
             if is_conditional(error):
                 return indexed
@@ -265,8 +276,9 @@ class QueueIndex:
             refs = [_ref(item) for item in batches.query(key, span, consistent_read=True)]
             refs = [ref for ref in refs if ref.end_offset > start]
             if not refs or refs[0].first_offset > start:  # a batch bigger than `window` holds `start`
-                before = batches.query(key, batches.first_offset <= start, scan_index_forward=False, limit=1,
-                                       consistent_read=True)  # fmt: skip
+                before = batches.query(
+                    key, batches.first_offset <= start, scan_index_forward=False, limit=1, consistent_read=True
+                )
                 refs = [_ref(item) for item in before if item.first_offset + item.count > start] + refs
         refs += [ref for ref in state.pending if ref.end_offset > start and ref.first_offset < end]
         return refs
@@ -275,8 +287,13 @@ class QueueIndex:
         """The queue's `batches` items (a paged Query; `below`: those starting below that offset), as BatchRef."""
         batches = self.tables.batches
         span = None if below is None else batches.first_offset < below
-        items = batches.query(queue_key(topic, queue), span, filter_condition=condition,
-                              scan_index_forward=not newest_first, consistent_read=True)  # fmt: skip
+        items = batches.query(
+            queue_key(topic, queue),
+            span,
+            filter_condition=condition,
+            scan_index_forward=not newest_first,
+            consistent_read=True,
+        )
         return (_ref(item) for item in items)
 
     def first_offset_at(self, topic: str, queue: int, file: str, position: int) -> int | None:
@@ -327,13 +344,26 @@ class QueueIndex:
 def state_of(item) -> QueueState:
     """The state in a queue item (read, or returned by an update)."""
     indexed = int(item.indexed)
-    return QueueState(int(item.min_offset), int(item.hot_offset), indexed, int(item.next_offset),
-                      decode_entries(item.pending or [], indexed), item.dirty is not None)  # fmt: skip
+    return QueueState(
+        int(item.min_offset),
+        int(item.hot_offset),
+        indexed,
+        int(item.next_offset),
+        decode_entries(item.pending or [], indexed),
+        item.dirty is not None,
+    )
 
 
 def _ref(item) -> BatchRef:
-    return BatchRef(int(item.first_offset), int(item.count), item.file, int(item.position), int(item.length),
-                    int(item.store_timestamp), bool(item.keys))  # fmt: skip
+    return BatchRef(
+        int(item.first_offset),
+        int(item.count),
+        item.file,
+        int(item.position),
+        int(item.length),
+        int(item.store_timestamp),
+        bool(item.keys),
+    )
 
 
 def _raced(error: TransactWriteError) -> bool:

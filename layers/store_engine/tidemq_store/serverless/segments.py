@@ -101,8 +101,9 @@ class SegmentWriter:
                 failed = file_name(self._key)
                 os.close(self._fd)
                 self._fd = -1
-                raise StoreUnavailable(f"writing a batch to segment {failed} failed ({error}); nothing was stored, "
-                                       "send it again") from error  # fmt: skip
+                raise StoreUnavailable(
+                    f"writing a batch to segment {failed} failed ({error}); nothing was stored, send it again"
+                ) from error
             self._position += len(data)
             return Appended(file_name(self._key), position)
 

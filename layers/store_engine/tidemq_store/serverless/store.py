@@ -120,9 +120,13 @@ class ServerlessMessageStore(MessageStore):
             after = page[-1].name
 
     def update_topic(
-        self, name: str, *, retention_ms: int | object | None = UNSET, queues: int | None = None,
+        self,
+        name: str,
+        *,
+        retention_ms: int | object | None = UNSET,
+        queues: int | None = None,
         attributes: Mapping[str, str] | None = None,
-    ) -> TopicConfig:  # fmt: skip
+    ) -> TopicConfig:
         current = self.get_topic(name)
         changes = {}
         if retention_ms is not UNSET:
@@ -312,16 +316,26 @@ class ServerlessMessageStore(MessageStore):
         return b"".join(parts), messages, next_offset, low, high
 
     def get(
-        self, topic: str, queue: int, offset: int, max_messages: int = 32, max_bytes: int = 4 * 1024 * 1024,
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int = 32,
+        max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
-    ) -> GetResult:  # fmt: skip
+    ) -> GetResult:
         _, messages, next_offset, low, high = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
         return GetResult(messages, next_offset, low, high)
 
     def read_records(
-        self, topic: str, queue: int, offset: int, max_messages: int = 1000, max_bytes: int = 4 * 1024 * 1024,
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int = 1000,
+        max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
-    ) -> RecordBatch:  # fmt: skip
+    ) -> RecordBatch:
         records, messages, next_offset, low, high = self._select(
             topic, queue, offset, max_messages, max_bytes, tag_filter
         )
@@ -427,8 +441,17 @@ class ServerlessMessageStore(MessageStore):
             lag = max(0, state.next_offset - uploaded)
             oldest = next((ref.store_timestamp for ref in state.pending if ref.end_offset > uploaded), None)
             seconds = 0.0 if not lag or oldest is None else max(0.0, (clock.now_ms() - oldest) / 1000)
-            statuses.append(TierQueueStatus(queue, max(state.min_offset, state.hot_offset), cold_min, cold_max,
-                                            state.next_offset, lag if self.tier else 0, round(seconds, 3)))  # fmt: skip
+            statuses.append(
+                TierQueueStatus(
+                    queue,
+                    max(state.min_offset, state.hot_offset),
+                    cold_min,
+                    cold_max,
+                    state.next_offset,
+                    lag if self.tier else 0,
+                    round(seconds, 3),
+                )
+            )
         return statuses
 
     def upload_now(self, topic: str | None = None) -> int:

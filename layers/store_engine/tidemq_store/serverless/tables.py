@@ -37,14 +37,23 @@ CONNECT_TIMEOUT_S, READ_TIMEOUT_S, ATTEMPTS = 5, 10, 3
 
 
 def _meta(table: str, prefix: str, host: str | None, region: str):
-    return type("Meta", (), {"table_name": f"{prefix}-{table}", "host": host, "region": region,
-                             "billing_mode": "PAY_PER_REQUEST", "connect_timeout_seconds": CONNECT_TIMEOUT_S,
-                             "read_timeout_seconds": READ_TIMEOUT_S, "max_retry_attempts": ATTEMPTS})  # fmt: skip
+    return type(
+        "Meta",
+        (),
+        {
+            "table_name": f"{prefix}-{table}",
+            "host": host,
+            "region": region,
+            "billing_mode": "PAY_PER_REQUEST",
+            "connect_timeout_seconds": CONNECT_TIMEOUT_S,
+            "read_timeout_seconds": READ_TIMEOUT_S,
+            "max_retry_attempts": ATTEMPTS,
+        },
+    )
 
 
 def _index(name: str):
-    return type("Meta", (), {"index_name": name, "projection": KeysOnlyProjection(),
-                             "billing_mode": "PAY_PER_REQUEST"})  # fmt: skip
+    return type("Meta", (), {"index_name": name, "projection": KeysOnlyProjection(), "billing_mode": "PAY_PER_REQUEST"})
 
 
 class Tables:
@@ -118,8 +127,13 @@ class Tables:
             by_file = BatchesByFile()
 
         self.topics, self.groups, self.offsets, self.queues, self.batches = Topics, Groups, Offsets, Queues, Batches
-        self.connection = Connection(region=region, host=host, connect_timeout_seconds=CONNECT_TIMEOUT_S,
-                                     read_timeout_seconds=READ_TIMEOUT_S, max_retry_attempts=ATTEMPTS)  # fmt: skip
+        self.connection = Connection(
+            region=region,
+            host=host,
+            connect_timeout_seconds=CONNECT_TIMEOUT_S,
+            read_timeout_seconds=READ_TIMEOUT_S,
+            max_retry_attempts=ATTEMPTS,
+        )
         """For transactions (queue_index.py), which span tables' items."""
 
     def _count(self, _sender, *, table_name: str | None = None, **_) -> None:

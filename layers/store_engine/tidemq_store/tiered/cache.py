@@ -95,9 +95,16 @@ def fetch_block(tiered: TieredQueue, first: int, end: int) -> Block:
 
 class ReadAheadCache:
     def __init__(
-        self, max_bytes: int, ttl_s: float, *, min_window: int = 4096, max_window: int = 65_536,
-        max_block: int = 4096, fetch_threads: int = 8, clock: Callable[[], float] = time.monotonic,
-    ) -> None:  # fmt: skip
+        self,
+        max_bytes: int,
+        ttl_s: float,
+        *,
+        min_window: int = 4096,
+        max_window: int = 65_536,
+        max_block: int = 4096,
+        fetch_threads: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.max_bytes, self.ttl_s = max_bytes, ttl_s
         self.min_window, self.max_window, self.max_block = min_window, max_window, max_block
         self.clock = clock
@@ -332,9 +339,13 @@ class ColdSelection(NamedTuple):
 
 
 def read_cold(
-    cache: ReadAheadCache, tiered: TieredQueue, offset: int, max_messages: int, max_bytes: int,
+    cache: ReadAheadCache,
+    tiered: TieredQueue,
+    offset: int,
+    max_messages: int,
+    max_bytes: int,
     tag_filter: TagFilter | None,
-) -> ColdSelection:  # fmt: skip
+) -> ColdSelection:
     """One read of a queue's tier files through the read-ahead cache, as the embedded engine's and the serverless
     backend's cold reads both make it."""
     end = tiered.max_offset

@@ -222,8 +222,12 @@ class TieredQueue:
         if (self.commitlog.end or 0) < expected:
             raise CorruptStore(f"tier {self.topic}:{self.queue}: entries point past the commit log's end")
         if self.commitlog.end > expected:
-            log.info("tier %s:%s: dropping %d bytes an unfinished upload left", self.topic, self.queue,
-                     self.commitlog.end - expected)  # fmt: skip
+            log.info(
+                "tier %s:%s: dropping %d bytes an unfinished upload left",
+                self.topic,
+                self.queue,
+                self.commitlog.end - expected,
+            )
         self.commitlog.truncate(expected)
 
     def delete_expired(self, before_timestamp: int) -> int:

@@ -214,8 +214,14 @@ class TieredDispatcher:
             progress = self.progress.get(topic, queue)
             start = max(progress.commit_offset if progress else hot_min, hot_min)
         elif start < hot_min:
-            log.warning("tier %s:%s: offsets %s..%s expired before upload; restarting at %s",
-                        topic, queue, start, hot_min, hot_min)  # fmt: skip
+            log.warning(
+                "tier %s:%s: offsets %s..%s expired before upload; restarting at %s",
+                topic,
+                queue,
+                start,
+                hot_min,
+                hot_min,
+            )
             tiered = self._restart(topic, queue)
             start = hot_min
         most = min(self.config.tier_upload_messages, self.config.max_get_messages)
@@ -248,8 +254,9 @@ class TieredDispatcher:
             except Exception as error:
                 if self._stop.is_set():
                     raise StoreClosed("closing with an upload unfinished; it resumes on restart") from error
-                log.warning("tier upload of %s:%s failed (%s); retrying in %.2f s",
-                            tiered.topic, tiered.queue, error, backoff)  # fmt: skip
+                log.warning(
+                    "tier upload of %s:%s failed (%s); retrying in %.2f s", tiered.topic, tiered.queue, error, backoff
+                )
                 self._stop.wait(backoff)
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
 

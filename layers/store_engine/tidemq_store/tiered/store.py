@@ -91,9 +91,13 @@ class TieredMessageStore(MessageStore):
         return self.hot.list_topics(after, limit)
 
     def update_topic(
-        self, name: str, *, retention_ms: int | object | None = UNSET, queues: int | None = None,
+        self,
+        name: str,
+        *,
+        retention_ms: int | object | None = UNSET,
+        queues: int | None = None,
         attributes: Mapping[str, str] | None = None,
-    ) -> TopicConfig:  # fmt: skip
+    ) -> TopicConfig:
         return self.hot.update_topic(name, retention_ms=retention_ms, queues=queues, attributes=attributes)
 
     def delete_topic(self, name: str) -> None:
@@ -139,9 +143,14 @@ class TieredMessageStore(MessageStore):
         return self.hot.put(topic, messages)  # the hot store's put listener dispatches to the tier
 
     def get(
-        self, topic: str, queue: int, offset: int, max_messages: int = 32, max_bytes: int = 4 * 1024 * 1024,
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int = 32,
+        max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
-    ) -> GetResult:  # fmt: skip
+    ) -> GetResult:
         read = self._cold_read(topic, queue, offset, max_messages, max_bytes, tag_filter)
         if read is None:
             return self._with_cold_min(
@@ -156,18 +165,26 @@ class TieredMessageStore(MessageStore):
         return GetResult(messages, selection.next_offset, read.min_offset, read.max_offset)
 
     def read_records(
-        self, topic: str, queue: int, offset: int, max_messages: int = 1000, max_bytes: int = 4 * 1024 * 1024,
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int = 1000,
+        max_bytes: int = 4 * 1024 * 1024,
         tag_filter: str | TagFilter | None = None,
-    ) -> RecordBatch:  # fmt: skip
+    ) -> RecordBatch:
         read = self._cold_read(topic, queue, offset, max_messages, max_bytes, tag_filter)
         if read is None:
             return self._with_cold_min(
-                topic, queue, offset,
+                topic,
+                queue,
+                offset,
                 lambda: self.hot.read_records(topic, queue, offset, max_messages, max_bytes, tag_filter),
-            )  # fmt: skip
+            )
         selection = read.cold.selection
-        return RecordBatch(read.cold.records(), selection.count, selection.next_offset, read.min_offset,
-                           read.max_offset)  # fmt: skip
+        return RecordBatch(
+            read.cold.records(), selection.count, selection.next_offset, read.min_offset, read.max_offset
+        )
 
     def _route(self, topic: str, queue: int, offset: int) -> TieredQueue | None:
         """The tier queue to read `offset` from, or None for the hot tier (see the module docstring)."""
@@ -194,9 +211,14 @@ class TieredMessageStore(MessageStore):
         return None
 
     def _cold_read(
-        self, topic: str, queue: int, offset: int, max_messages: int, max_bytes: int,
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        max_messages: int,
+        max_bytes: int,
         tag_filter: str | TagFilter | None,
-    ) -> ColdRead | None:  # fmt: skip
+    ) -> ColdRead | None:
         """What a cold read returns, or None to read hot."""
         check_queue(self.hot.get_topic(topic), queue)
         tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
@@ -270,8 +292,17 @@ class TieredMessageStore(MessageStore):
                 tiered = self.dispatcher.tiered_queue(topic, queue)
                 cold_min, cold_max = tiered.min_offset, tiered.max_offset
             lag = self.dispatcher.lag(topic, queue)
-            statuses.append(TierQueueStatus(queue, offsets.min_offset, cold_min, cold_max, offsets.max_offset,
-                                            lag.messages, round(lag.seconds, 3)))  # fmt: skip
+            statuses.append(
+                TierQueueStatus(
+                    queue,
+                    offsets.min_offset,
+                    cold_min,
+                    cold_max,
+                    offsets.max_offset,
+                    lag.messages,
+                    round(lag.seconds, 3),
+                )
+            )
         return statuses
 
     def upload_now(self, topic: str | None = None) -> int:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -33,14 +35,18 @@ from urllib.parse import parse_qsl
 import pybase64
 import uvicorn
 
+from functions.api.auth import secret_box
+from functions.logic import users
 from functions.push import trigger
 from functions.routes import Route, handler_for, routes
 from functions.store import close_store, get_store
+from shared.credentials import Credentials, write_profile
 from shared.local_aws import free_port
-from shared.settings import PushMode, get_settings
-from tidemq_store import Backend
+from shared.settings import AuthMode, PushMode, Settings, get_settings
+from tidemq_store import Backend, MessageStore
 from tidemq_store.clock import now_ms
 
+SUPER_USER = "admin"
 TEXT_TYPES = ("text/", "application/json", "application/x-ndjson", "application/xml")
 
 
@@ -86,7 +92,7 @@ def to_event(
     for key, value in parse_qsl(raw_query, keep_blank_values=True):
         query[key] = f"{query[key]},{value}" if key in query else value
     content_type = headers.get("content-type", "")
-    is_text = not body or content_type.startswith(TEXT_TYPES)
+    is_text = not body or (content_type.startswith(TEXT_TYPES) and _is_utf8(body))  # else base64, as API Gateway
     now = time.time()
     client = scope.get("client") or ("127.0.0.1", 0)
     return {
@@ -115,10 +121,18 @@ def to_event(
             "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
             "timeEpoch": int(now * 1000),
         },
-        "body": (body.decode("utf-8", "replace") if is_text else pybase64.b64encode(body).decode()) if body else None,
+        "body": (body.decode() if is_text else pybase64.b64encode(body).decode()) if body else None,
         "isBase64Encoded": not is_text,
         "stageVariables": None,
     }
+
+
+def _is_utf8(body: bytes) -> bool:
+    try:
+        body.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 async def _read_body(receive) -> bytes:
@@ -164,6 +178,7 @@ async def app(scope, receive, send) -> None:
                 if store.tier_medium:
                     via = os.environ.get("AWS_ENDPOINT_URL", "AWS")
                     print(f"cold tier {store.tier_medium} via {via}, reads {get_settings().tier_level}", flush=True)
+                await asyncio.to_thread(first_super_user, store)
                 if get_settings().push_mode is PushMode.LOCAL:
                     await asyncio.to_thread(trigger.start_worker, store)  # the notifier; it catches up
                 schedule = _start_schedule()
@@ -200,10 +215,42 @@ async def app(scope, receive, send) -> None:
     await _send(send, int(result.get("statusCode", 200)), headers, data)
 
 
+def first_super_user(store: MessageStore) -> None:
+    """With authentication on and no user in the store yet, make the first super user and write its credentials,
+    readable by the owner only, to `<home>/credentials`, where the CLI and SDK look by default."""
+    settings = get_settings()
+    if settings.auth is AuthMode.OFF:
+        return
+    created = users.bootstrap_super_user(store, secret_box(), SUPER_USER)
+    path = settings.home / "credentials"
+    if created is None:
+        if not path.exists():
+            print(f"the store has users already; no credentials written to {path}", flush=True)
+        return
+    url = f"http://{settings.host}:{settings.port}"
+    comment = f"TideMQ credentials of super user {created.name!r}, made by the local gateway on its first start."
+    write_profile(path, Credentials(created.name, created.secret_key, url), comment=comment)
+    print(f"super user {created.name!r} made; its credentials are in {path} (readable by you only)", flush=True)
+
+
+def check_exposure(settings: Settings) -> None:
+    """Refuse to serve without authentication on anything but a loopback address."""
+    if settings.auth is AuthMode.ON:
+        return
+    addresses = {info[4][0] for info in socket.getaddrinfo(settings.host, settings.port, proto=socket.IPPROTO_TCP)}
+    exposed = sorted(a for a in addresses if not ipaddress.ip_address(a.split("%")[0]).is_loopback)
+    if exposed:
+        raise SystemExit(
+            f"TIDEMQ_AUTH=off lets anyone do anything: it is refused on {settings.host} ({', '.join(exposed)}); "
+            "listen on 127.0.0.1, or keep authentication on"
+        )
+
+
 def main() -> None:
     # Locally, EMF metric lines would drown the console; POWERTOOLS_METRICS_DISABLED=false brings them back.
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     settings = get_settings()
+    check_exposure(settings)
     print(f"TideMQ local gateway on http://{settings.host}:{settings.port} (data in {settings.home.resolve()})")
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from functools import lru_cache
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from tidemq_store.config import MIB, StoreConfig
 
@@ -20,6 +20,13 @@ class PushMode(StrEnum):
 
     LOCAL = "local"
     LAMBDA = "lambda"
+
+
+class AuthMode(StrEnum):
+    """Whether requests must be signed (`on`, the default) or are taken from anyone (`off`: loopback only)."""
+
+    ON = "on"
+    OFF = "off"
 
 
 class Settings(StoreConfig):
@@ -44,6 +51,21 @@ class Settings(StoreConfig):
     push_target_timeout_s: float = Field(default=30.0, gt=0, description="Longest wait for one call of a target.")
     push_subscribers_ttl_s: float = Field(
         default=10.0, ge=0, description="How long a process trusts its list of which groups push from which topic."
+    )
+
+    auth: AuthMode = Field(
+        default=AuthMode.ON, description="on: every route but /health needs a signed request; off: loopback only."
+    )
+    auth_key: SecretStr | None = Field(
+        default=None,
+        description="Key sealing users' secrets in the store (base64 of 32 bytes); unset: <home>/auth.key, made at "
+        "first start (never in Lambda, where it must be set).",
+    )
+    auth_max_skew_s: float = Field(
+        default=300.0, gt=0, le=3600, description="How far a request's signed date may be from the server's clock."
+    )
+    auth_cache_ttl_s: float = Field(
+        default=10.0, ge=0, description="How long a process trusts a user's record (policies, secret) it read."
     )
 
 

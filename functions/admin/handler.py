@@ -1,5 +1,6 @@
-"""Admin function: topics, consumer groups (with their push subscriptions), message queries, health and the
-OpenAPI document."""
+"""Admin function: topics, consumer groups (with their push subscriptions), message queries, users and their
+policies, health and the OpenAPI document. Every route but health and the document says what the caller must
+be allowed (`functions.api.auth.require`)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
+from functions.api.auth import authenticator, caller, require, require_any, require_super, secret_box, visible
 from functions.api.errors import responses
 from functions.api.observability import metrics
 from functions.api.resolver import lambda_entry, new_resolver
-from functions.logic import groups, queries, subscriptions, tiers, topics
+from functions.logic import groups, queries, subscriptions, tiers, topics, users
 from functions.push.trigger import push_notifier
 from functions.store import get_store
 from shared.models import (
+    AclRevoke,
+    Caller,
     CommittedOffsets,
     GroupDescription,
     GroupList,
@@ -36,7 +40,14 @@ from shared.models import (
     TopicList,
     TopicSpec,
     TopicView,
+    UserCreated,
+    UserList,
+    UserSpec,
+    UserView,
 )
+from tidemq_store import acl
+from tidemq_store.acl import AclEntry, Action
+from tidemq_store.errors import InvalidArgument
 
 app = new_resolver()
 
@@ -65,26 +76,32 @@ def openapi_document():
 
 @app.post("/v1/topics", status_code=201, tags=["topics"], responses=responses(415, 400, 409, ok=201))
 def create_topic(spec: TopicSpec) -> TopicView:
+    require((acl.topic(spec.name), Action.CREATE))
     return topics.create_topic(get_store(), spec)
 
 
 @app.get("/v1/topics", tags=["topics"], responses=responses(400))
 def list_topics(after: After = None, limit: Limit = 100) -> TopicList:
-    return topics.list_topics(get_store(), after, limit)
+    """A page of the topics the caller may see (List or Get); `next_after` pages through all of them."""
+    page = topics.list_topics(get_store(), after, limit)
+    return page.model_copy(update={"topics": [t for t in page.topics if visible(acl.topic(t.name))]})
 
 
 @app.get("/v1/topics/<topic>", tags=["topics"], responses=responses(400, 404))
 def describe_topic(topic: Annotated[str, Path()]) -> TopicDescription:
+    require_any(acl.topic(topic), Action.GET, Action.PUB, Action.SUB)  # producers and consumers learn its queues
     return topics.describe_topic(get_store(), topic)
 
 
 @app.patch("/v1/topics/<topic>", tags=["topics"], responses=responses(415, 400, 404))
 def change_topic(topic: Annotated[str, Path()], change: TopicChange) -> TopicView:
+    require((acl.topic(topic), Action.UPDATE))
     return topics.change_topic(get_store(), topic, change)
 
 
 @app.delete("/v1/topics/<topic>", tags=["topics"], responses=responses(400, 404, ok=204))
 def delete_topic(topic: Annotated[str, Path()]):
+    require((acl.topic(topic), Action.DELETE))
     topics.delete_topic(get_store(), topic)
     return Response(204)
 
@@ -92,6 +109,7 @@ def delete_topic(topic: Annotated[str, Path()]):
 @app.get("/v1/topics/<topic>/tier", tags=["topics"], responses=responses(400, 404))
 def tier_status(topic: Annotated[str, Path()]) -> TierStatus:
     """Per queue: the hot minimum, the cold range and the upload lag (also as metrics)."""
+    require((acl.topic(topic), Action.GET))
     status = tiers.tier_status(get_store(), topic)
     metrics.add_metric(
         name="TierUploadLagMessages", unit=MetricUnit.Count, value=sum(q.upload_lag_messages for q in status.queues)
@@ -107,6 +125,7 @@ def tier_status(topic: Annotated[str, Path()]) -> TierStatus:
 @app.post("/v1/topics/<topic>/tier/upload", tags=["topics"], responses=responses(400, 404))
 def upload_now(topic: Annotated[str, Path()]) -> TierUpload:
     """Upload the topic's waiting messages to the cold tier now, instead of at their age or size."""
+    require((acl.topic(topic), Action.UPDATE))
     return tiers.upload_now(get_store(), topic)
 
 
@@ -115,7 +134,10 @@ def upload_now(topic: Annotated[str, Path()]) -> TierUpload:
 
 @app.get("/v1/messages/<msg_id>", tags=["queries"], responses=responses(404))
 def message_by_id(msg_id: Annotated[str, Path()]) -> MessageView:
-    return queries.message_by_id(get_store(), msg_id)
+    """The message with this id, if the caller may Get its topic."""
+    message = queries.message_by_id(get_store(), msg_id)
+    require((acl.topic(message.topic), Action.GET))
+    return message
 
 
 @app.get("/v1/topics/<topic>/messages", tags=["queries"], responses=responses(400, 404))
@@ -124,6 +146,7 @@ def messages_by_key(
     key: Annotated[str, Query(min_length=1, description="Message key to look up.")],
     limit: Annotated[int, Query(ge=1, le=1000)] = 32,
 ) -> MessageList:
+    require((acl.topic(topic), Action.GET))
     return queries.messages_by_key(get_store(), topic, key, limit)
 
 
@@ -133,6 +156,7 @@ def offset_for_time(
     queue: Annotated[int, Path()],
     timestamp: Annotated[int, Query(ge=0, description="ms since the epoch")],
 ) -> OffsetForTime:
+    require((acl.topic(topic), Action.GET))
     return queries.offset_for_time(get_store(), topic, queue, timestamp)
 
 
@@ -141,12 +165,15 @@ def offset_for_time(
 
 @app.post("/v1/groups", status_code=201, tags=["groups"], responses=responses(415, 400, 409, ok=201))
 def create_group(spec: GroupSpec) -> GroupView:
+    require((acl.group(spec.name), Action.CREATE))
     return groups.create_group(get_store(), spec)
 
 
 @app.get("/v1/groups", tags=["groups"], responses=responses(400))
 def list_groups(after: After = None, limit: Limit = 100) -> GroupList:
-    return groups.list_groups(get_store(), after, limit)
+    """A page of the groups the caller may see (List or Get); `next_after` pages through all of them."""
+    page = groups.list_groups(get_store(), after, limit)
+    return page.model_copy(update={"groups": [g for g in page.groups if visible(acl.group(g.name))]})
 
 
 @app.get("/v1/groups/<group>", tags=["groups"], responses=responses(400, 404))
@@ -154,22 +181,28 @@ def describe_group(
     group: Annotated[str, Path()],
     topic: Annotated[str | None, Query(description="Only this topic (default: every topic with commits).")] = None,
 ) -> GroupDescription:
+    require_any(acl.group(group), Action.GET, Action.SUB)  # a consumer reads its group's offsets
+    if topic:
+        require_any(acl.topic(topic), Action.GET, Action.SUB)
     return groups.describe_group(get_store(), group, topic)
 
 
 @app.delete("/v1/groups/<group>", tags=["groups"], responses=responses(400, 404, ok=204))
 def delete_group(group: Annotated[str, Path()]):
+    require((acl.group(group), Action.DELETE))
     groups.delete_group(get_store(), group)
     return Response(204)
 
 
 @app.post("/v1/groups/<group>/offsets", tags=["groups"], responses=responses(415, 400, 404, 416))
 def commit_offsets(group: Annotated[str, Path()], commit: OffsetCommit) -> CommittedOffsets:
+    require((acl.group(group), Action.SUB), (acl.topic(commit.topic), Action.SUB))
     return groups.commit_offsets(get_store(), group, commit.topic, commit.offsets)
 
 
 @app.post("/v1/groups/<group>/reset", tags=["groups"], responses=responses(415, 400, 404))
 def reset_offsets(group: Annotated[str, Path()], reset: OffsetReset) -> CommittedOffsets:
+    require((acl.group(group), Action.UPDATE), (acl.topic(reset.topic), Action.SUB))
     return groups.reset_offsets(get_store(), group, reset)
 
 
@@ -180,20 +213,93 @@ def reset_offsets(group: Annotated[str, Path()], reset: OffsetReset) -> Committe
 def set_push(group: Annotated[str, Path()], subscription: PushSubscription) -> GroupPush:
     """Push the topic's new messages to a target (a Lambda function, an HTTP webhook, locally a Python
     callable), at least once and in order per queue, retrying with backoff, then to `%DLQ%<group>`."""
+    require((acl.group(group), Action.UPDATE), (acl.topic(subscription.topic), Action.SUB))
     return subscriptions.set_push(get_store(), group, subscription, push_notifier())
 
 
 @app.get("/v1/groups/<group>/push", tags=["groups"], responses=responses(400, 404))
 def show_push(group: Annotated[str, Path()]) -> GroupPush:
     """The group's push subscription (`push` null: none) and its dead-letter topic."""
+    require((acl.group(group), Action.GET))
     return subscriptions.show_push(get_store(), group)
 
 
 @app.delete("/v1/groups/<group>/push", tags=["groups"], responses=responses(400, 404, ok=204))
 def clear_push(group: Annotated[str, Path()]):
     """Stop pushing to the group; its committed offsets stay."""
+    require((acl.group(group), Action.UPDATE))
     subscriptions.clear_push(get_store(), group, push_notifier())
     return Response(204)
+
+
+# ---- users and access control (super users only) ---------------------------------------------------
+
+
+@app.post("/v1/users", status_code=201, tags=["users"], responses=responses(415, 400, 409, ok=201))
+def create_user(spec: UserSpec) -> UserCreated:
+    """A new user, with its secret key shown this once."""
+    require_super()
+    return users.create_user(get_store(), secret_box(), spec)
+
+
+@app.get("/v1/users", tags=["users"], responses=responses(400))
+def list_users(after: After = None, limit: Limit = 100) -> UserList:
+    require_super()
+    found = get_store().list_users(after, limit)
+    next_after = found[-1].name if len(found) == limit else None
+    return UserList(users=[users.view(user) for user in found], next_after=next_after)
+
+
+@app.get("/v1/users/<user>", tags=["users"], responses=responses(400, 404))
+def describe_user(user: Annotated[str, Path()]) -> UserView:
+    """A user and its policies (never its secret). Users may read their own."""
+    if user != caller().user.name:
+        require_super()
+    return users.view(get_store().get_user(user))
+
+
+@app.delete("/v1/users/<user>", tags=["users"], responses=responses(400, 404, ok=204))
+def delete_user(user: Annotated[str, Path()]):
+    require_super()
+    if user == caller().user.name:
+        raise InvalidArgument("a super user cannot delete itself: another super user can")
+    get_store().delete_user(user)
+    authenticator().forget(user)
+    return Response(204)
+
+
+@app.post("/v1/users/<user>/rotate", tags=["users"], responses=responses(400, 404))
+def rotate_secret(user: Annotated[str, Path()]) -> UserCreated:
+    """A new secret key for the user, shown this once; the old one stops working."""
+    require_super()
+    rotated = users.rotate_secret(get_store(), secret_box(), user)
+    authenticator().forget(user)
+    return rotated
+
+
+@app.post("/v1/users/<user>/acl", tags=["users"], responses=responses(415, 400, 404))
+def grant(user: Annotated[str, Path()], entry: AclEntry) -> UserView:
+    """Add a policy entry (resource, actions, Allow or Deny, source CIDRs) to the user."""
+    require_super()
+    granted = users.grant(get_store(), user, entry)
+    authenticator().forget(user)
+    return granted
+
+
+@app.post("/v1/users/<user>/acl/revoke", tags=["users"], responses=responses(415, 400, 404))
+def revoke(user: Annotated[str, Path()], revocation: AclRevoke) -> UserView:
+    """Remove the user's policy entries on a resource."""
+    require_super()
+    revoked = users.revoke(get_store(), user, revocation.resource)
+    authenticator().forget(user)
+    return revoked
+
+
+@app.get("/v1/whoami", tags=["users"])
+def whoami() -> Caller:
+    """The user this request was signed by."""
+    who = caller().user
+    return Caller(name=who.name, user_type=who.user_type)
 
 
 lambda_handler = lambda_entry(app)

@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 
 from shared.models import ErrorBody
 from tidemq_store.errors import (
+    AccessDenied,
     ClientError,
     GroupExists,
     GroupNotFound,
@@ -32,17 +33,24 @@ from tidemq_store.errors import (
     StoreUnavailable,
     TopicExists,
     TopicNotFound,
+    Unauthenticated,
+    UserExists,
+    UserNotFound,
 )
 
 STATUS: dict[type[ClientError], int] = {
     InvalidArgument: 400,
     InvalidBatch: 400,
     QueueOutOfRange: 400,
+    Unauthenticated: 401,
+    AccessDenied: 403,
     TopicNotFound: 404,
     GroupNotFound: 404,
+    UserNotFound: 404,
     MessageNotFound: 404,
     TopicExists: 409,
     GroupExists: 409,
+    UserExists: 409,
     MessageTooLarge: 413,
     OffsetOutOfRange: 416,
 }
@@ -64,13 +72,16 @@ def unsupported_media_type(content_type: str) -> Response:
     return error_response(415, ErrorBody(error="UnsupportedMediaType", message=message))
 
 
+def client_error_response(error: ClientError) -> Response:
+    """The 4xx a client error is: its status, and a body saying what was wrong."""
+    body = ErrorBody(error=type(error).__name__, message=str(error))
+    if isinstance(error, OffsetOutOfRange):
+        body.min_offset, body.max_offset = error.min_offset, error.max_offset
+    return error_response(status_of(error), body)
+
+
 def install_error_handlers(app: APIGatewayHttpResolver) -> None:
-    @app.exception_handler(ClientError)
-    def client_error(error: ClientError) -> Response:
-        body = ErrorBody(error=type(error).__name__, message=str(error))
-        if isinstance(error, OffsetOutOfRange):
-            body.min_offset, body.max_offset = error.min_offset, error.max_offset
-        return error_response(status_of(error), body)
+    app.exception_handler(ClientError)(client_error_response)
 
     @app.exception_handler([StoreFailed, StoreUnavailable])
     def store_unavailable(error: StoreFailed | StoreUnavailable) -> Response:
@@ -98,6 +109,8 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
 
 DESCRIBED = {
     400: "Bad request",
+    401: "No, or bad, credentials",
+    403: "Not allowed",
     404: "Not found",
     409: "Already exists",
     413: "Too large",

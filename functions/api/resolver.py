@@ -3,6 +3,7 @@ error mapping) and its Lambda entry point (with context logging, metrics and tra
 
 from __future__ import annotations
 
+import base64
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,10 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
-from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
+from aws_lambda_powertools.event_handler.api_gateway import Response, ResponseBuilder, Route
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
-from .errors import install_error_handlers, unsupported_media_type
+from tidemq_store.errors import InvalidArgument, Unauthenticated
+
+from .auth import authenticated, calling_as
+from .errors import client_error_response, install_error_handlers, unsupported_media_type
 from .observability import Handler, instrumented
 
 FORMS = ("multipart/", "application/x-www-form-urlencoded")
@@ -101,18 +105,34 @@ def new_resolver() -> HttpApiResolver:
 
 
 def resolve(app: HttpApiResolver, event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Resolve an event, refusing form bodies first: the API takes none, and Powertools' form
-    parsing fails on malformed ones before any route could answer 415."""
-    content_type = (event.get("headers") or {}).get("content-type", "")
-    if event.get("body") and content_type.strip().lower().startswith(FORMS):
-        response = unsupported_media_type(content_type)
-        return {
-            "statusCode": response.status_code,
-            "headers": {"Content-Type": response.content_type},
-            "body": response.body,
-            "isBase64Encoded": False,
-        }
-    return app.resolve(event, context)
+    """Resolve an event as its caller (functions/api/auth.py): an unknown caller is answered 401 before anything
+    else is looked at. Form bodies are refused next: the API takes none, and Powertools' form parsing fails on
+    malformed ones before any route could answer 415."""
+    try:
+        who = authenticated(event)
+    except Unauthenticated as error:
+        return _answer(client_error_response(error))
+    content_type = (event.get("headers") or {}).get("content-type", "").strip().lower()
+    if event.get("body") and content_type.startswith(FORMS):
+        return _answer(unsupported_media_type(content_type))
+    if event.get("isBase64Encoded") and content_type.startswith("application/json") and not _utf8(event["body"]):
+        return _answer(client_error_response(InvalidArgument("the JSON body is not valid UTF-8")))
+    with calling_as(who):
+        return app.resolve(event, context)
+
+
+def _utf8(base64_body: str) -> bool:
+    try:
+        base64.b64decode(base64_body).decode()
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def _answer(response: Response) -> dict[str, Any]:
+    """A response made before resolving, as the resolver would have built it."""
+    headers = {"Content-Type": response.content_type}
+    return {"statusCode": response.status_code, "headers": headers, "body": response.body, "isBase64Encoded": False}
 
 
 def lambda_entry(app: HttpApiResolver) -> Handler:

@@ -7,6 +7,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
 
+from functions.api.auth import require
 from functions.api.binary import binary_response
 from functions.api.errors import responses
 from functions.api.observability import metrics
@@ -16,6 +17,8 @@ from functions.store import get_store
 from shared import codec
 from shared.models import ConsumeResponse, MessageView
 from shared.settings import get_settings
+from tidemq_store import acl
+from tidemq_store.acl import Action
 from tidemq_store.config import MIB
 
 app = new_resolver()
@@ -46,6 +49,7 @@ def consume_json(
     tag: Tag = None,
     wait_ms: WaitMs = 0,
 ) -> ConsumeResponse:
+    require((acl.topic(topic), Action.SUB))
     result = consume(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=len(result.messages))
     return ConsumeResponse.model_construct(
@@ -73,6 +77,7 @@ def consume_binary(
     tag: Tag = None,
     wait_ms: WaitMs = 0,
 ):
+    require((acl.topic(topic), Action.SUB))
     batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=batch.count)
     return binary_response(codec.encode_consume(batch), codec.CONTENT_TYPE)

@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.metrics import MetricUnit
 
+from functions.api.auth import require
 from functions.api.binary import request_bytes
 from functions.api.errors import responses
 from functions.api.observability import metrics
@@ -18,6 +19,8 @@ from functions.push.trigger import push_notifier
 from functions.store import get_store
 from shared import codec
 from shared.models import ProduceRequest, ProduceResponse
+from tidemq_store import acl
+from tidemq_store.acl import Action
 from tidemq_store.errors import InvalidArgument
 
 app = new_resolver()
@@ -26,6 +29,7 @@ app = new_resolver()
 @app.post("/v1/topics/<topic>/messages", tags=["messages"], responses=responses(415, 400, 404, 413, 503))
 def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> ProduceResponse:
     """Store a batch atomically; each message's id, queue and offset come back in order."""
+    require((acl.topic(topic), Action.PUB))
     response = produce.produce_json(get_store(), topic, request.messages, push_notifier())
     metrics.add_metric(name="MessagesProduced", unit=MetricUnit.Count, value=len(response.messages))
     return response
@@ -46,6 +50,7 @@ def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> Prod
     description=f"Body: a `{codec.CONTENT_TYPE}` produce batch (see shared/codec.py).",
 )
 def produce_binary(topic: Annotated[str, Path()]):
+    require((acl.topic(topic), Action.PUB))
     frames = codec.decode_produce(request_bytes(app.current_event))
     if not frames:
         raise InvalidArgument("the batch holds no messages")

@@ -8,6 +8,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel
 
 from shared.models import (
+    Caller,
     CommittedOffsets,
     GroupDescription,
     GroupList,
@@ -22,7 +23,11 @@ from shared.models import (
     TopicDescription,
     TopicList,
     TopicView,
+    UserCreated,
+    UserList,
+    UserView,
 )
+from tidemq_store.acl import AclEntry, UserType
 from tidemq_store.model import HOUR_MS, MessageType
 
 from .client import HttpClient, segment
@@ -193,6 +198,41 @@ class Admin:
     def offset_for_time(self, topic: str, queue: int, timestamp_ms: int) -> OffsetForTime:
         """The first offset of the queue stored at or after `timestamp_ms` (its max_offset if none)."""
         return self._get(OffsetForTime, f"/v1/topics/{segment(topic)}/queues/{queue}/offset", timestamp=timestamp_ms)
+
+    # ---- users and access control (super users; RocketMQ ACL 2.0) -------------------------------
+
+    def create_user(
+        self, name: str, *, super_user: bool = False, policies: list[AclEntry] | None = None
+    ) -> UserCreated:
+        """A new user; its `secret_key` is in the answer, and only there (raises UserExists)."""
+        user_type = UserType.SUPER if super_user else UserType.NORMAL
+        entries = [entry.model_dump(mode="json") for entry in policies or []]
+        return self._send(UserCreated, "POST", "/v1/users", {"name": name, "user_type": user_type, "policies": entries})
+
+    def list_users(self, *, after: str | None = None, limit: int = 100) -> UserList:
+        return self._get(UserList, "/v1/users", after=after, limit=limit)
+
+    def describe_user(self, name: str) -> UserView:
+        return self._get(UserView, f"/v1/users/{segment(name)}")
+
+    def delete_user(self, name: str) -> None:
+        self._client.request("DELETE", f"/v1/users/{segment(name)}")
+
+    def rotate_secret(self, name: str) -> UserCreated:
+        """A new secret key for the user (in the answer, and only there); the old one stops working."""
+        return model_of(UserCreated, self._client.request("POST", f"/v1/users/{segment(name)}/rotate"))
+
+    def grant(self, user: str, entry: AclEntry) -> UserView:
+        """Add a policy entry to a normal user."""
+        return self._send(UserView, "POST", f"/v1/users/{segment(user)}/acl", entry.model_dump(mode="json"))
+
+    def revoke(self, user: str, resource: str) -> UserView:
+        """Remove the user's policy entries on `resource` (as granted)."""
+        return self._send(UserView, "POST", f"/v1/users/{segment(user)}/acl/revoke", {"resource": resource})
+
+    def whoami(self) -> Caller:
+        """The user this client signs as."""
+        return self._get(Caller, "/v1/whoami")
 
     # ---- plumbing --------------------------------------------------------------------------------
 

@@ -16,15 +16,18 @@ from urllib.parse import quote
 
 import httpx
 
+from shared.credentials import Credentials
 from tidemq_store.errors import InvalidArgument
 
+from .auth import RequestSigner, find_credentials
 from .errors import ApiError, ServerUnreachable, error_from_response, transport_reason
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 def default_url() -> str:
-    """The API's base URL: `TIDEMQ_URL`, else the local gateway's default address."""
+    """The API's base URL: `TIDEMQ_URL`, else the local gateway's default address (a credentials profile with a
+    `url` names its server first)."""
     return os.environ.get("TIDEMQ_URL") or DEFAULT_URL
 
 
@@ -34,7 +37,8 @@ def segment(name: str) -> str:
 
 
 class HttpClient:
-    """Requests to the TideMQ HTTP API with retries; error responses become exceptions.
+    """Requests to the TideMQ HTTP API, signed (auth.py: `credentials`, else those found as it says), with retries;
+    error responses become exceptions.
 
     `retries` is how many times a failed attempt is repeated, waiting `backoff_s`, then twice as
     long each time (at most `max_backoff_s`).
@@ -48,13 +52,19 @@ class HttpClient:
         retries: int = 3,
         backoff_s: float = 0.1,
         max_backoff_s: float = 2.0,
+        credentials: Credentials | None = None,
+        profile: str | None = None,
     ) -> None:
-        self.url = (url or default_url()).rstrip("/")
+        credentials = credentials or find_credentials(profile)
+        self.url = (url or (credentials.url if credentials else None) or default_url()).rstrip("/")
         if not self.url.startswith(("http://", "https://")):
             raise InvalidArgument(f"{self.url!r} is not an http:// or https:// URL")
         self.timeout_s = timeout_s
         self.retries, self.backoff_s, self.max_backoff_s = retries, backoff_s, max_backoff_s
-        self._http = httpx.Client(base_url=self.url, timeout=timeout_s)
+        self.user = credentials.access_key if credentials else None
+        self._http = httpx.Client(
+            base_url=self.url, timeout=timeout_s, auth=RequestSigner(credentials) if credentials else None
+        )
 
     def request(
         self,

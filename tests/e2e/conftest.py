@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import pytest
 
-from functions.local_gateway import running_gateway
+from tests.gateways import gateway_as_admin
 
 
 class Gateway(NamedTuple):
@@ -22,5 +22,5 @@ def gateway(request, tmp_path_factory) -> Iterator[Gateway]:
     """One gateway per test module and backend, its store in a fresh directory (the serverless one with its own
     moto server for DynamoDB); tests share it, so each uses its own names."""
     home = tmp_path_factory.mktemp(f"gateway-{request.param}") / "data"
-    with running_gateway(home, TIDEMQ_BACKEND=request.param) as url:
+    with gateway_as_admin(home, TIDEMQ_BACKEND=request.param) as url:
         yield Gateway(url, home, request.param)

@@ -19,6 +19,7 @@ import httpx
 from functions.api.resolver import new_resolver
 from functions.routes import routes
 from shared import codec
+from tidemq.auth import signed_client
 from tidemq_store.model import Message
 
 THREADS = 10
@@ -31,7 +32,7 @@ class Caller:
     (with the response in the message)."""
 
     def __init__(self, url: str, hit: set[str]) -> None:
-        self.client = httpx.Client(base_url=url, timeout=30)
+        self.client = signed_client(url, timeout=30)
         self.hit = hit
 
     def __call__(

@@ -3,9 +3,6 @@ schema."""
 
 from __future__ import annotations
 
-import json
-import urllib.request
-
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -16,19 +13,18 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from functions.local_gateway import running_gateway
+from tests.gateways import RequestsSigner, gateway_as_admin, signed_http
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
 def post(base: str, path: str, body: dict) -> None:
-    request = urllib.request.Request(f"{base}{path}", json.dumps(body).encode(), {"content-type": "application/json"})
-    urllib.request.urlopen(request, timeout=10).close()
+    signed_http().post(f"{base}{path}", json=body).raise_for_status()
 
 
 @pytest.fixture(scope="module", params=["embedded", "serverless"])
 def live_api(request, tmp_path_factory):
-    with running_gateway(tmp_path_factory.mktemp("contract"), TIDEMQ_BACKEND=request.param) as base:
+    with gateway_as_admin(tmp_path_factory.mktemp("contract"), TIDEMQ_BACKEND=request.param) as base:
         post(base, "/v1/topics", {"name": "orders", "queues": 2})
         post(base, "/v1/groups", {"name": "g"})
         post(base, "/v1/topics/orders/messages", {"messages": [{"body": "hello", "keys": ["k"], "tag": "A"}]})
@@ -46,4 +42,4 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 @schema.parametrize()
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 def test_the_api_answers_every_generated_request_within_its_schema(case, live_api):
-    case.call_and_validate(base_url=live_api, checks=CHECKS)
+    case.call_and_validate(base_url=live_api, checks=CHECKS, auth=RequestsSigner())

@@ -7,9 +7,9 @@ import shlex
 import subprocess
 from collections import defaultdict
 
-import httpx
 import pytest
 
+from tests.gateways import signed_http
 from tests.push_targets import Webhook, wait_for
 from tidemq import Admin
 
@@ -19,11 +19,11 @@ FAST = {"backoff_base_ms": 5, "backoff_max_ms": 20}
 
 
 def lag(url: str, group: str, topic: str) -> int:
-    return httpx.get(f"{url}/v1/groups/{group}", params={"topic": topic}).raise_for_status().json()["lag"]
+    return signed_http().get(f"{url}/v1/groups/{group}", params={"topic": topic}).raise_for_status().json()["lag"]
 
 
 def produce(url: str, topic: str, messages: list[dict]) -> list[dict]:
-    response = httpx.post(f"{url}/v1/topics/{topic}/messages", json={"messages": messages}).raise_for_status()
+    response = signed_http().post(f"{url}/v1/topics/{topic}/messages", json={"messages": messages}).raise_for_status()
     return response.json()["messages"]
 
 
@@ -54,7 +54,7 @@ def test_a_failing_webhook_is_retried_then_the_message_lands_in_the_dead_letter_
         admin.create_group("push-dlq-group")
         admin.set_push("push-dlq-group", "push-dlq", webhook.url, max_attempts=3, **FAST)
         [sent] = produce(gateway.url, "push-dlq", [{"body": "doomed", "queue": 1, "keys": ["order-9"]}])
-        letters = wait_for(lambda: httpx.get(dead_letters).json().get("messages"), "a dead letter")
+        letters = wait_for(lambda: signed_http().get(dead_letters).json().get("messages"), "a dead letter")
     assert [body["attempt"] for body in webhook.bodies] == [1, 2, 3]
     [letter] = letters
     assert (letter["body"], letter["keys"]) == ("doomed", ["order-9"])
@@ -84,9 +84,9 @@ def test_a_bad_registration_gets_a_4xx_saying_why_and_changes_nothing(gateway, c
             admin.create_group("push-bad-group")
     body = {"topic": "push-bad", "target": "http://127.0.0.1:9/hook", **change}
     group = body.pop("group", "push-bad-group")
-    response = httpx.put(f"{gateway.url}/v1/groups/{group}/push", json=body)
+    response = signed_http().put(f"{gateway.url}/v1/groups/{group}/push", json=body)
     assert response.status_code == status and says in response.json()["message"], response.text
-    assert httpx.get(f"{gateway.url}/v1/groups/push-bad-group/push").json()["push"] is None
+    assert signed_http().get(f"{gateway.url}/v1/groups/push-bad-group/push").json()["push"] is None
 
 
 def test_the_cli_sets_shows_and_clears_a_push_subscription(gateway):

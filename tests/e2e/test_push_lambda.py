@@ -11,15 +11,14 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-import httpx
 import pytest
 
 from functions import store as store_module
-from functions.local_gateway import running_gateway
 from functions.logic import targets
 from functions.push import handler as push_function
 from functions.push import trigger
 from shared.settings import get_settings
+from tests.gateways import gateway_as_admin, signed_http
 from tests.local_lambda import LocalLambda
 from tests.push_targets import wait_for
 from tidemq import Admin
@@ -73,7 +72,7 @@ def lambda_mode(local_aws, tmp_path_factory) -> Iterator[LambdaMode]:
         _forget_process_state()
         store_module.get_store()  # opened (tables created) before any invocation's clock runs
         try:
-            with service, running_gateway(home, **env) as url:
+            with service, gateway_as_admin(home, **env) as url:
                 yield LambdaMode(url, service, received)
         finally:
             _forget_process_state()
@@ -114,7 +113,7 @@ def test_retries_continue_in_new_invocations_with_their_attempts_then_the_messag
         )
     [sent] = produce(url, "lambda-fail", [{"body": "fail-1"}])
     dead_letters = f"{url}/v1/topics/%25DLQ%25lambda-fail-group/queues/0/messages"
-    [letter] = wait_for(lambda: httpx.get(dead_letters).json().get("messages"), "a dead letter")
+    [letter] = wait_for(lambda: signed_http().get(dead_letters).json().get("messages"), "a dead letter")
     assert [event["attempt"] for event in received if event["topic"] == "lambda-fail"] == [1, 2, 3]
     continued = [event["retries"] for event in service.events(PUSH_FUNCTION) if event.get("retries")]
     assert continued and {retries[0]["attempts"] for retries in continued} <= {1, 2}  # waits went on in new ones

@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from functions.local_gateway import free_port, running_gateway
+from functions.local_gateway import free_port
+from tests.gateways import gateway_as_admin
 from tidemq import Admin, ApiError, Consumer, HttpClient, OutgoingMessage, Producer, ServerUnreachable
 from tidemq_store.errors import (
     GroupNotFound,
@@ -198,7 +199,7 @@ def test_a_position_past_the_end_of_a_queue_moves_to_its_end(admin, client):
 
 
 def test_a_consumer_behind_retention_moves_on_to_the_oldest_message_left(tmp_path):
-    with running_gateway(tmp_path / "data", TIDEMQ_CLEAN_INTERVAL_S="0.2") as url, HttpClient(url) as client:
+    with gateway_as_admin(tmp_path / "data", TIDEMQ_CLEAN_INTERVAL_S="0.2") as url, HttpClient(url) as client:
         admin = Admin(client=client)
         admin.create_topic("short-lived", queues=1, retention_ms=1000)
         producer = Producer("short-lived", client=client)

@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from functions.local_gateway import running_gateway
+from tests.gateways import gateway_as_admin
 from tidemq import Admin, Consumer, OutgoingMessage, Producer
 
 TIDEMQ = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).parents[2] / ".venv")) / "bin" / "tidemq"
@@ -22,7 +22,7 @@ def test_the_gateway_serves_messages_from_its_embedded_s3_once_the_hot_segments_
         "TIDEMQ_COMMITLOG_SEGMENT_BYTES": "65536",
         "TIDEMQ_CLEAN_INTERVAL_S": "0.2",
     }
-    with running_gateway(tmp_path / "data", **settings) as url:
+    with gateway_as_admin(tmp_path / "data", **settings) as url:
         log = (tmp_path / "data" / "gateway.log").read_text()
         assert "cold tier s3://tidemq-tier/tidemq via http://127.0.0.1:" in log
         with Admin(url) as admin:
@@ -61,7 +61,7 @@ def test_the_gateway_serves_messages_from_its_embedded_s3_once_the_hot_segments_
 def test_the_serverless_gateway_moves_messages_to_its_embedded_s3_on_its_own_schedule(tmp_path, monkeypatch):
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     settings = {"TIDEMQ_BACKEND": "serverless", "TIDEMQ_TIER": "s3", "TIDEMQ_MAINTENANCE_INTERVAL_S": "0.3"}
-    with running_gateway(tmp_path / "data", **settings) as url, Admin(url) as admin:
+    with gateway_as_admin(tmp_path / "data", **settings) as url, Admin(url) as admin:
         admin.create_topic("orders", queues=2)
         with Producer("orders", url) as producer:
             sent = [r for r in producer.send_batch([OutgoingMessage(b"order %d" % i) for i in range(300)])]

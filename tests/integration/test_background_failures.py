@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from functions.local_gateway import running_gateway
+from tests.gateways import gateway_as_admin
+from tidemq.auth import signed_client
 from tidemq_store import Message, StoreConfig, TopicConfig, open_store
 from tidemq_store.embedded.consumequeue import Checkpoint
 from tidemq_store.errors import StoreUnavailable
@@ -58,7 +59,7 @@ def test_after_a_failed_fsync_no_put_is_acknowledged_health_says_why_and_a_resta
         "TIDEMQ_FLUSH_INTERVAL_MS": "20",
         "TIDEMQ_TEST_FAIL_FSYNC": str(trigger),
     }
-    with running_gateway(home, (str(GATEWAY),), **settings) as url, httpx.Client(base_url=url, timeout=30) as client:
+    with gateway_as_admin(home, (str(GATEWAY),), **settings) as url, signed_client(url, timeout=30) as client:
         assert client.post("/v1/topics", json={"name": "orders", "queues": QUEUES}).status_code == 201
         for batch in range(20):
             response = produce(client, batch)
@@ -86,7 +87,7 @@ def test_after_a_failed_fsync_no_put_is_acknowledged_health_says_why_and_a_resta
     assert len(acknowledged) >= 200
 
     trigger.unlink()  # the disk is replaced; the process restarts and recovers from the log
-    with running_gateway(home, TIDEMQ_FLUSH_DISK_TYPE=flush) as url, httpx.Client(base_url=url, timeout=30) as client:
+    with gateway_as_admin(home, TIDEMQ_FLUSH_DISK_TYPE=flush) as url, signed_client(url, timeout=30) as client:
         assert client.get("/health").status_code == 200
         stored = read_all(client)
     lost = {key: body for key, body in acknowledged.items() if stored.get(key) != body}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from tidemq_store import StoreConfig
+from tidemq_store.acl import UserRecord
 from tidemq_store.api import UNSET, CleanReport
 from tidemq_store.batch import validate_batch
 from tidemq_store.clock import now_ms
@@ -22,6 +23,8 @@ from tidemq_store.errors import (
     OffsetOutOfRange,
     TopicExists,
     TopicNotFound,
+    UserExists,
+    UserNotFound,
 )
 from tidemq_store.hot import HotStore, PutListener, QueueExtent, ReleasePolicy, StoredBatch
 from tidemq_store.model import (
@@ -46,6 +49,7 @@ class MemoryHotStore(HotStore):
         self.log = bytearray()
         self.topics: dict[str, TopicConfig] = {}
         self.groups: dict[str, GroupConfig] = {}
+        self.users: dict[str, UserRecord] = {}
         self.offsets: dict[tuple[str, str], dict[int, int]] = {}
         self.cq: dict[tuple[str, int], bytearray] = {}  # entries from the queue's min offset on
         self.min_offsets: dict[tuple[str, int], int] = {}
@@ -122,6 +126,31 @@ class MemoryHotStore(HotStore):
 
     def group_topics(self, group: str) -> list[str]:
         return sorted(topic for g, topic in self.offsets if g == group)
+
+    # ---- users ----
+
+    def create_user(self, user: UserRecord) -> UserRecord:
+        if user.name in self.users:
+            raise UserExists(user.name)
+        self.users[user.name] = user
+        return user
+
+    def get_user(self, name: str) -> UserRecord:
+        if name not in self.users:
+            raise UserNotFound(name)
+        return self.users[name]
+
+    def list_users(self, after: str | None = None, limit: int = 100) -> list[UserRecord]:
+        return [self.users[name] for name in sorted(self.users) if after is None or name > after][:limit]
+
+    def update_user(self, user: UserRecord) -> UserRecord:
+        self.get_user(user.name)
+        self.users[user.name] = user
+        return user
+
+    def delete_user(self, name: str) -> None:
+        self.get_user(name)
+        del self.users[name]
 
     # ---- messages ----
 

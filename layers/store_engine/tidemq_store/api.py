@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .acl import UserRecord
 from .model import (
     GetResult,
     GroupConfig,
@@ -118,6 +119,28 @@ class MessageStore(ABC):
     @abstractmethod
     def group_topics(self, group: str) -> list[str]:
         """Topics the group has committed offsets on."""
+
+    # ---- users (acl.py: RocketMQ ACL 2.0) ----------------------------------------------------------
+
+    @abstractmethod
+    def create_user(self, user: UserRecord) -> UserRecord:
+        """Store a new user (UserExists if the name is taken); returns it with `created_at` set."""
+
+    @abstractmethod
+    def get_user(self, name: str) -> UserRecord:
+        """The user's record, or UserNotFound."""
+
+    @abstractmethod
+    def list_users(self, after: str | None = None, limit: int = 100) -> list[UserRecord]:
+        """Users in name order, starting after `after` (paging)."""
+
+    @abstractmethod
+    def update_user(self, user: UserRecord) -> UserRecord:
+        """Replace an existing user's record (UserNotFound if there is none); `created_at` is kept."""
+
+    @abstractmethod
+    def delete_user(self, name: str) -> None:
+        """Delete a user (UserNotFound if there is none)."""
 
     # ---- messages --------------------------------------------------------------------------------
 

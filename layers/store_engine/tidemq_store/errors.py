@@ -58,6 +58,27 @@ class GroupExists(ClientError):
         self.group = group
 
 
+class UserNotFound(ClientError):
+    def __init__(self, user: str) -> None:
+        super().__init__(f"user {user!r} does not exist")
+        self.user = user
+
+
+class UserExists(ClientError):
+    def __init__(self, user: str) -> None:
+        super().__init__(f"user {user!r} already exists")
+        self.user = user
+
+
+class Unauthenticated(ClientError):
+    """The request does not prove who sent it: no credentials, an unknown user, a bad signature, a timestamp
+    too old or too new, or a replay. The message says which, never what the secret should have been."""
+
+
+class AccessDenied(ClientError):
+    """The caller is known, and its policies do not allow this action on this resource."""
+
+
 class QueueOutOfRange(ClientError):
     def __init__(self, topic: str, queue: int, queue_count: int) -> None:
         super().__init__(f"queue {queue} is out of range for topic {topic!r}: valid queues are 0..{queue_count - 1}")

@@ -13,7 +13,9 @@ import click
 
 from tidemq_store.errors import InvalidArgument, TideMQError
 
+from ..auth import find_credentials
 from ..client import DEFAULT_URL, HttpClient
+from .access import acl, user
 from .consume import consume
 from .group import group
 from .message import message
@@ -44,18 +46,30 @@ from .topic import topic
     show_default=True,
     help="Retries (with backoff) after a connection error or a 5xx.",
 )
+@click.option(
+    "--profile",
+    envvar="TIDEMQ_PROFILE",
+    show_envvar=True,
+    help="Sign as this profile of the credentials file (~/.tidemq/credentials, or TIDEMQ_CREDENTIALS_FILE) "
+    "[default: TIDEMQ_ACCESS_KEY/TIDEMQ_SECRET_KEY, else the default profile, first of <TIDEMQ_HOME>/credentials, "
+    "which make run writes].",
+)
 @click.version_option(package_name="tidemq", prog_name="tidemq")
 @click.pass_context
-def cli(ctx: click.Context, url: str, timeout: float, retries: int) -> None:
-    """TideMQ from the command line: manage topics and consumer groups, produce and consume messages."""
+def cli(ctx: click.Context, url: str, timeout: float, retries: int, profile: str | None) -> None:
+    """TideMQ from the command line: manage topics, consumer groups and users, produce and consume messages."""
     try:
-        client = HttpClient(url, timeout_s=timeout, retries=retries)
+        credentials = find_credentials(profile)
+    except (InvalidArgument, ValueError) as error:  # no such profile, or a profile without its keys
+        raise click.BadParameter(str(error), ctx, param_hint="'--profile'") from None
+    try:
+        client = HttpClient(url, timeout_s=timeout, retries=retries, credentials=credentials)
     except InvalidArgument as error:
         raise click.BadParameter(str(error), ctx, param_hint="'--url'") from None
     ctx.obj = ctx.with_resource(client)
 
 
-for command in (topic, group, produce, consume, message):
+for command in (topic, group, produce, consume, message, user, acl):
     cli.add_command(command)
 
 

@@ -8,6 +8,7 @@ table, so a change costs the same with a million topics as with ten. Column fami
     groups         group                          ->  GroupConfig as JSON
     offsets        topic "@" group 0x00 queue:u32 ->  committed offset:u64 (LE)  (RocketMQ's topic@group)
     subscriptions  group 0x00 topic               ->  ""  (a group's topics; offsets are keyed topic-first)
+    users          user                           ->  UserRecord as JSON (acl.py; its secret sealed)
 
 A family `tier` (upload progress, kept by the cold tier itself since: tiered/progress.py) is dropped when found.
 
@@ -24,11 +25,12 @@ from pathlib import Path
 from pydantic import BaseModel
 from rocksdict import ReadOptions, WriteBatch, WriteOptions
 
+from ..acl import UserRecord
 from ..model import GroupConfig, TopicConfig
 from ..rocks import Families
 from .consumequeue import U64
 
-FAMILIES = ("topics", "retention", "groups", "offsets", "subscriptions")
+FAMILIES = ("topics", "retention", "groups", "offsets", "subscriptions", "users")
 RETIRED_FAMILIES = ("tier",)
 FOREVER = 2**64 - 1
 U64_BE = struct.Struct(">Q")
@@ -143,6 +145,21 @@ class MetadataStore:
 
     def list_groups(self, after: str | None, limit: int) -> list[GroupConfig]:
         return self._list("groups", GroupConfig, after, limit)
+
+    # ---- users ------------------------------------------------------------------------------------
+
+    def get_user(self, name: str) -> UserRecord | None:
+        raw = self._families["users"].get(name.encode())
+        return UserRecord.model_validate_json(raw) if raw is not None else None
+
+    def put_user(self, user: UserRecord) -> None:
+        self._families["users"].put(user.name.encode(), user.model_dump_json().encode(), self._write)
+
+    def delete_user(self, name: str) -> None:
+        self._families["users"].delete(name.encode(), self._write)
+
+    def list_users(self, after: str | None, limit: int) -> list[UserRecord]:
+        return self._list("users", UserRecord, after, limit)
 
     # ---- consumer offsets ------------------------------------------------------------------------
 

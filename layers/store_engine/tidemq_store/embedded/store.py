@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from .. import clock
+from ..acl import UserRecord
 from ..api import UNSET, CleanReport
 from ..batch import validate_batch
 from ..config import StoreConfig
@@ -49,6 +50,8 @@ from ..errors import (
     StoreLocked,
     TopicExists,
     TopicNotFound,
+    UserExists,
+    UserNotFound,
 )
 from ..hot import HotStore, PutListener, QueueExtent, ReleasePolicy, StoredBatch
 from ..model import (
@@ -230,6 +233,40 @@ class EmbeddedMessageStore(HotStore):
     def group_topics(self, group: str) -> list[str]:
         self.get_group(group)
         return self.meta.group_topics(group)
+
+    # ---- users -----------------------------------------------------------------------------------
+
+    def create_user(self, user: UserRecord) -> UserRecord:
+        with self._write_lock:
+            self._check_open()
+            if self.meta.get_user(user.name) is not None:
+                raise UserExists(user.name)
+            user = validated(UserRecord, {**user.model_dump(), "created_at": clock.now_ms()})
+            self.meta.put_user(user)
+        return user
+
+    def get_user(self, name: str) -> UserRecord:
+        user = self.meta.get_user(name) if isinstance(name, str) else None
+        if user is None:
+            raise UserNotFound(name)
+        return user
+
+    def list_users(self, after: str | None = None, limit: int = 100) -> list[UserRecord]:
+        return self.meta.list_users(after, check_page_limit(limit))
+
+    def update_user(self, user: UserRecord) -> UserRecord:
+        with self._write_lock:
+            self._check_open()
+            current = self.get_user(user.name)
+            user = validated(UserRecord, {**user.model_dump(), "created_at": current.created_at})
+            self.meta.put_user(user)
+        return user
+
+    def delete_user(self, name: str) -> None:
+        with self._write_lock:
+            self._check_open()
+            self.get_user(name)
+            self.meta.delete_user(name)
 
     # ---- put -------------------------------------------------------------------------------------
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from pynamodb.exceptions import DoesNotExist, PutError
+from pynamodb.exceptions import DeleteError, DoesNotExist, PutError
 
 from .. import clock
+from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MaintenanceReport, MessageStore
 from ..batch import validate_batch
 from ..config import StoreConfig, TierMedium
@@ -35,6 +36,8 @@ from ..errors import (
     QueueOutOfRange,
     TopicExists,
     TopicNotFound,
+    UserExists,
+    UserNotFound,
 )
 from ..model import (
     GetResult,
@@ -152,6 +155,37 @@ class ServerlessMessageStore(MessageStore):
                 writer.delete(item)
         if self.tier is not None:
             self.tier.forget(name)
+
+    # ---- users -----------------------------------------------------------------------------------
+
+    def create_user(self, user: UserRecord) -> UserRecord:
+        created = validated(UserRecord, {**user.model_dump(), "created_at": clock.now_ms()})
+        users = self.tables.users
+        return _save_config(users, "user", created, users.name.does_not_exist(), UserExists(user.name))
+
+    def get_user(self, name: str) -> UserRecord:
+        try:
+            return UserRecord.model_validate_json(self.tables.users.get("user", name, consistent_read=True).config)
+        except (DoesNotExist, ValueError):
+            raise UserNotFound(name) from None
+
+    def list_users(self, after: str | None = None, limit: int = 100) -> list[UserRecord]:
+        return self._list(self.tables.users, "user", UserRecord, after, limit)
+
+    def update_user(self, user: UserRecord) -> UserRecord:
+        current = self.get_user(user.name)
+        updated = validated(UserRecord, {**user.model_dump(), "created_at": current.created_at})
+        users = self.tables.users
+        return _save_config(users, "user", updated, users.name.exists(), UserNotFound(user.name))
+
+    def delete_user(self, name: str) -> None:
+        users = self.tables.users
+        try:
+            users("user", name).delete(condition=users.name.exists())
+        except DeleteError as error:
+            if is_conditional(error):
+                raise UserNotFound(name) from None
+            raise
 
     # ---- groups and offsets ----------------------------------------------------------------------
 

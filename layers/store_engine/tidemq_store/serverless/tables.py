@@ -4,6 +4,7 @@ topics   kind="topic" (hash) | name (range)     -> config: the TopicConfig as JS
          one partition, so a page of topics is one ordered Query; each topic is one item, so creating
          or reading one costs one request with a million topics as with ten
 groups   kind="group" (hash) | name (range)     -> config: the GroupConfig as JSON
+users    kind="user" (hash) | name (range)      -> config: the UserRecord as JSON (acl.py; its secret sealed)
 offsets  topic (hash) | "group/queue" (range)   -> group, queue, offset: a group's committed offset; by topic
          so deleting a topic finds its offsets with one Query, and the index `by_group` (group | topic) lists
          a group's topics
@@ -79,6 +80,12 @@ class Tables:
             name = UnicodeAttribute(range_key=True)
             config = UnicodeAttribute()
 
+        class Users(Model):
+            Meta = _meta("users", prefix, host, region)
+            kind = UnicodeAttribute(hash_key=True)
+            name = UnicodeAttribute(range_key=True)
+            config = UnicodeAttribute()
+
         class OffsetsByGroup(GlobalSecondaryIndex):
             Meta = _index("by_group")
             group = UnicodeAttribute(hash_key=True)
@@ -127,6 +134,7 @@ class Tables:
             by_file = BatchesByFile()
 
         self.topics, self.groups, self.offsets, self.queues, self.batches = Topics, Groups, Offsets, Queues, Batches
+        self.users = Users
         self.connection = Connection(
             region=region,
             host=host,
@@ -141,6 +149,6 @@ class Tables:
             self.requests += 1
 
     def create_missing(self) -> None:
-        for model in (self.topics, self.groups, self.offsets, self.queues, self.batches):
+        for model in (self.topics, self.groups, self.users, self.offsets, self.queues, self.batches):
             if not model.exists():
                 model.create_table(wait=True)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
 from .. import clock
+from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MessageStore
 from ..config import StoreConfig, TieredStorageLevel
 from ..errors import OffsetOutOfRange, TideMQError, TopicNotFound
@@ -127,6 +128,21 @@ class TieredMessageStore(MessageStore):
 
     def delete_group(self, name: str) -> None:
         self.hot.delete_group(name)
+
+    def create_user(self, user: UserRecord) -> UserRecord:
+        return self.hot.create_user(user)
+
+    def get_user(self, name: str) -> UserRecord:
+        return self.hot.get_user(name)
+
+    def list_users(self, after: str | None = None, limit: int = 100) -> list[UserRecord]:
+        return self.hot.list_users(after, limit)
+
+    def update_user(self, user: UserRecord) -> UserRecord:
+        return self.hot.update_user(user)
+
+    def delete_user(self, name: str) -> None:
+        self.hot.delete_user(name)
 
     def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         self.hot.commit_offsets(group, topic, offsets)

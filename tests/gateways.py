@@ -1,0 +1,68 @@
+"""Gateways for tests, with this test process signing as the gateway's first super user (the credentials file
+the gateway writes under its home on first start, as `make run` does)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import httpx
+import requests
+
+from functions.local_gateway import running_gateway
+from shared import signing
+from tidemq.auth import find_credentials, signed_client
+from tidemq_store.clock import now_ms
+
+
+@contextlib.contextmanager
+def signing_with(credentials_file: Path) -> Iterator[None]:
+    """Have the SDK (and the CLI, which inherits the environment) use `credentials_file` meanwhile."""
+    before = os.environ.get("TIDEMQ_CREDENTIALS_FILE")
+    os.environ["TIDEMQ_CREDENTIALS_FILE"] = str(credentials_file)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TIDEMQ_CREDENTIALS_FILE", None)
+        else:
+            os.environ["TIDEMQ_CREDENTIALS_FILE"] = before
+
+
+@contextlib.contextmanager
+def gateway_as_admin(home: Path, command: Sequence[str] | None = None, **env: str) -> Iterator[str]:
+    """`running_gateway` (`command`: Python's arguments instead of the gateway module), with this process signing
+    as its super user; yields the base URL."""
+    with (
+        running_gateway(Path(home), *([command] if command else []), **env) as url,
+        signing_with(Path(home) / "credentials"),
+    ):
+        yield url
+
+
+def signed_http() -> httpx.Client:
+    """An httpx client signing as this process's credentials now (those `signing_with` set), for raw requests."""
+    return _client_for(os.environ.get("TIDEMQ_CREDENTIALS_FILE"))
+
+
+@functools.cache
+def _client_for(credentials_file: str | None) -> httpx.Client:
+    return signed_client("", timeout=30)
+
+
+class RequestsSigner(requests.auth.AuthBase):
+    """Signs a `requests` request (what Schemathesis sends) as this process's credentials now."""
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        credentials = find_credentials()
+        url = urlsplit(request.url)
+        body = request.body.encode() if isinstance(request.body, str) else request.body or b""
+        signed = signing.SignedRequest(
+            request.method, unquote(url.path), url.query, signing.body_sha256(body), now_ms()
+        )
+        request.headers.update(signing.headers(credentials.access_key, credentials.secret_key, signed))
+        return request

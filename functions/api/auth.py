@@ -32,7 +32,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -91,10 +90,18 @@ def load_auth_key(settings: Settings) -> bytes:
     return key
 
 
-@cache
+_made_for: dict[str, tuple[object, object]] = {}  # what secret_box() and authenticator() made, and for what
+_making = threading.Lock()
+
+
 def secret_box() -> SecretBox:
-    """This process's sealer of users' secrets."""
-    return SecretBox(load_auth_key(get_settings()))
+    """This process's sealer of users' secrets (made again if the settings were read again)."""
+    settings = get_settings()
+    with _making:
+        made = _made_for.get("box")
+        if made is None or made[0] is not settings:
+            made = _made_for["box"] = (settings, SecretBox(load_auth_key(settings)))
+    return made[1]
 
 
 # ---- authentication -------------------------------------------------------------------------------
@@ -131,6 +138,11 @@ class Authenticator:
                 f"the request's date is {abs(now - date_ms) / 1000:.0f} s from the server's clock; at most "
                 f"{self.max_skew_ms / 1000:.0f} s is accepted (check the clock, and sign each attempt anew)"
             )
+        nonce = headers.get(signing.NONCE_HEADER, "")
+        if not signing.NONCE_RULE.fullmatch(nonce):
+            raise Unauthenticated(
+                f"the request needs a {signing.NONCE_HEADER} header: 16 to 64 random letters or digits"
+            )
         user, secret = self.user(claimed.user)
         request = signing.SignedRequest(
             (context.get("http") or {}).get("method", ""),
@@ -138,6 +150,7 @@ class Authenticator:
             event.get("rawQueryString", ""),
             signing.body_sha256(_body(event)),
             date_ms,
+            nonce,
         )
         if not signing.matches(secret, request, claimed.signature):
             raise Unauthenticated("the signature does not match the request (method, path, query, body and date)")
@@ -186,11 +199,15 @@ def _body(event: dict[str, Any]) -> bytes:
     return base64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
 
 
-@cache
 def authenticator() -> Authenticator:
-    """This process's authenticator (of its one store)."""
-    settings = get_settings()
-    return Authenticator(get_store(), secret_box(), settings.auth_max_skew_s, settings.auth_cache_ttl_s)
+    """This process's authenticator, of its one store (a new one if the store was opened again)."""
+    store, settings, box = get_store(), get_settings(), secret_box()
+    with _making:
+        made = _made_for.get("authenticator")
+        if made is None or made[0] is not store:
+            made = (store, Authenticator(store, box, settings.auth_max_skew_s, settings.auth_cache_ttl_s))
+            _made_for["authenticator"] = made
+    return made[1]
 
 
 def authenticated(event: dict[str, Any]) -> Caller | None:

@@ -59,8 +59,9 @@ class RequestSigner(httpx.Auth):
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         raw_path, _, raw_query = request.url.raw_path.decode("ascii").partition("?")
+        body = signing.body_sha256(request.content)
         signed = signing.SignedRequest(
-            request.method, unquote(raw_path), raw_query, signing.body_sha256(request.content), now_ms()
+            request.method, unquote(raw_path), raw_query, body, now_ms(), signing.new_nonce()
         )
         request.headers.update(signing.headers(self.credentials.access_key, self.credentials.secret_key, signed))
         yield request

@@ -102,6 +102,22 @@ def one_round(call: Caller, name: str) -> None:
     call("DELETE", "/v1/groups/{group}/push", 204, path=at_group)
     call("DELETE", "/v1/groups/{group}", 204, path=at_group)
 
+    # a user of this round's own: made, granted, shown, rotated, revoked, deleted; whoami is who signed
+    at_user = {"user": f"{name}-user"}
+    made = call("POST", "/v1/users", 201, json={"name": at_user["user"]}).json()
+    assert made["name"] == at_user["user"] and made["secret_key"]
+    assert at_user["user"] in {u["name"] for u in call("GET", "/v1/users", params={"limit": 1000}).json()["users"]}
+    entry = {"resource": f"Topic:{topic}", "actions": ["Pub"]}
+    granted = call("POST", "/v1/users/{user}/acl", path=at_user, json=entry).json()
+    assert (granted["name"], [p["resource"] for p in granted["policies"]]) == (at_user["user"], [f"Topic:{topic}"])
+    assert call("GET", "/v1/users/{user}", path=at_user).json()["name"] == at_user["user"]
+    rotated = call("POST", "/v1/users/{user}/rotate", path=at_user).json()
+    assert rotated["name"] == at_user["user"] and rotated["secret_key"] != made["secret_key"]
+    revoked = call("POST", "/v1/users/{user}/acl/revoke", path=at_user, json={"resource": f"Topic:{topic}"}).json()
+    assert (revoked["name"], revoked["policies"]) == (at_user["user"], [])
+    call("DELETE", "/v1/users/{user}", 204, path=at_user)
+    assert call("GET", "/v1/whoami").json()["name"] == "admin"
+
     # errors name what this request asked for, and a bad parameter is this request's
     call("DELETE", "/v1/topics/{topic}", 204, path=at_topic)
     gone = call("GET", "/v1/topics/{topic}", 404, path=at_topic).json()

@@ -9,15 +9,18 @@ from pathlib import Path
 import pytest
 
 from functions import store as store_module
+from functions.api.auth import secret_box
 from functions.local_gateway import LocalContext
-from functions.logic import subscriptions
+from functions.logic import subscriptions, users
 from functions.maintenance import handler as maintenance_function
 from functions.push import handler as push_function
 from functions.push import trigger
 from functions.routes import handler_for, routes
+from shared.models import UserSpec
 from shared.settings import get_settings
 from tests import push_targets
 from tidemq_store import GroupConfig, Message, TopicConfig
+from tidemq_store.acl import AclEntry, UserType
 from tidemq_store.model import PushSubscription
 
 EVENTS = Path(__file__).parents[2] / "events"
@@ -29,7 +32,9 @@ MAINTENANCE_SAMPLES = [EVENTS / "maintenance_retention.json", EVENTS / "maintena
 
 @pytest.fixture
 def seeded_store(tmp_path, monkeypatch):
-    """The state the sample events refer to: topic `orders`, group `billing`, message `order-1001`."""
+    """The state the sample events refer to: topic `orders`, group `billing`, message `order-1001`, super user
+    `operator` (whom the samples' Lambda authorizer vouches for, as API Gateway passes it on) and user
+    `retired-service`."""
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     monkeypatch.setenv("TIDEMQ_PUSH_TARGET_TIMEOUT_S", "5")  # the push function's 30 s must fit a call
@@ -38,6 +43,9 @@ def seeded_store(tmp_path, monkeypatch):
     store.create_topic(TopicConfig(name="orders", queues=4))
     store.create_group(GroupConfig(name="billing"))
     first = store.put("orders", [Message(b"order 1001 created", keys=("order-1001",), tag="created")])[0]
+    users.create_user(store, secret_box(), UserSpec(name="operator", user_type=UserType.SUPER))
+    orders = AclEntry(resource="Topic:orders", actions=["Pub"])
+    users.create_user(store, secret_box(), UserSpec(name="retired-service", policies=[orders]))
     yield first.msg_id
     store_module.close_store()
     trigger.subscribers.cache_clear()

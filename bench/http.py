@@ -6,10 +6,14 @@ back once, then times L single synchronous sends (`Producer.send`, JSON, one mes
 
 Prints one JSON line per run ("run": 1..R) and one with the medians ("run": "median"):
   {"bench": "http", "produce_msgs_per_s": ..., "consume_msgs_per_s": ..., "send_p50_ms": ..., "send_p99_ms": ...}
+With --auth it runs two gateways, one with authentication (every request signed and checked, the default) and
+one with TIDEMQ_AUTH=off (nothing signed), the runs alternating, and adds the ratios of the medians:
+  {"bench": "http_auth_vs_none", "produce_ratio": ..., "consume_ratio": ..., "send_p50_ratio": ...}
 
     python bench/http.py                          # starts its own gateway (SYNC) on a free port in a temp dir
     python bench/http.py -n 100000 --repeat 1 --flush ASYNC
-    python bench/http.py --url http://127.0.0.1:8080      # a running server (`make run`)
+    python bench/http.py --auth                   # with and without authentication, in one run
+    python bench/http.py --url http://127.0.0.1:8080      # a running server (`make run`; the SDK finds credentials)
 """
 
 from __future__ import annotations
@@ -31,10 +35,13 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from functions.local_gateway import running_gateway
-from tidemq import Admin, Consumer, OutgoingMessage, Producer
+from shared.credentials import read_profile
+from tidemq import Admin, Consumer, HttpClient, OutgoingMessage, Producer
 
 
 def make_payloads(n: int, size: int) -> list[bytes]:
@@ -67,25 +74,32 @@ def in_threads(count: int, work) -> float:
     return time.perf_counter() - began
 
 
-def produce(url: str, topic: str, payloads: list[bytes], args) -> float:
+class Server(NamedTuple):
+    """A server to benchmark, and how to make a client (one connection) for it."""
+
+    url: str
+    connect: Callable[[], HttpClient]
+
+
+def produce(server: Server, topic: str, payloads: list[bytes], args) -> float:
     batches = [payloads[first : first + args.batch] for first in range(0, len(payloads), args.batch)]
 
     def producer(i: int) -> None:
-        with Producer(topic, url) as sender:
+        with Producer(topic, client=server.connect()) as sender:
             for batch in batches[i :: args.producers]:
                 sender.send_batch([OutgoingMessage(body) for body in batch])
 
     return in_threads(args.producers, producer)
 
 
-def consume(url: str, topic: str, n: int, args) -> tuple[float, list[int]]:
+def consume(server: Server, topic: str, n: int, args) -> tuple[float, list[int]]:
     """Read every queue to its end; return the seconds taken and how often each payload was seen."""
     seen = [0] * n
     lock = threading.Lock()
 
     def consumer(i: int) -> None:
         queues = range(i, args.queues, args.consumers)
-        with Consumer(topic, url=url, queues=queues) as reader:
+        with Consumer(topic, client=server.connect(), queues=queues) as reader:
             while not reader.drained:
                 messages = reader.poll(max_messages=args.consume_batch)
                 with lock:
@@ -95,9 +109,9 @@ def consume(url: str, topic: str, n: int, args) -> tuple[float, list[int]]:
     return in_threads(min(args.consumers, args.queues), consumer), seen
 
 
-def send_latencies_ms(url: str, topic: str, payload: bytes, args) -> list[float]:
+def send_latencies_ms(server: Server, topic: str, payload: bytes, args) -> list[float]:
     latencies = []
-    with Producer(topic, url) as sender:
+    with Producer(topic, client=server.connect()) as sender:
         for i in range(args.lat_warmup + args.lat_count):
             began = time.perf_counter_ns()
             sender.send(payload)
@@ -111,20 +125,20 @@ def percentile(ordered: list[float], q: float) -> float:
     return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
-def run_once(url: str, payloads: list[bytes], args) -> dict:
+def run_once(server: Server, payloads: list[bytes], args) -> dict:
     suffix = uuid.uuid4().hex[:8]
     topic, latency_topic = f"bench-{suffix}", f"lat-{suffix}"
-    with Admin(url) as admin:
+    with Admin(client=server.connect()) as admin:
         admin.create_topic(topic, queues=args.queues)
         admin.create_topic(latency_topic, queues=1)
     n = len(payloads)
-    produce_s = produce(url, topic, payloads, args)
-    consume_s, seen = consume(url, topic, n, args)
+    produce_s = produce(server, topic, payloads, args)
+    consume_s, seen = consume(server, topic, n, args)
     if any(count != 1 for count in seen):
         missing, twice = seen.count(0), sum(1 for count in seen if count > 1)
         raise SystemExit(f"consumed back wrong: {missing} messages missing, {twice} seen more than once")
-    latencies = send_latencies_ms(url, latency_topic, payloads[0], args)
-    with Admin(url) as admin:
+    latencies = send_latencies_ms(server, latency_topic, payloads[0], args)
+    with Admin(client=server.connect()) as admin:
         admin.delete_topic(topic)
         admin.delete_topic(latency_topic)
     return {
@@ -136,16 +150,20 @@ def run_once(url: str, payloads: list[bytes], args) -> dict:
 
 
 @contextlib.contextmanager
-def server(args):
-    """The URL to benchmark: --url, else a gateway of our own in a temp dir, stopped afterwards."""
-    if args.url:
-        yield args.url
-        return
+def own_gateway(args, auth: bool) -> Iterator[Server]:
+    """A gateway of our own in a temp dir (with authentication, or TIDEMQ_AUTH=off), stopped afterwards."""
     with (
         tempfile.TemporaryDirectory(prefix="tidemq-bench-http-") as home,
-        running_gateway(Path(home), TIDEMQ_FLUSH_DISK_TYPE=args.flush) as url,
+        running_gateway(Path(home), TIDEMQ_FLUSH_DISK_TYPE=args.flush, TIDEMQ_AUTH="on" if auth else "off") as url,
     ):
-        yield url
+        credentials = read_profile(Path(home) / "credentials") if auth else None
+        yield Server(url, lambda: HttpClient(url, credentials=credentials, sign=auth))
+
+
+def report(results: list[dict], settings: dict) -> dict:
+    medians = {key: statistics.median(result[key] for result in results) for key in results[0]}
+    print(json.dumps({"bench": "http", "run": "median", **settings, **medians}), flush=True)
+    return medians
 
 
 def main() -> None:
@@ -162,6 +180,7 @@ def main() -> None:
     parser.add_argument("--flush", choices=["SYNC", "ASYNC"], default="SYNC", help="flush policy of our own gateway")
     parser.add_argument("--url", help="benchmark this server instead of starting one (its flush policy applies)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--auth", action="store_true", help="also run without authentication, and print the ratios")
     args = parser.parse_args()
     if args.size < 8:
         parser.error("--size must be at least 8 (the sequence number)")
@@ -177,13 +196,32 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
     }
-    results = []
-    with server(args) as url:
+    if args.url:
+        server = Server(args.url, lambda: HttpClient(args.url))
+        results = []
         for run in range(1, args.repeat + 1):
-            results.append(run_once(url, payloads, args))
+            results.append(run_once(server, payloads, args))
             print(json.dumps({"bench": "http", "run": run, **settings, **results[-1]}), flush=True)
-    medians = {key: statistics.median(result[key] for result in results) for key in results[0]}
-    print(json.dumps({"bench": "http", "run": "median", **settings, **medians}), flush=True)
+        report(results, settings)
+        return
+    modes = [True, False] if args.auth else [True]
+    with contextlib.ExitStack() as stack:
+        servers = {auth: stack.enter_context(own_gateway(args, auth)) for auth in modes}
+        results: dict[bool, list[dict]] = {auth: [] for auth in modes}
+        for run in range(1, args.repeat + 1):
+            for auth in modes:  # alternating, so that the machine's ups and downs hit both alike
+                results[auth].append(run_once(servers[auth], payloads, args))
+                line = {"bench": "http", "run": run, "auth": auth, **settings, **results[auth][-1]}
+                print(json.dumps(line), flush=True)
+    medians = {auth: report(results[auth], {**settings, "auth": auth}) for auth in modes}
+    if args.auth:
+        signed, unsigned = medians[True], medians[False]
+        ratios = {
+            "produce_ratio": round(signed["produce_msgs_per_s"] / unsigned["produce_msgs_per_s"], 3),
+            "consume_ratio": round(signed["consume_msgs_per_s"] / unsigned["consume_msgs_per_s"], 3),
+            "send_p50_ratio": round(unsigned["send_p50_ms"] / signed["send_p50_ms"], 3),
+        }
+        print(json.dumps({"bench": "http_auth_vs_none", **ratios, **settings}), flush=True)
 
 
 if __name__ == "__main__":

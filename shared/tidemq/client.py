@@ -54,8 +54,10 @@ class HttpClient:
         max_backoff_s: float = 2.0,
         credentials: Credentials | None = None,
         profile: str | None = None,
+        sign: bool = True,
     ) -> None:
-        credentials = credentials or find_credentials(profile)
+        """`sign=False`: send unsigned requests, for a server run with TIDEMQ_AUTH=off."""
+        credentials = (credentials or find_credentials(profile)) if sign else None
         self.url = (url or (credentials.url if credentials else None) or default_url()).rstrip("/")
         if not self.url.startswith(("http://", "https://")):
             raise InvalidArgument(f"{self.url!r} is not an http:// or https:// URL")

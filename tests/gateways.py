@@ -61,8 +61,7 @@ class RequestsSigner(requests.auth.AuthBase):
         credentials = find_credentials()
         url = urlsplit(request.url)
         body = request.body.encode() if isinstance(request.body, str) else request.body or b""
-        signed = signing.SignedRequest(
-            request.method, unquote(url.path), url.query, signing.body_sha256(body), now_ms()
-        )
+        digest, nonce = signing.body_sha256(body), signing.new_nonce()
+        signed = signing.SignedRequest(request.method, unquote(url.path), url.query, digest, now_ms(), nonce)
         request.headers.update(signing.headers(credentials.access_key, credentials.secret_key, signed))
         return request

@@ -103,7 +103,8 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
 
 
 def signed_get(url: str, path: str, credentials: Credentials, date_ms: int | None = None) -> dict[str, str]:
-    request = signing.SignedRequest("GET", path, "", signing.EMPTY_BODY_SHA256, date_ms or now_ms())
+    date_ms, nonce = date_ms or now_ms(), signing.new_nonce()
+    request = signing.SignedRequest("GET", path, "", signing.EMPTY_BODY_SHA256, date_ms, nonce)
     return signing.headers(credentials.access_key, credentials.secret_key, request)
 
 

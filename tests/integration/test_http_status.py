@@ -20,6 +20,7 @@ def api(tmp_path, monkeypatch):
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("TIDEMQ_MAX_MESSAGE_BYTES", "2048")
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    monkeypatch.setenv("TIDEMQ_AUTH", "off")  # the handlers' own statuses; tests/e2e/test_auth.py has 401 and 403
     get_settings.cache_clear()
 
     def call(method: str, path: str, body: object = None, query: str = "") -> tuple[int, dict]:

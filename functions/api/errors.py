@@ -27,6 +27,7 @@ from tidemq_store.errors import (
     MessageNotFound,
     MessageTooLarge,
     OffsetOutOfRange,
+    Overloaded,
     QueueOutOfRange,
     StoreFailed,
     StoreUnavailable,
@@ -34,7 +35,7 @@ from tidemq_store.errors import (
     TopicNotFound,
 )
 
-STATUS: dict[type[ClientError], int] = {
+STATUS: dict[type[ClientError | Overloaded], int] = {
     InvalidArgument: 400,
     InvalidBatch: 400,
     QueueOutOfRange: 400,
@@ -45,10 +46,11 @@ STATUS: dict[type[ClientError], int] = {
     GroupExists: 409,
     MessageTooLarge: 413,
     OffsetOutOfRange: 416,
+    Overloaded: 503,
 }
 
 
-def status_of(error: ClientError) -> int:
+def status_of(error: ClientError | Overloaded) -> int:
     for cls in type(error).__mro__:
         if cls in STATUS:
             return STATUS[cls]

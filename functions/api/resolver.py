@@ -14,6 +14,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
+from . import bounds
 from .errors import install_error_handlers, unsupported_media_type
 from .observability import Handler, instrumented
 
@@ -95,17 +96,20 @@ class HttpApiResolver(APIGatewayHttpResolver):
 
 
 def new_resolver() -> HttpApiResolver:
-    app = HttpApiResolver(enable_validation=True)
+    app = HttpApiResolver(enable_validation=True, json_body_deserializer=bounds.load_json)
     install_error_handlers(app)
     return app
 
 
 def resolve(app: HttpApiResolver, event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Resolve an event, refusing form bodies first: the API takes none, and Powertools' form
-    parsing fails on malformed ones before any route could answer 415."""
+    """Resolve an event, refusing first a body out of bounds (`bounds`: too large, or JSON that is not UTF-8) and
+    form bodies: the API takes none, and Powertools' form parsing fails on malformed ones before any route could
+    answer 415."""
     content_type = (event.get("headers") or {}).get("content-type", "")
-    if event.get("body") and content_type.strip().lower().startswith(FORMS):
+    response = bounds.refusal(event)
+    if response is None and event.get("body") and content_type.strip().lower().startswith(FORMS):
         response = unsupported_media_type(content_type)
+    if response is not None:
         return {
             "statusCode": response.status_code,
             "headers": {"Content-Type": response.content_type},

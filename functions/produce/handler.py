@@ -18,6 +18,7 @@ from functions.push.trigger import push_notifier
 from functions.store import get_store
 from shared import codec
 from shared.models import ProduceRequest, ProduceResponse
+from shared.settings import get_settings
 from tidemq_store.errors import InvalidArgument
 
 app = new_resolver()
@@ -46,7 +47,7 @@ def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> Prod
     description=f"Body: a `{codec.CONTENT_TYPE}` produce batch (see shared/codec.py).",
 )
 def produce_binary(topic: Annotated[str, Path()]):
-    frames = codec.decode_produce(request_bytes(app.current_event))
+    frames = codec.decode_produce(request_bytes(app.current_event), get_settings())
     if not frames:
         raise InvalidArgument("the batch holds no messages")
     results = produce.produce_frames(get_store(), topic, frames, push_notifier())

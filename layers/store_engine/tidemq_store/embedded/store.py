@@ -55,6 +55,7 @@ from ..model import (
     GetResult,
     GroupConfig,
     Message,
+    Page,
     PutResult,
     QueueOffsets,
     RecordBatch,
@@ -73,6 +74,7 @@ from ..record import (
     encode_batch,
     message_id,
     parse_message_id,
+    read_by_id,
 )
 from ..selection import Selection, check_read, scan_size, select_runs
 from .commitlog import CommitLog, SegmentRange
@@ -142,8 +144,8 @@ class EmbeddedMessageStore(HotStore):
             raise TopicNotFound(name)
         return config
 
-    def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
-        return self.meta.list_topics(after, check_page_limit(limit))
+    def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
+        return self.meta.list_topics(after, check_page_limit(limit), self.config.max_page_bytes)
 
     def update_topic(
         self,
@@ -197,8 +199,8 @@ class EmbeddedMessageStore(HotStore):
             raise GroupNotFound(name)
         return config
 
-    def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
-        return self.meta.list_groups(after, check_page_limit(limit))
+    def list_groups(self, after: str | None = None, limit: int = 100) -> Page[GroupConfig]:
+        return self.meta.list_groups(after, check_page_limit(limit), self.config.max_page_bytes)
 
     def update_group(self, config: GroupConfig) -> GroupConfig:
         with self._write_lock:
@@ -415,8 +417,8 @@ class EmbeddedMessageStore(HotStore):
         position, size = parse_message_id(msg_id)
         if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
             raise MessageNotFound(f"with id {msg_id}")
-        message = self._read_at(position, size)
-        if message is None or message.msg_id != msg_id:
+        message = read_by_id(msg_id, self.config.max_message_bytes, self.commitlog.read)
+        if not self._is_live(message):
             raise MessageNotFound(f"with id {msg_id}")
         return message
 
@@ -443,12 +445,15 @@ class EmbeddedMessageStore(HotStore):
             message = decode_message(self.commitlog.read(position, size))
         except CorruptStore:
             return None
+        return message if self._is_live(message) else None
+
+    def _is_live(self, message: StoredMessage) -> bool:
+        """Whether a message read from the log is still there to read: its topic (not a deleted one of the same
+        name) holds it, and retention has not passed it."""
         config = self.meta.get_topic(message.topic)
         if config is None or message.store_timestamp < config.created_at:
-            return None
-        if message.queue_offset < self.cq.min_offset(message.topic, message.queue):
-            return None
-        return message
+            return False
+        return message.queue_offset >= self.cq.min_offset(message.topic, message.queue)
 
     # ---- queue bookkeeping -----------------------------------------------------------------------
 

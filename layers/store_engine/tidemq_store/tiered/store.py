@@ -35,6 +35,7 @@ from ..model import (
     GetResult,
     GroupConfig,
     Message,
+    Page,
     PutResult,
     QueueOffsets,
     RecordBatch,
@@ -87,7 +88,7 @@ class TieredMessageStore(MessageStore):
     def get_topic(self, name: str) -> TopicConfig:
         return self.hot.get_topic(name)
 
-    def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
+    def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
         return self.hot.list_topics(after, limit)
 
     def update_topic(
@@ -119,7 +120,7 @@ class TieredMessageStore(MessageStore):
     def get_group(self, name: str) -> GroupConfig:
         return self.hot.get_group(name)
 
-    def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
+    def list_groups(self, after: str | None = None, limit: int = 100) -> Page[GroupConfig]:
         return self.hot.list_groups(after, limit)
 
     def update_group(self, config: GroupConfig) -> GroupConfig:

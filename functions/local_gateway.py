@@ -6,15 +6,23 @@
 `running_gateway` starts one as a child process on a free loopback port (tests and benchmarks).
 
 Handlers run in worker threads, so concurrent requests really run concurrently (and share group
-commits), with one store per process as in a Lambda execution environment. With `TIDEMQ_PUSH_MODE=local`
-(the default) the process also runs the push worker (`functions.push.worker`), where AWS would invoke the
-push function: started here, it is the push notifier the handlers give the produce and subscription logic.
+commits), with one store per process as in a Lambda execution environment. Long polls (consumes with `wait_ms`)
+run on threads of their own, at most `TIDEMQ_GATEWAY_LONG_POLLS` at once (one more is a 503 at once), so however
+many wait, every other request finds a handler thread. A body is read as it arrives and refused with a 413 as soon
+as it (or the length it declares) passes `TIDEMQ_MAX_REQUEST_BYTES`, before the rest is sent; a text body that is
+not UTF-8 goes to the function base64-encoded, as a binary one, never with its bad bytes replaced.
+
+With `TIDEMQ_PUSH_MODE=local` (the default) the process also runs the push worker (`functions.push.worker`), where
+AWS would invoke the push function: started here, it is the push notifier the handlers give the produce and
+subscription logic.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import ipaddress
 import logging
 import os
@@ -35,16 +43,18 @@ from urllib.parse import parse_qsl
 import pybase64
 import uvicorn
 
+from functions.api import bounds
 from functions.api.auth import secret_box
 from functions.logic import users
 from functions.push import trigger
 from functions.routes import Route, handler_for, routes
-from functions.store import close_store, get_store
+from functions.store import aws_endpoint, close_store, get_store
 from shared.credentials import Credentials, write_profile
 from shared.local_aws import free_port
 from shared.settings import AuthMode, PushMode, Settings, get_settings
 from tidemq_store import Backend, MessageStore
 from tidemq_store.clock import now_ms
+from tidemq_store.errors import InvalidConfiguration, Overloaded, RequestTooLarge
 
 SUPER_USER = "admin"
 TEXT_TYPES = ("text/", "application/json", "application/x-ndjson", "application/xml")
@@ -92,7 +102,8 @@ def to_event(
     for key, value in parse_qsl(raw_query, keep_blank_values=True):
         query[key] = f"{query[key]},{value}" if key in query else value
     content_type = headers.get("content-type", "")
-    is_text = not body or (content_type.startswith(TEXT_TYPES) and _is_utf8(body))  # else base64, as API Gateway
+    text = _utf8(body) if body and content_type.startswith(TEXT_TYPES) else None
+    is_text = not body or text is not None
     now = time.time()
     client = scope.get("client") or ("127.0.0.1", 0)
     return {
@@ -121,27 +132,84 @@ def to_event(
             "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
             "timeEpoch": int(now * 1000),
         },
-        "body": (body.decode() if is_text else pybase64.b64encode(body).decode()) if body else None,
+        "body": (text if is_text else pybase64.b64encode(body).decode()) if body else None,
         "isBase64Encoded": not is_text,
         "stageVariables": None,
     }
 
 
-def _is_utf8(body: bytes) -> bool:
+def _utf8(body: bytes) -> str | None:
+    """A text body as text, or None if it is not UTF-8 (the function then gets it base64-encoded, and judges it)."""
     try:
-        body.decode()
+        return body.decode("utf-8")
     except UnicodeDecodeError:
-        return False
-    return True
+        return None
 
 
-async def _read_body(receive) -> bytes:
-    chunks = []
+async def _read_body(scope, receive, limit: int) -> bytes:
+    """The request body, read as it arrives: RequestTooLarge as soon as it passes `limit` bytes, or at once when
+    its Content-Length says it will, so the rest is never read (nor held in memory)."""
+    declared = dict(scope["headers"]).get(b"content-length", b"")
+    if declared.isdigit() and int(declared) > limit:
+        raise RequestTooLarge(f"the request body is {int(declared)} bytes; the limit is {limit}")
+    chunks, size = [], 0
     while True:
         message = await receive()
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLarge(f"the request body is over {limit} bytes, the limit")
+        chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
+
+
+class LongPolls:
+    """Where consumes that may wait (`wait_ms` > 0) run: threads of their own, at most `limit` at once, so that
+    however many wait, the handler threads stay free for every other route. One more is refused at once
+    (Overloaded, a 503 the SDK retries), not queued behind waits of up to TIDEMQ_MAX_GET_WAIT_MS."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.waiting = 0  # changed on the event loop only
+        self.executor = ThreadPoolExecutor(limit, thread_name_prefix="long-poll")
+
+    @staticmethod
+    def wants(route: Route, query: str) -> bool:
+        """Whether a request may wait: a consume with a positive `wait_ms` (a malformed one fails validation)."""
+        if route.function != "consume":
+            return False
+        wait_ms = dict(parse_qsl(query)).get("wait_ms", "")
+        return wait_ms.isdigit() and int(wait_ms) > 0
+
+    def refusal(self) -> Overloaded | None:
+        """Why one more long poll is refused now; None while there is room."""
+        if self.waiting < self.limit:
+            return None
+        return Overloaded(f"{self.limit} long polls are waiting in this gateway already; send it again shortly")
+
+    async def run(self, handler, event: dict[str, Any], context: LocalContext) -> dict[str, Any]:
+        self.waiting += 1
+        try:  # in a copy of this context, as asyncio.to_thread runs handlers
+            call = functools.partial(contextvars.copy_context().run, handler, event, context)
+            return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+        finally:
+            self.waiting -= 1
+
+
+_long_polls: LongPolls | None = None
+
+
+async def _refuse(send, error: RequestTooLarge | Overloaded) -> None:
+    """Answer a request the gateway refuses itself, as API Gateway answers what no function sees (the body says
+    why, as the functions' errors do). A body left unread closes the connection rather than being read."""
+    response = bounds.refused(error)
+    headers = {"content-type": response.content_type}
+    if isinstance(error, RequestTooLarge):
+        headers["connection"] = "close"
+    else:
+        headers["retry-after"] = "1"
+    await _send(send, response.status_code, headers, response.body.encode())
 
 
 async def _send(send, status: int, headers: dict[str, str], body: bytes) -> None:
@@ -165,19 +233,27 @@ def _start_schedule():
 
 async def app(scope, receive, send) -> None:
     """The ASGI application uvicorn serves."""
+    global _long_polls
     if scope["type"] == "lifespan":
         schedule = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                # Long polls hold a thread each: give handlers more threads than asyncio's default.
                 asyncio.get_running_loop().set_default_executor(
                     ThreadPoolExecutor(get_settings().gateway_threads, thread_name_prefix="handler")
                 )
-                store = await asyncio.to_thread(get_store)  # open (and recover) the store before serving
+                _long_polls = LongPolls(get_settings().gateway_long_polls)
+                try:
+                    store = await asyncio.to_thread(get_store)  # open (and recover) the store before serving
+                except InvalidConfiguration as error:  # say what to change, without a traceback
+                    await send({"type": "lifespan.startup.failed", "message": f"TideMQ cannot start: {error}"})
+                    return
+                aws = aws_endpoint()
                 if store.tier_medium:
-                    via = os.environ.get("AWS_ENDPOINT_URL", "AWS")
-                    print(f"cold tier {store.tier_medium} via {via}, reads {get_settings().tier_level}", flush=True)
+                    via = f" via {aws}" if aws is not None and store.tier_medium.startswith("s3:") else ""
+                    print(f"cold tier {store.tier_medium}{via}, reads {get_settings().tier_level}", flush=True)
+                if get_settings().backend is Backend.SERVERLESS:
+                    print(f"DynamoDB via {aws}", flush=True)
                 await asyncio.to_thread(first_super_user, store)
                 if get_settings().push_mode is PushMode.LOCAL:
                     await asyncio.to_thread(trigger.start_worker, store)  # the notifier; it catches up
@@ -190,7 +266,11 @@ async def app(scope, receive, send) -> None:
                 await asyncio.to_thread(close_store)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    body = await _read_body(receive)
+    try:
+        body = await _read_body(scope, receive, get_settings().max_request_bytes)
+    except RequestTooLarge as error:
+        await _refuse(send, error)
+        return
     matched = match_route(scope["method"], scope["path"])
     if matched is None:
         await _send(send, 404, {"content-type": "application/json"}, b'{"message":"Not found"}')
@@ -199,8 +279,16 @@ async def app(scope, receive, send) -> None:
     request_id = str(uuid.uuid4())
     event = to_event(scope, body, route, path_parameters, request_id)
     context = LocalContext(f"tidemq-{route.function}", request_id)
+    handler = handler_for(route.function)
+    long_polls = _long_polls if _long_polls is not None and _long_polls.wants(route, event["rawQueryString"]) else None
+    if long_polls is not None and (refusal := long_polls.refusal()) is not None:
+        await _refuse(send, refusal)
+        return
     try:
-        result = await asyncio.to_thread(handler_for(route.function), event, context)
+        if long_polls is not None:
+            result = await long_polls.run(handler, event, context)
+        else:
+            result = await asyncio.to_thread(handler, event, context)
     except Exception:  # as API Gateway does when a Lambda function fails: a bug or an outage, never the client
         logging.getLogger("tidemq.gateway").exception(
             "function %s failed on %s %s", route.function, scope["method"], scope["path"]
@@ -276,7 +364,7 @@ def running_gateway(
             try:
                 urllib.request.urlopen(f"{base}/health", timeout=1).close()
                 break
-            except (urllib.error.URLError, ConnectionError):
+            except (urllib.error.URLError, ConnectionError, TimeoutError):  # not up yet, or slow to answer
                 if server.poll() is not None or time.monotonic() > deadline:
                     server.kill()
                     raise RuntimeError(f"gateway did not start: {log.read_text(errors='replace')}") from None

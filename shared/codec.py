@@ -27,13 +27,15 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tidemq_store.errors import CorruptStore, InvalidArgument
+from tidemq_store.config import StoreConfig
+from tidemq_store.errors import CorruptStore, InvalidArgument, InvalidBatch, MessageTooLarge
 from tidemq_store.model import Message, RecordBatch, StoredMessage, TagFilter
 from tidemq_store.record import decode_properties, decode_records, encode_properties
 
 CONTENT_TYPE = "application/vnd.tidemq.batch"
 _PRODUCE = struct.Struct("<IiH")
 _PROPERTIES = struct.Struct("<I")
+_FRAME_FIELDS = _PRODUCE.size - 4 + _PROPERTIES.size  # queue, key size, properties size: counted in frame_size
 _CONSUME_HEAD = struct.Struct("<QQQI")
 
 
@@ -58,8 +60,33 @@ def encode_produce(frames: Iterable[tuple[Message, str | None]]) -> bytes:
     return b"".join(parts)
 
 
-def decode_produce(data: bytes) -> list[ProduceFrame]:
-    """Decode a produce batch, raising InvalidArgument (naming the frame) if it is malformed."""
+def check_produce(data: bytes, limits: StoreConfig) -> None:
+    """Refuse a produce batch from its frame headers alone, before any message is decoded: more frames than a put
+    takes (InvalidBatch), a message larger than one may be, or more message bytes than a batch may hold
+    (MessageTooLarge). The same limits as the store's put, so a batch that passes here is judged by the put; what
+    is malformed is left to `decode_produce` to report."""
+    position, end, count, total = 0, len(data), 0, 0
+    while position + _PRODUCE.size <= end:
+        if count == limits.max_batch_messages:
+            raise InvalidBatch(f"a batch holds at most {limits.max_batch_messages} messages; this one holds more")
+        size, _, key_size = _PRODUCE.unpack_from(data, position)
+        message = size - _FRAME_FIELDS - key_size  # properties and body
+        if message > limits.max_message_bytes:
+            raise MessageTooLarge(
+                f"message {count} is {message} bytes (body and properties); the limit is {limits.max_message_bytes}"
+            )
+        total += max(0, message)
+        if total > limits.max_batch_bytes:
+            raise MessageTooLarge(f"the batch holds more than {limits.max_batch_bytes} bytes; that is the limit")
+        position += 4 + size
+        count += 1
+
+
+def decode_produce(data: bytes, limits: StoreConfig | None = None) -> list[ProduceFrame]:
+    """Decode a produce batch, raising InvalidArgument (naming the frame) if it is malformed; with `limits`, a batch
+    over them is refused first, from its frame headers (`check_produce`)."""
+    if limits is not None:
+        check_produce(data, limits)
     frames: list[ProduceFrame] = []
     position, end = 0, len(data)
     while position < end:

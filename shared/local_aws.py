@@ -1,10 +1,13 @@
-"""AWS with no cloud account: a moto server process, over real HTTP on a free loopback port.
+"""AWS with no cloud account: a moto server process, over real HTTP on a free loopback port; and `connect`, which
+decides where a process's S3 and DynamoDB are.
 
-What `make run` and the tests use for S3 (and DynamoDB) when `AWS_ENDPOINT_URL` is not set. Everything
-reaches AWS through boto3 with the standard `AWS_ENDPOINT_URL`, so pointing that at LocalStack
-(`http://localhost:4566`) or leaving it unset in AWS needs no code change. The server is a child
-process (its own interpreter, as a remote S3 would be: it does not compete for ours), stopped with its
-owner. moto keeps its data in memory: it is gone when the server stops.
+Everything reaches AWS through boto3 with the standard `AWS_ENDPOINT_URL`, so pointing that at LocalStack
+(`http://localhost:4566`) or leaving it unset in AWS needs no code change. The embedded server is used only when
+asked for (`TIDEMQ_LOCAL_AWS=moto`: `make run` and the tests ask), never as a fallback: moto keeps its data in
+memory, so a process that silently fell back to it would report `s3://my-bucket` while its uploads vanish at the
+next restart. Inside AWS Lambda asking for it is a start-up error; without it, no endpoint means AWS itself, and
+no credentials to reach it is a start-up error too. The server is a child process (its own interpreter, as a
+remote S3 would be: it does not compete for ours), stopped with its owner.
 
 The server answers one request at a time (`python -m shared.local_aws PORT`): moto does not make a
 DynamoDB transaction atomic against concurrent requests, and DynamoDB does; serving them one by one
@@ -24,9 +27,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
+from shared.settings import LocalAwsMode
+from tidemq_store.errors import InvalidConfiguration
+
 PR_SET_PDEATHSIG = 1
+LAMBDA_FUNCTION_VARIABLE = "AWS_LAMBDA_FUNCTION_NAME"  # set by the Lambda runtime in every execution environment
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
 
 
@@ -65,7 +73,7 @@ class LocalAws:
             try:
                 urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=1).close()
                 return self
-            except (urllib.error.URLError, ConnectionError):
+            except (urllib.error.URLError, ConnectionError, TimeoutError):  # not up yet, or slow to answer
                 if self._server.poll() is not None or time.monotonic() > deadline:
                     self.stop()
                     raise RuntimeError(f"the moto server on port {self.port} did not start") from None
@@ -93,15 +101,48 @@ class LocalAws:
         self.stop()
 
 
-def start_if_needed() -> LocalAws | None:
-    """Start a local moto server and point this process's boto3 at it, unless `AWS_ENDPOINT_URL` is set."""
-    if os.environ.get("AWS_ENDPOINT_URL"):
-        return None
-    local = LocalAws().start()
-    for name, value in local.env.items():
-        if name == "AWS_ENDPOINT_URL" or not os.environ.get(name):
-            os.environ[name] = value
-    return local
+@dataclass(frozen=True)
+class AwsEndpoint:
+    """Where this process reaches S3 and DynamoDB: `url` (None: AWS itself), and the embedded moto server when it
+    is that endpoint."""
+
+    url: str | None
+    embedded: LocalAws | None = None
+
+    def __str__(self) -> str:
+        if self.embedded is not None:
+            return f"{self.url} (the embedded moto server: in memory, gone when this process stops)"
+        return self.url or "AWS"
+
+
+def connect(mode: LocalAwsMode) -> AwsEndpoint:
+    """Point this process's boto3 where S3 and DynamoDB are, before a store that needs them opens: an
+    `AWS_ENDPOINT_URL` that is set (LocalStack, a test's moto server); else with `mode` moto, an embedded moto server
+    started now; else AWS itself. Raises InvalidConfiguration for moto inside AWS Lambda, and for AWS itself with no
+    credentials to reach it (rather than failing at the first request, or worse, succeeding somewhere else)."""
+    if mode is LocalAwsMode.MOTO and os.environ.get(LAMBDA_FUNCTION_VARIABLE):
+        raise InvalidConfiguration(
+            f"TIDEMQ_LOCAL_AWS=moto inside AWS Lambda ({LAMBDA_FUNCTION_VARIABLE} is set): the embedded moto server "
+            "keeps S3 and DynamoDB in memory and is for local runs only; unset TIDEMQ_LOCAL_AWS"
+        )
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        return AwsEndpoint(endpoint)
+    if mode is LocalAwsMode.MOTO:
+        local = LocalAws().start()
+        for name, value in local.env.items():
+            if name == "AWS_ENDPOINT_URL" or not os.environ.get(name):
+                os.environ[name] = value
+        return AwsEndpoint(local.endpoint, local)
+    import boto3
+
+    if boto3.Session().get_credentials() is None:
+        raise InvalidConfiguration(
+            "S3 or DynamoDB is needed (TIDEMQ_TIER=s3 or TIDEMQ_BACKEND=serverless) and no AWS credentials were found: "
+            "set AWS_PROFILE or AWS credentials for AWS, AWS_ENDPOINT_URL for LocalStack, or TIDEMQ_LOCAL_AWS=moto "
+            "for an in-memory moto server (local runs only)"
+        )
+    return AwsEndpoint(None)
 
 
 def serve(port: int) -> None:

@@ -13,6 +13,7 @@ from tidemq_store.acl import MAX_POLICY_ENTRIES, AclEntry, UserName, UserType
 from tidemq_store.model import (
     HOUR_MS,
     MAX_QUEUES,
+    Attributes,
     GroupName,
     MessageType,
     StoredMessage,
@@ -49,7 +50,7 @@ class TopicSpec(ApiModel):
     queues: int = Field(default=8, ge=1, le=MAX_QUEUES)
     retention_ms: int | None = Field(default=72 * HOUR_MS, ge=1000, description="null keeps messages forever.")
     message_type: MessageType = MessageType.NORMAL
-    attributes: dict[str, str] = Field(default_factory=dict)
+    attributes: Attributes = Field(default_factory=dict)
 
 
 class TopicView(TopicSpec):
@@ -100,7 +101,7 @@ class TopicChange(ApiModel):
 
     retention_ms: int | None = Field(default=None, ge=1000)
     queues: int | None = Field(default=None, ge=1, le=MAX_QUEUES, description="Queues can grow, not shrink.")
-    attributes: dict[str, str] | None = None
+    attributes: Attributes | None = None
 
 
 # ---- messages ------------------------------------------------------------------------------------
@@ -220,7 +221,7 @@ class PushSubscription(model.PushSubscription):
 
 class GroupSpec(ApiModel):
     name: GroupName
-    attributes: dict[str, str] = Field(default_factory=dict)
+    attributes: Attributes = Field(default_factory=dict)
 
 
 class GroupView(GroupSpec):

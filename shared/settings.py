@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from pydantic import Field, SecretStr
 
-from tidemq_store.config import MIB, StoreConfig
+from tidemq_store.config import KIB, MIB, StoreConfig
 
 
 class PushMode(StrEnum):
@@ -29,12 +29,39 @@ class AuthMode(StrEnum):
     OFF = "off"
 
 
+class LocalAwsMode(StrEnum):
+    """Where S3 and DynamoDB come from when no `AWS_ENDPOINT_URL` names an endpoint: AWS itself (`off`), or a moto
+    server this process starts on a loopback port (`moto`: in memory, gone when the process stops; for local runs and
+    tests only, and refused inside AWS Lambda)."""
+
+    OFF = "off"
+    MOTO = "moto"
+
+
 class Settings(StoreConfig):
-    """Process settings: `TIDEMQ_HOST`, `TIDEMQ_PORT`, consume limits, push delivery, plus every `StoreConfig` field."""
+    """Process settings: the local gateway, request and consume limits, where AWS is, push delivery, plus every
+    `StoreConfig` field."""
 
     host: str = Field(default="127.0.0.1", description="Address the local gateway listens on.")
     port: int = Field(default=8080, ge=0, le=65535, description="Port the local gateway listens on.")
     gateway_threads: int = Field(default=64, ge=1, description="Handler threads of the local gateway.")
+    gateway_long_polls: int = Field(
+        default=256,
+        ge=1,
+        description="Most long polls (consumes with `wait_ms`) the local gateway keeps waiting at once, on threads of "
+        "their own; past it a 503.",
+    )
+    max_request_bytes: int = Field(
+        default=6 * MIB,
+        ge=KIB,
+        description="Largest request body read (Lambda's own payload limit); a larger one is a 413, refused as it "
+        "arrives.",
+    )
+    local_aws: LocalAwsMode = Field(
+        default=LocalAwsMode.OFF,
+        description="moto: S3 and DynamoDB from an embedded moto server unless AWS_ENDPOINT_URL is set (local runs; "
+        "an error inside Lambda); off: AWS_ENDPOINT_URL, else AWS itself.",
+    )
 
     max_get_bytes: int = Field(
         default=64 * MIB, ge=1, description="Largest read (`max_bytes`) one consume may ask for."

@@ -42,6 +42,16 @@ def store(open_test_store) -> MessageStore:
     return open_test_store()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def local_aws_asked_for() -> Iterator[None]:
+    """The tests ask for the embedded moto server (TIDEMQ_LOCAL_AWS=moto), as `make run` does: a gateway (or store
+    of `functions.store`) that needs S3 or DynamoDB, with no AWS_ENDPOINT_URL set, starts one. Nothing else ever
+    starts it; tests of that undo this with monkeypatch."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TIDEMQ_LOCAL_AWS", "moto")
+        yield
+
+
 @pytest.fixture(scope="session")
 def local_aws() -> Iterator[LocalAws]:
     """A moto server over HTTP on a free loopback port, for the whole session."""

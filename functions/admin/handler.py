@@ -245,9 +245,8 @@ def create_user(spec: UserSpec) -> UserCreated:
 @app.get("/v1/users", tags=["users"], responses=responses(400))
 def list_users(after: After = None, limit: Limit = 100) -> UserList:
     require_super()
-    found = get_store().list_users(after, limit)
-    next_after = found[-1].name if len(found) == limit else None
-    return UserList(users=[users.view(user) for user in found], next_after=next_after)
+    page = get_store().list_users(after, limit)
+    return UserList(users=[users.view(user) for user in page], next_after=page.next_after)
 
 
 @app.get("/v1/users/<user>", tags=["users"], responses=responses(400, 404))

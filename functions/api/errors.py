@@ -28,6 +28,7 @@ from tidemq_store.errors import (
     MessageNotFound,
     MessageTooLarge,
     OffsetOutOfRange,
+    Overloaded,
     QueueOutOfRange,
     StoreFailed,
     StoreUnavailable,
@@ -38,7 +39,7 @@ from tidemq_store.errors import (
     UserNotFound,
 )
 
-STATUS: dict[type[ClientError], int] = {
+STATUS: dict[type[ClientError | Overloaded], int] = {
     InvalidArgument: 400,
     InvalidBatch: 400,
     QueueOutOfRange: 400,
@@ -53,10 +54,11 @@ STATUS: dict[type[ClientError], int] = {
     UserExists: 409,
     MessageTooLarge: 413,
     OffsetOutOfRange: 416,
+    Overloaded: 503,
 }
 
 
-def status_of(error: ClientError) -> int:
+def status_of(error: ClientError | Overloaded) -> int:
     for cls in type(error).__mro__:
         if cls in STATUS:
             return STATUS[cls]

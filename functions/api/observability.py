@@ -3,15 +3,24 @@
 Powertools reads its usual variables (POWERTOOLS_SERVICE_NAME, POWERTOOLS_LOG_LEVEL,
 POWERTOOLS_METRICS_NAMESPACE, POWERTOOLS_METRICS_DISABLED, POWERTOOLS_TRACE_DISABLED); the
 defaults below name the service and namespace.
+
+Each invocation's Lambda context (request id, function name, ...) goes on the log lines of that invocation alone.
+Powertools' `inject_lambda_context` appends it to the logger's keys process-wide, which in the local gateway (many
+requests at once, in handler threads) put one request's id on another's lines and on the push worker's; here the
+keys live in the request's own context (a ContextVar: each gateway call runs in a copy, a thread started meanwhile
+in an empty one), so background work logs none. Nothing logs an event or a message body
+(POWERTOOLS_LOGGER_LOG_EVENT is not honoured): a body is other people's data.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging.lambda_context import build_lambda_context_model
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
@@ -23,10 +32,11 @@ metrics = Metrics(service=SERVICE, namespace=NAMESPACE)
 tracer = Tracer(service=SERVICE)
 
 Handler = Callable[[dict[str, Any], Any], Any]
+_invocations = itertools.count()  # the process's first invocation is its cold start
 
 
 def instrumented(handler: Handler, count: str | None = None) -> Handler:
-    """A Lambda entry point around `handler`: context in every log line, metrics flushed per invocation
+    """A Lambda entry point around `handler`: its context in its own log lines, metrics flushed per invocation
     (`count`: a metric counting invocations), tracing. With metrics disabled (locally) they are cleared
     instead: Powertools never flushes disabled metrics, so they would pile up."""
 
@@ -42,7 +52,17 @@ def instrumented(handler: Handler, count: str | None = None) -> Handler:
             metrics.clear_metrics()
 
     entry = uncounted if is_metrics_disabled() else metrics.log_metrics(counted)
-    return logger.inject_lambda_context(tracer.capture_lambda_handler(entry, capture_response=False), clear_state=True)
+    traced = tracer.capture_lambda_handler(entry, capture_response=False)
+
+    def with_context(event: dict[str, Any], context: Any) -> Any:
+        keys = build_lambda_context_model(context).__dict__
+        logger.thread_safe_append_keys(cold_start=next(_invocations) == 0, **keys)
+        try:
+            return traced(event, context)
+        finally:
+            logger.thread_safe_clear_keys()
+
+    return with_context
 
 
 def flush_background_metrics(**counts: int) -> None:

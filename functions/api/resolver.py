@@ -3,7 +3,6 @@ error mapping) and its Lambda entry point (with context logging, metrics and tra
 
 from __future__ import annotations
 
-import base64
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,11 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
-from aws_lambda_powertools.event_handler.api_gateway import Response, ResponseBuilder, Route
+from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
-from tidemq_store.errors import InvalidArgument, Unauthenticated
+from tidemq_store.errors import Unauthenticated
 
+from . import bounds
 from .auth import authenticated, calling_as
 from .errors import client_error_response, install_error_handlers, unsupported_media_type
 from .observability import Handler, instrumented
@@ -99,40 +99,30 @@ class HttpApiResolver(APIGatewayHttpResolver):
 
 
 def new_resolver() -> HttpApiResolver:
-    app = HttpApiResolver(enable_validation=True)
+    app = HttpApiResolver(enable_validation=True, json_body_deserializer=bounds.load_json)
     install_error_handlers(app)
     return app
 
 
 def resolve(app: HttpApiResolver, event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Resolve an event as its caller (functions/api/auth.py): an unknown caller is answered 401 before anything
-    else is looked at. Form bodies are refused next: the API takes none, and Powertools' form parsing fails on
+    """Resolve an event as its caller, refusing first a body out of bounds (`bounds`: too large, so that nothing
+    hashes it, or JSON that is not UTF-8), then an unknown caller (401, functions/api/auth.py) before anything else
+    of the request is looked at, then form bodies: the API takes none, and Powertools' form parsing fails on
     malformed ones before any route could answer 415."""
-    try:
-        who = authenticated(event)
-    except Unauthenticated as error:
-        return _answer(client_error_response(error))
-    content_type = (event.get("headers") or {}).get("content-type", "").strip().lower()
-    if event.get("body") and content_type.startswith(FORMS):
-        return _answer(unsupported_media_type(content_type))
-    if event.get("isBase64Encoded") and content_type.startswith("application/json") and not _utf8(event["body"]):
-        return _answer(client_error_response(InvalidArgument("the JSON body is not valid UTF-8")))
+    response = bounds.refusal(event)
+    if response is None:
+        try:
+            who = authenticated(event)
+        except Unauthenticated as error:
+            response = client_error_response(error)
+    content_type = (event.get("headers") or {}).get("content-type", "")
+    if response is None and event.get("body") and content_type.strip().lower().startswith(FORMS):
+        response = unsupported_media_type(content_type)
+    if response is not None:
+        headers = {"Content-Type": response.content_type}
+        return {"statusCode": response.status_code, "headers": headers, "body": response.body, "isBase64Encoded": False}
     with calling_as(who):
         return app.resolve(event, context)
-
-
-def _utf8(base64_body: str) -> bool:
-    try:
-        base64.b64decode(base64_body).decode()
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return True
-
-
-def _answer(response: Response) -> dict[str, Any]:
-    """A response made before resolving, as the resolver would have built it."""
-    headers = {"Content-Type": response.content_type}
-    return {"statusCode": response.status_code, "headers": headers, "body": response.body, "isBase64Encoded": False}
 
 
 def lambda_entry(app: HttpApiResolver) -> Handler:

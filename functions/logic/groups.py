@@ -23,7 +23,7 @@ def list_groups(store: MessageStore, after: str | None, limit: int) -> GroupList
     groups = store.list_groups(after=after, limit=limit)
     return GroupList(
         groups=[GroupView(**g.model_dump()) for g in groups],
-        next_after=groups[-1].name if len(groups) == limit else None,
+        next_after=groups.next_after,
     )
 
 

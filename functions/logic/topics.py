@@ -16,7 +16,7 @@ def list_topics(store: MessageStore, after: str | None, limit: int) -> TopicList
     topics = store.list_topics(after=after, limit=limit)
     return TopicList(
         topics=[TopicView(**t.model_dump()) for t in topics],
-        next_after=topics[-1].name if len(topics) == limit else None,
+        next_after=topics.next_after,
     )
 
 

@@ -19,6 +19,7 @@ from functions.push.trigger import push_notifier
 from functions.store import get_store
 from shared import codec
 from shared.models import ProduceRequest, ProduceResponse
+from shared.settings import get_settings
 from tidemq_store import acl
 from tidemq_store.acl import Action
 from tidemq_store.errors import InvalidArgument
@@ -51,7 +52,7 @@ def produce_json(topic: Annotated[str, Path()], request: ProduceRequest) -> Prod
 )
 def produce_binary(topic: Annotated[str, Path()]):
     require((acl.topic(topic), Action.PUB))
-    frames = codec.decode_produce(request_bytes(app.current_event))
+    frames = codec.decode_produce(request_bytes(app.current_event), get_settings())
     if not frames:
         raise InvalidArgument("the batch holds no messages")
     results = produce.produce_frames(get_store(), topic, frames, push_notifier())

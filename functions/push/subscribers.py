@@ -62,6 +62,6 @@ class Subscribers:
             for config in page:
                 if config.push is not None:
                     by_topic.setdefault(config.push.topic, []).append(config.name)
-            if len(page) < PAGE:
+            if page.next_after is None:
                 return by_topic
-            after = page[-1].name
+            after = page.next_after

@@ -10,6 +10,7 @@ from tidemq_store.errors import (
     InvalidArgument,
     InvalidBatch,
     InvalidName,
+    MessageNotFound,
     MessageTooLarge,
     OffsetOutOfRange,
     QueueOutOfRange,
@@ -78,6 +79,25 @@ BAD_CALLS = [
     ("zero max_messages", lambda s: s.get("t", 0, 0, max_messages=0), InvalidArgument, "max_messages"),
     ("shrinking queues", lambda s: s.update_topic("t", queues=1), InvalidArgument, "grow, not shrink"),
     ("not a message", lambda s: s.put("t", [b"raw bytes"]), InvalidArgument, "not a Message"),
+    (
+        "too many properties",
+        lambda s: s.put("t", [Message(b"x", properties={f"p{i}": "" for i in range(129)})]),
+        InvalidArgument,
+        "at most 128 properties, got 129",
+    ),
+    (
+        "too many attributes",
+        lambda s: s.update_topic("t", attributes={f"a{i}": "" for i in range(33)}),
+        InvalidArgument,
+        "attributes: Dictionary should have at most 32 items",
+    ),
+    (
+        "group attribute too long",
+        lambda s: s.update_group(GroupConfig.model_construct(name="g", attributes={"a": "v" * 257})),
+        InvalidArgument,
+        "attributes.a",
+    ),
+    ("forged message id", lambda s: s.message_by_id(f"{0:016x}{0xFFFFFFFF:08x}"), MessageNotFound, "no message"),
 ]
 
 

@@ -109,3 +109,23 @@ def test_a_refused_request_changes_nothing(orders):
     orders("POST", "/v1/topics/orders/messages", {"messages": [{"body": "ok"}, {"body": "x" * 3000}]})
     orders("POST", "/v1/topics/orders/messages", {"messages": [{"body": "ok", "queue": 9}]})
     assert orders("GET", "/v1/topics/orders")[1] == before
+
+
+def test_the_handlers_refuse_a_body_over_the_limit_or_json_not_in_utf8_as_lambda_invokes_them(orders, monkeypatch):
+    monkeypatch.setenv("TIDEMQ_MAX_REQUEST_BYTES", "1024")  # what API Gateway passed on is checked again
+    get_settings.cache_clear()
+    status, body = orders("POST", "/v1/topics/orders/messages", {"messages": [{"body": "x" * 1024}]})
+    assert (status, body["error"]) == (413, "RequestTooLarge") and "the limit is 1024" in body["message"]
+
+    route, parameters = match_route("POST", "/v1/topics/orders/messages")
+    scope = {
+        "method": "POST",
+        "path": "/v1/topics/orders/messages",
+        "headers": [(b"content-type", b"application/json")],
+    }
+    event = to_event(scope, b'{"messages": [{"body": "caf\xe9"}]}', route, parameters, "latin-1")
+    assert event["isBase64Encoded"]  # not UTF-8: passed on as it came, never with its bad byte replaced
+    response = handler_for(route.function)(event, LocalContext(route.function, "latin-1"))
+    assert response["statusCode"] == 400 and "not valid UTF-8" in json.loads(response["body"])["message"]
+    assert orders("GET", "/v1/topics/orders")[1]["name"] == "orders"
+    assert [q["max_offset"] for q in orders("GET", "/v1/topics/orders")[1]["queue_offsets"]] == [1, 0]

@@ -31,6 +31,7 @@ from tidemq_store.model import (
     GetResult,
     GroupConfig,
     Message,
+    Page,
     PutResult,
     QueueOffsets,
     RecordBatch,
@@ -41,6 +42,11 @@ from tidemq_store.model import (
 )
 from tidemq_store.record import decode_message, decode_run, encode_batch, message_id, parse_message_id
 from tidemq_store.selection import check_read, scan_size, select_runs
+
+
+def _page(configs: list, limit: int) -> Page:
+    page = configs[:limit]
+    return Page(page, page[-1].name if len(page) == limit else None)
 
 
 class MemoryHotStore(HotStore):
@@ -70,8 +76,8 @@ class MemoryHotStore(HotStore):
             raise TopicNotFound(name)
         return self.topics[name]
 
-    def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
-        return [self.topics[name] for name in sorted(self.topics) if after is None or name > after][:limit]
+    def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
+        return _page([self.topics[name] for name in sorted(self.topics) if after is None or name > after], limit)
 
     def update_topic(
         self,
@@ -106,8 +112,8 @@ class MemoryHotStore(HotStore):
             raise GroupNotFound(name)
         return self.groups[name]
 
-    def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
-        return [self.groups[name] for name in sorted(self.groups) if after is None or name > after][:limit]
+    def list_groups(self, after: str | None = None, limit: int = 100) -> Page[GroupConfig]:
+        return _page([self.groups[name] for name in sorted(self.groups) if after is None or name > after], limit)
 
     def update_group(self, config: GroupConfig) -> GroupConfig:
         self.get_group(config.name)
@@ -140,8 +146,8 @@ class MemoryHotStore(HotStore):
             raise UserNotFound(name)
         return self.users[name]
 
-    def list_users(self, after: str | None = None, limit: int = 100) -> list[UserRecord]:
-        return [self.users[name] for name in sorted(self.users) if after is None or name > after][:limit]
+    def list_users(self, after: str | None = None, limit: int = 100) -> Page[UserRecord]:
+        return _page([self.users[name] for name in sorted(self.users) if after is None or name > after], limit)
 
     def update_user(self, user: UserRecord) -> UserRecord:
         self.get_user(user.name)

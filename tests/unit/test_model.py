@@ -6,7 +6,15 @@ import pytest
 from pydantic import ValidationError
 
 from tidemq_store.errors import InvalidArgument, InvalidName
-from tidemq_store.model import TagFilter, TopicConfig, check_name
+from tidemq_store.model import (
+    MAX_ATTRIBUTE_NAME_CHARS,
+    MAX_ATTRIBUTE_VALUE_CHARS,
+    MAX_ATTRIBUTES,
+    MAX_ATTRIBUTES_BYTES,
+    TagFilter,
+    TopicConfig,
+    check_name,
+)
 
 
 @pytest.mark.parametrize("name", ["a", "Orders_2024", "%DLQ%group", "a|b-c", "x" * 127])
@@ -41,3 +49,15 @@ def test_topic_config_validates_its_fields():
     with pytest.raises(ValidationError):
         TopicConfig(name="t", retention_ms=10)
     assert TopicConfig(name="t", retention_ms=None).retention_ms is None
+
+
+def test_the_largest_attributes_allowed_fit_in_one_dynamodb_item_with_room_to_spare():
+    widest = "\U0001f600"  # 4 bytes in UTF-8, the most a character takes
+    largest = {
+        f"{i:02d}".ljust(MAX_ATTRIBUTE_NAME_CHARS, widest): widest * MAX_ATTRIBUTE_VALUE_CHARS
+        for i in range(MAX_ATTRIBUTES)
+    }
+    config = TopicConfig(name="t" * 127, attributes=largest)
+    assert len(config.model_dump_json().encode()) <= MAX_ATTRIBUTES_BYTES + 1024 < 400_000 // 8
+    with pytest.raises(ValidationError, match="at most 32 items"):
+        TopicConfig(name="t", attributes={**largest, "one more": ""})

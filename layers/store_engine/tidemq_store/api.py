@@ -27,6 +27,7 @@ from .model import (
     GetResult,
     GroupConfig,
     Message,
+    Page,
     PutResult,
     QueueOffsets,
     RecordBatch,
@@ -72,8 +73,9 @@ class MessageStore(ABC):
         """The topic's config, or TopicNotFound."""
 
     @abstractmethod
-    def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
-        """Topics in name order, starting after `after` (paging)."""
+    def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
+        """Topics in name order, starting after `after`: at most `limit`, and at most `max_page_bytes` of them past
+        the first; the page's `next_after` is where the next one starts (None: nothing follows)."""
 
     @abstractmethod
     def update_topic(
@@ -99,7 +101,8 @@ class MessageStore(ABC):
     def get_group(self, name: str) -> GroupConfig: ...
 
     @abstractmethod
-    def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]: ...
+    def list_groups(self, after: str | None = None, limit: int = 100) -> Page[GroupConfig]:
+        """Groups in name order, paged as `list_topics` pages topics."""
 
     @abstractmethod
     def update_group(self, config: GroupConfig) -> GroupConfig:
@@ -131,8 +134,8 @@ class MessageStore(ABC):
         """The user's record, or UserNotFound."""
 
     @abstractmethod
-    def list_users(self, after: str | None = None, limit: int = 100) -> list[UserRecord]:
-        """Users in name order, starting after `after` (paging)."""
+    def list_users(self, after: str | None = None, limit: int = 100) -> Page[UserRecord]:
+        """Users in name order, paged as `list_topics` pages topics."""
 
     @abstractmethod
     def update_user(self, user: UserRecord) -> UserRecord:

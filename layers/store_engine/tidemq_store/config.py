@@ -69,6 +69,11 @@ class StoreConfig(BaseSettings):
     max_batch_messages: int = Field(default=1000, ge=1, description="Most messages in one put.")
     max_batch_bytes: int = Field(default=8 * MIB, ge=KIB, description="Largest encoded batch in one put.")
     max_get_messages: int = Field(default=10_000, ge=1, description="Most messages one get may ask for.")
+    max_page_bytes: int = Field(
+        default=MIB,
+        ge=64 * KIB,
+        description="Most bytes of configs in one page of topics or groups (a page holds at least one).",
+    )
     checkpoint_interval_s: float = Field(
         default=5.0, gt=0, description="How often ConsumeQueue memtables are flushed and the replay checkpoint moved."
     )

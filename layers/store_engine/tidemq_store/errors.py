@@ -30,6 +30,11 @@ class MessageTooLarge(ClientError):
     """One message, or a whole batch, is over the configured size limit."""
 
 
+class RequestTooLarge(MessageTooLarge):
+    """A request body is over the size the API reads (`TIDEMQ_MAX_REQUEST_BYTES`), whatever it holds: none of it
+    was acted on. A MessageTooLarge, as a batch too large for the request is too large for a put."""
+
+
 class InvalidBatch(ClientError):
     """A batch is empty or has more messages than allowed."""
 
@@ -113,6 +118,16 @@ class StoreUnavailable(TideMQError):
     """The store could not take this request now, and nothing was changed (e.g. the shared directory failed a
     write or an fsync: the serverless backend leaves that file and writes the next batch to a new one); the
     request can be sent again."""
+
+
+class Overloaded(StoreUnavailable):
+    """This process already serves as many requests of one kind as it may at once (the local gateway's long
+    polls, `TIDEMQ_GATEWAY_LONG_POLLS`); nothing was changed, and the request can be sent again shortly."""
+
+
+class InvalidConfiguration(TideMQError):
+    """The process's settings cannot work together (e.g. the embedded moto server asked for inside AWS Lambda, or
+    no AWS credentials where AWS is needed): a start-up error saying what to change, never a silent stand-in."""
 
 
 class StoreFailed(TideMQError):

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
 from typing import Annotated, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .errors import InvalidArgument, InvalidName, QueueOutOfRange
 
@@ -24,6 +33,22 @@ NAME_RULE = re.compile(r"[A-Za-z0-9_%|-]{1,127}")
 
 HOUR_MS = 3_600_000
 MAX_QUEUES = 1024
+
+MAX_ATTRIBUTES = 32
+MAX_ATTRIBUTE_NAME_CHARS = 64
+MAX_ATTRIBUTE_VALUE_CHARS = 256
+MAX_ATTRIBUTES_BYTES = MAX_ATTRIBUTES * (MAX_ATTRIBUTE_NAME_CHARS + MAX_ATTRIBUTE_VALUE_CHARS) * 4
+"""A topic's or group's `attributes`: at most 32 names of 1..64 characters with values of at most 256, so at most
+40 KiB in UTF-8 (4 bytes a character at worst). A config is one DynamoDB item (400 KB at most) and one entry of a
+listing page; bounding it by characters keeps the bound declarable in the API's JSON schema."""
+
+Attributes = Annotated[
+    dict[
+        Annotated[str, StringConstraints(min_length=1, max_length=MAX_ATTRIBUTE_NAME_CHARS)],
+        Annotated[str, StringConstraints(max_length=MAX_ATTRIBUTE_VALUE_CHARS)],
+    ],
+    Field(max_length=MAX_ATTRIBUTES),
+]
 
 
 def check_name(kind: str, name: object) -> str:
@@ -55,6 +80,35 @@ def check_page_limit(limit: object) -> int:
 
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+
+class Page(list[T]):
+    """One page of a listing (topics, groups) in name order: at most the `limit` asked for, and past its first item
+    at most `StoreConfig.max_page_bytes` of stored configs, so that no page outgrows a Lambda response (6 MB).
+    `next_after` is where the next page starts; None when nothing follows."""
+
+    def __init__(self, items: list[T], next_after: str | None) -> None:
+        super().__init__(items)
+        self.next_after = next_after
+
+
+C = TypeVar("C", bound=BaseModel)  # a stored config with a `name`: a topic, a group, a user
+
+
+def take_page(stored: Iterable[str | bytes], model: type[C], limit: int, max_bytes: int) -> Page[C]:
+    """A page of the configs `stored` holds as JSON, in name order: the first `limit`, stopping before the one that
+    would take the page past `max_bytes` of JSON (the first always fits), which is read but not decoded."""
+    items: list[C] = []
+    size = 0
+    for raw in stored:
+        if items and size + len(raw) > max_bytes:
+            return Page(items, items[-1].name)
+        items.append(model.model_validate_json(raw))
+        size += len(raw)
+        if len(items) == limit:
+            return Page(items, items[-1].name)
+    return Page(items, None)
 
 
 def validated(model: type[M], data: dict) -> M:
@@ -89,7 +143,7 @@ class TopicConfig(BaseModel):
     queues: int = Field(default=8, ge=1, le=MAX_QUEUES)
     retention_ms: int | None = Field(default=72 * HOUR_MS, ge=1000)
     message_type: MessageType = MessageType.NORMAL
-    attributes: dict[str, str] = Field(default_factory=dict)
+    attributes: Attributes = Field(default_factory=dict)
     created_at: int = 0
 
 
@@ -129,7 +183,7 @@ class GroupConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: GroupName
-    attributes: dict[str, str] = Field(default_factory=dict)
+    attributes: Attributes = Field(default_factory=dict)
     push: PushSubscription | None = None
     created_at: int = 0
 

@@ -25,12 +25,14 @@ total_size must equal 53 + T + P + B. Every read checks magic, size and CRC; rec
 to the last complete batch whose records all pass, and truncates the rest (a torn put is never visible).
 
 A message id is where its record is: 24 lowercase hex digits, physical_offset (16) then total_size (8).
+Ids come from clients, so a lookup trusts no part of one: `read_by_id` reads at most the largest record the
+store writes, and only once the header found at that position names that position and size.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
 
 from crc32c import crc32c
@@ -45,6 +47,8 @@ HEADER = struct.Struct("<IBIBIQQQQBHI")
 HEADER_SIZE = HEADER.size  # 53
 CRC_START = 9
 MAX_PROPERTIES_BYTES = 32767  # RocketMQ's Short.MAX_VALUE limit on encoded properties
+MAX_PROPERTIES = 128  # user properties of one message, besides its keys and tag
+MAX_TOPIC_BYTES = 127  # topic names are ASCII, at most 127 characters (model.NAME_RULE)
 
 KEYS = "KEYS"
 TAGS = "TAGS"
@@ -89,6 +93,8 @@ def encode_properties(keys: tuple[str, ...], tag: str | None, properties: Mappin
         if "||" in tag or tag.strip() in ("", "*"):
             raise InvalidArgument(f"tag {tag!r} must not be '*' or contain '||'")
         parts.append(TAGS + _NAME_SEP + tag)
+    if len(properties) > MAX_PROPERTIES:
+        raise InvalidArgument(f"a message has at most {MAX_PROPERTIES} properties, got {len(properties)}")
     for name, value in properties.items():
         _check_text("property name", name, spaces=True)
         if name in RESERVED_PROPERTIES:
@@ -165,6 +171,7 @@ def _check(buf: bytes | bytearray | memoryview, pos: int, available: int) -> tup
 
 _OFFSET = struct.Struct("<Q")
 QUEUE_OFFSET_AT = 14
+PHYSICAL_AT = 22
 STORE_TIMESTAMP_AT = 38
 
 
@@ -191,6 +198,32 @@ def size_at(buf: bytes, pos: int = 0) -> int:
 def store_timestamp_at(buf: bytes, pos: int = 0) -> int:
     """The store timestamp in the header of the record at `pos` (unverified)."""
     return _OFFSET.unpack_from(buf, pos + STORE_TIMESTAMP_AT)[0]
+
+
+def max_record_size(max_message_bytes: int) -> int:
+    """The largest record a store writes whose messages hold at most `max_message_bytes` of body and properties."""
+    return HEADER_SIZE + MAX_TOPIC_BYTES + max_message_bytes
+
+
+def read_by_id(msg_id: str, max_message_bytes: int, read: Callable[[int, int], bytes]) -> StoredMessage:
+    """The message `msg_id` names, read with `read(physical_offset, length)` (the backend's files; OSError or
+    CorruptStore where there is nothing). The size the id claims must be a record's the store could have written;
+    the header at the position must name that very position and size before the rest is read; the whole record
+    must pass its checks and carry that id. MessageNotFound otherwise: a forged id costs at most one header read
+    and one read of `max_record_size`."""
+    physical, size = parse_message_id(msg_id)
+    if not HEADER_SIZE <= size <= max_record_size(max_message_bytes):
+        raise MessageNotFound(f"with id {msg_id}")
+    try:
+        head = read(physical, HEADER_SIZE)
+        if len(head) != HEADER_SIZE or size_at(head) != size or _OFFSET.unpack_from(head, PHYSICAL_AT)[0] != physical:
+            raise MessageNotFound(f"with id {msg_id}")
+        message = decode_message(head + read(physical + HEADER_SIZE, size - HEADER_SIZE))
+    except (OSError, CorruptStore):
+        raise MessageNotFound(f"with id {msg_id}") from None
+    if message.msg_id != msg_id:
+        raise MessageNotFound(f"with id {msg_id}")
+    return message
 
 
 def message_id(physical_offset: int, size: int) -> str:

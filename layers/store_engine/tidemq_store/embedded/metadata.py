@@ -22,11 +22,10 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import BaseModel
 from rocksdict import ReadOptions, WriteBatch, WriteOptions
 
 from ..acl import UserRecord
-from ..model import GroupConfig, TopicConfig
+from ..model import GroupConfig, Page, TopicConfig, take_page
 from ..rocks import Families
 from .consumequeue import U64
 
@@ -105,17 +104,13 @@ class MetadataStore:
         self._db.write(batch, self._write)
         self._topic_cache.pop(config.name, None)
 
-    def list_topics(self, after: str | None, limit: int) -> list[TopicConfig]:
-        return self._list("topics", TopicConfig, after, limit)
+    def list_topics(self, after: str | None, limit: int, max_bytes: int) -> Page[TopicConfig]:
+        return self._list("topics", TopicConfig, after, limit, max_bytes)
 
-    def _list(self, family: str, model: type[BaseModel], after: str | None, limit: int) -> list:
-        """Up to `limit` configs in name order, starting after `after`."""
-        found = []
-        for _, raw in self._scan(family, b"", after.encode() if after else None):
-            found.append(model.model_validate_json(raw))
-            if len(found) == limit:
-                break
-        return found
+    def _list(self, family: str, model: type, after: str | None, limit: int, max_bytes: int) -> Page:
+        """A page of configs in name order, starting after `after` (`model.take_page`)."""
+        stored = (raw for _, raw in self._scan(family, b"", after.encode() if after else None))
+        return take_page(stored, model, limit, max_bytes)
 
     def longest_retention_ms(self) -> int | None:
         """The longest retention of any topic (FOREVER if one keeps messages forever); None with no topics."""
@@ -143,8 +138,8 @@ class MetadataStore:
         batch.delete_range(prefix, _prefix_end(prefix), self._handles["subscriptions"])
         self._db.write(batch, self._write)
 
-    def list_groups(self, after: str | None, limit: int) -> list[GroupConfig]:
-        return self._list("groups", GroupConfig, after, limit)
+    def list_groups(self, after: str | None, limit: int, max_bytes: int) -> Page[GroupConfig]:
+        return self._list("groups", GroupConfig, after, limit, max_bytes)
 
     # ---- users ------------------------------------------------------------------------------------
 
@@ -158,8 +153,8 @@ class MetadataStore:
     def delete_user(self, name: str) -> None:
         self._families["users"].delete(name.encode(), self._write)
 
-    def list_users(self, after: str | None, limit: int) -> list[UserRecord]:
-        return self._list("users", UserRecord, after, limit)
+    def list_users(self, after: str | None, limit: int, max_bytes: int) -> Page[UserRecord]:
+        return self._list("users", UserRecord, after, limit, max_bytes)
 
     # ---- consumer offsets ------------------------------------------------------------------------
 

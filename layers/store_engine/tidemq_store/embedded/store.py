@@ -58,6 +58,7 @@ from ..model import (
     GetResult,
     GroupConfig,
     Message,
+    Page,
     PutResult,
     QueueOffsets,
     RecordBatch,
@@ -76,6 +77,7 @@ from ..record import (
     encode_batch,
     message_id,
     parse_message_id,
+    read_by_id,
 )
 from ..selection import Selection, check_read, scan_size, select_runs
 from .commitlog import CommitLog, SegmentRange
@@ -145,8 +147,8 @@ class EmbeddedMessageStore(HotStore):
             raise TopicNotFound(name)
         return config
 
-    def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
-        return self.meta.list_topics(after, check_page_limit(limit))
+    def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
+        return self.meta.list_topics(after, check_page_limit(limit), self.config.max_page_bytes)
 
     def update_topic(
         self,
@@ -200,8 +202,8 @@ class EmbeddedMessageStore(HotStore):
             raise GroupNotFound(name)
         return config
 
-    def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
-        return self.meta.list_groups(after, check_page_limit(limit))
+    def list_groups(self, after: str | None = None, limit: int = 100) -> Page[GroupConfig]:
+        return self.meta.list_groups(after, check_page_limit(limit), self.config.max_page_bytes)
 
     def update_group(self, config: GroupConfig) -> GroupConfig:
         with self._write_lock:
@@ -251,8 +253,8 @@ class EmbeddedMessageStore(HotStore):
             raise UserNotFound(name)
         return user
 
-    def list_users(self, after: str | None = None, limit: int = 100) -> list[UserRecord]:
-        return self.meta.list_users(after, check_page_limit(limit))
+    def list_users(self, after: str | None = None, limit: int = 100) -> Page[UserRecord]:
+        return self.meta.list_users(after, check_page_limit(limit), self.config.max_page_bytes)
 
     def update_user(self, user: UserRecord) -> UserRecord:
         with self._write_lock:
@@ -452,8 +454,8 @@ class EmbeddedMessageStore(HotStore):
         position, size = parse_message_id(msg_id)
         if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
             raise MessageNotFound(f"with id {msg_id}")
-        message = self._read_at(position, size)
-        if message is None or message.msg_id != msg_id:
+        message = read_by_id(msg_id, self.config.max_message_bytes, self.commitlog.read)
+        if not self._is_live(message):
             raise MessageNotFound(f"with id {msg_id}")
         return message
 
@@ -480,12 +482,15 @@ class EmbeddedMessageStore(HotStore):
             message = decode_message(self.commitlog.read(position, size))
         except CorruptStore:
             return None
+        return message if self._is_live(message) else None
+
+    def _is_live(self, message: StoredMessage) -> bool:
+        """Whether a message read from the log is still there to read: its topic (not a deleted one of the same
+        name) holds it, and retention has not passed it."""
         config = self.meta.get_topic(message.topic)
         if config is None or message.store_timestamp < config.created_at:
-            return None
-        if message.queue_offset < self.cq.min_offset(message.topic, message.queue):
-            return None
-        return message
+            return False
+        return message.queue_offset >= self.cq.min_offset(message.topic, message.queue)
 
     # ---- queue bookkeeping -----------------------------------------------------------------------
 

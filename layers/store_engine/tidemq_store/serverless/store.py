@@ -5,6 +5,7 @@ directory (EFS in AWS) and DynamoDB, with no process that owns a queue (RIP-20's
     queue_index.py  the sequencing protocol: offsets, dense and ordered, from one DynamoDB write per batch
     tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches
     maintenance.py  the scheduled run: upload to the cold tier, retention, deleting unreferenced files
+    arrivals.py     long polling: the waits of one process share one poll of the queues waited on
 
 A put validates the whole batch, appends its records (each queue's together) to the writer's segment file
 with one write and one fsync, then sequences it, all or nothing: one UpdateItem when it goes to one queue,
@@ -27,7 +28,6 @@ from ..api import UNSET, CleanReport, MaintenanceReport, MessageStore
 from ..batch import validate_batch
 from ..config import StoreConfig, TierMedium
 from ..errors import (
-    CorruptStore,
     GroupExists,
     GroupNotFound,
     InvalidArgument,
@@ -43,6 +43,7 @@ from ..model import (
     GetResult,
     GroupConfig,
     Message,
+    Page,
     PutResult,
     QueueOffsets,
     RecordBatch,
@@ -53,10 +54,12 @@ from ..model import (
     check_name,
     check_page_limit,
     check_queue,
+    take_page,
     validated,
 )
-from ..record import decode_message, decode_records, encode_batch, message_id, parse_message_id, rebase
+from ..record import decode_records, encode_batch, message_id, parse_message_id, read_by_id, rebase
 from ..selection import check_read, scan_size
+from .arrivals import ArrivalWatch
 from .queue_index import BatchRef, QueueIndex, QueueMissing, QueueState, is_conditional
 from .segments import SegmentWriter, physical_offset, read_segment, split_physical
 from .tables import Tables
@@ -76,6 +79,7 @@ class ServerlessMessageStore(MessageStore):
         max_age_s = min(config.efs_segment_age_s, config.efs_segment_grace_s / 2)  # segments.py says why
         self.writer = SegmentWriter(self.segments, config.efs_segment_bytes, max_age_s)
         self.index = QueueIndex(self.tables, self._keys_of)
+        self._arrivals = ArrivalWatch(self.index.next_offsets, WAIT_POLL_S)
         self._topics: dict[str, tuple[float, TopicConfig]] = {}
         self.tier = None
         if config.tier is not TierMedium.OFF:
@@ -106,14 +110,16 @@ class ServerlessMessageStore(MessageStore):
             raise TopicNotFound(name) from None
         return TopicConfig.model_validate_json(item.config)
 
-    def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
+    def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
         return self._list(self.tables.topics, "topic", TopicConfig, after, limit)
 
-    def _list(self, model, kind: str, config_type, after: str | None, limit: int) -> list:
+    def _list(self, model, kind: str, config_type, after: str | None, limit: int) -> Page:
+        """A page of configs in name order (`model.take_page`): one Query, of one item more than the page when
+        the page is cut by bytes."""
         check_page_limit(limit)
         condition = model.name > after if after else None
         items = model.query(kind, condition, limit=limit, consistent_read=True)
-        return [config_type.model_validate_json(item.config) for item in items]
+        return take_page((item.config for item in items), config_type, limit, self.config.max_page_bytes)
 
     def all_topics(self) -> Iterator[TopicConfig]:
         """Every topic, a page of 1,000 at a time."""
@@ -169,7 +175,7 @@ class ServerlessMessageStore(MessageStore):
         except (DoesNotExist, ValueError):
             raise UserNotFound(name) from None
 
-    def list_users(self, after: str | None = None, limit: int = 100) -> list[UserRecord]:
+    def list_users(self, after: str | None = None, limit: int = 100) -> Page[UserRecord]:
         return self._list(self.tables.users, "user", UserRecord, after, limit)
 
     def update_user(self, user: UserRecord) -> UserRecord:
@@ -202,7 +208,7 @@ class ServerlessMessageStore(MessageStore):
         except DoesNotExist:
             raise GroupNotFound(name) from None
 
-    def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
+    def list_groups(self, after: str | None = None, limit: int = 100) -> Page[GroupConfig]:
         return self._list(self.tables.groups, "group", GroupConfig, after, limit)
 
     def update_group(self, config: GroupConfig) -> GroupConfig:
@@ -376,16 +382,10 @@ class ServerlessMessageStore(MessageStore):
         return RecordBatch(records, len(messages), next_offset, low, high)
 
     def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
-        """Long polling: one GetItem of the queue item every WAIT_POLL_S (no process to notify us)."""
+        """Long polling: the process's waits share one poll, a BatchGetItem of the queues waited on every
+        WAIT_POLL_S (no process can notify us: arrivals.py)."""
         check_queue(self.get_topic(topic), queue)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.index.state(topic, queue).next_offset > offset:
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            time.sleep(min(WAIT_POLL_S, remaining))
+        return self._arrivals.wait(topic, queue, offset, timeout_s)
 
     def _min_offset(self, topic: str, queue: int, state: QueueState) -> int:
         """The oldest readable offset: the queue's minimum, or below the hot boundary, the cold tier's."""
@@ -419,13 +419,11 @@ class ServerlessMessageStore(MessageStore):
         return state.next_offset
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
-        """The id names the file and place; the queue's entries (or the `by_file` index) say which offset."""
-        physical, size = parse_message_id(msg_id)
+        """The id names the file and place (`record.read_by_id` checks what is there before reading it whole); the
+        queue's entries (or the `by_file` index) say which offset."""
+        physical, _ = parse_message_id(msg_id)
         file, position = split_physical(physical)
-        try:
-            message = decode_message(read_segment(self.segments, file, position, size))
-        except (OSError, ValueError, CorruptStore):  # no such file, or no record there: not an id we gave out
-            raise MessageNotFound(f"with id {msg_id}") from None
+        message = read_by_id(msg_id, self.config.max_message_bytes, self._read_physical)
         state = self.index.state(message.topic, message.queue)
         first = next((ref.first_offset for ref in state.pending if _holds(ref, file, position)), None)
         if first is None:
@@ -434,6 +432,9 @@ class ServerlessMessageStore(MessageStore):
             raise MessageNotFound(f"with id {msg_id}")  # written, never sequenced (or expired)
         message.queue_offset += first
         return message
+
+    def _read_physical(self, physical: int, length: int) -> bytes:
+        return read_segment(self.segments, *split_physical(physical), length)
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
         """Batches carrying the key, newest first, per queue: the hot entries, then the batch items (a

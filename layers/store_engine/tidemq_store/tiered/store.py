@@ -36,6 +36,7 @@ from ..model import (
     GetResult,
     GroupConfig,
     Message,
+    Page,
     PutResult,
     QueueOffsets,
     RecordBatch,
@@ -88,7 +89,7 @@ class TieredMessageStore(MessageStore):
     def get_topic(self, name: str) -> TopicConfig:
         return self.hot.get_topic(name)
 
-    def list_topics(self, after: str | None = None, limit: int = 100) -> list[TopicConfig]:
+    def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
         return self.hot.list_topics(after, limit)
 
     def update_topic(
@@ -120,7 +121,7 @@ class TieredMessageStore(MessageStore):
     def get_group(self, name: str) -> GroupConfig:
         return self.hot.get_group(name)
 
-    def list_groups(self, after: str | None = None, limit: int = 100) -> list[GroupConfig]:
+    def list_groups(self, after: str | None = None, limit: int = 100) -> Page[GroupConfig]:
         return self.hot.list_groups(after, limit)
 
     def update_group(self, config: GroupConfig) -> GroupConfig:
@@ -135,7 +136,7 @@ class TieredMessageStore(MessageStore):
     def get_user(self, name: str) -> UserRecord:
         return self.hot.get_user(name)
 
-    def list_users(self, after: str | None = None, limit: int = 100) -> list[UserRecord]:
+    def list_users(self, after: str | None = None, limit: int = 100) -> Page[UserRecord]:
         return self.hot.list_users(after, limit)
 
     def update_user(self, user: UserRecord) -> UserRecord:

@@ -1,0 +1,118 @@
+"""S3 and DynamoDB are where they were asked for, never a silent in-memory stand-in: the embedded moto server
+only with TIDEMQ_LOCAL_AWS=moto (`make run` and the tests ask), never inside AWS Lambda; otherwise an
+AWS_ENDPOINT_URL, else AWS itself, and no credentials for it a start-up error that says what to change."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from functions import store as process_store
+from functions.local_gateway import running_gateway
+from shared.local_aws import AwsEndpoint, connect
+from shared.settings import LocalAwsMode, get_settings
+from tidemq_store.errors import InvalidConfiguration
+
+NO_CREDENTIALS = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "TIDEMQ_LOCAL_AWS",
+)
+
+
+def moto_servers() -> set[int]:
+    """This process's children serving moto (`python -m shared.local_aws PORT`)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rpartition(")")[2].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError):  # gone meanwhile
+            continue
+        if parent == os.getpid() and b"shared.local_aws" in command:
+            found.add(int(stat.parent.name))
+    return found
+
+
+@pytest.fixture
+def nowhere(tmp_path, monkeypatch) -> Path:
+    """No AWS endpoint, no credentials of any kind (nor files or instance metadata to find them in), nothing asked
+    for; a store under tmp_path wanting S3 (TIDEMQ_TIER=s3). The process store is closed afterwards."""
+    for name in (*NO_CREDENTIALS, "AWS_REGION"):  # each restored afterwards, even if the store set it
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("TIDEMQ_TIER", "s3")
+    get_settings.cache_clear()
+    yield tmp_path
+    endpoint = process_store.aws_endpoint()
+    process_store.close_store()
+    if endpoint is not None and endpoint.embedded is not None:
+        endpoint.embedded.stop()
+    get_settings.cache_clear()
+
+
+def test_a_store_opened_in_lambda_mode_without_an_endpoint_starts_no_local_server(nowhere, monkeypatch):
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "tidemq-produce")
+    before = moto_servers()
+    with pytest.raises(InvalidConfiguration, match="no AWS credentials were found"):
+        process_store.get_store()  # AWS itself, which these credentials cannot reach: it says so
+    assert moto_servers() == before and "AWS_ENDPOINT_URL" not in os.environ
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example")
+    endpoint = connect(get_settings().local_aws)  # with credentials: AWS itself, as Lambda would
+    assert (endpoint.url, endpoint.embedded, str(endpoint)) == (None, None, "AWS")
+    assert moto_servers() == before and "AWS_ENDPOINT_URL" not in os.environ
+
+
+def test_asking_for_the_embedded_server_inside_lambda_is_a_start_up_error(nowhere, monkeypatch):
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "tidemq-produce")
+    monkeypatch.setenv("TIDEMQ_LOCAL_AWS", "moto")
+    get_settings.cache_clear()
+    before = moto_servers()
+    with pytest.raises(InvalidConfiguration, match="TIDEMQ_LOCAL_AWS=moto inside AWS Lambda"):
+        process_store.get_store()
+    assert moto_servers() == before and "AWS_ENDPOINT_URL" not in os.environ
+
+
+def test_outside_lambda_nothing_asked_for_is_aws_itself_never_the_embedded_server(nowhere):
+    before = moto_servers()
+    with pytest.raises(InvalidConfiguration, match="TIDEMQ_LOCAL_AWS=moto for an in-memory moto server"):
+        process_store.get_store()
+    assert moto_servers() == before and "AWS_ENDPOINT_URL" not in os.environ
+
+
+def test_asked_for_the_embedded_server_starts_and_says_it_is_in_memory(nowhere, monkeypatch):
+    monkeypatch.setenv("TIDEMQ_LOCAL_AWS", "moto")
+    get_settings.cache_clear()
+    before = moto_servers()
+    store = process_store.get_store()
+    endpoint = process_store.aws_endpoint()
+    assert len(moto_servers() - before) == 1 and os.environ["AWS_ENDPOINT_URL"] == endpoint.url
+    assert store.tier_medium == "s3://tidemq-tier/tidemq"
+    assert str(endpoint) == f"{endpoint.url} (the embedded moto server: in memory, gone when this process stops)"
+
+
+def test_an_endpoint_given_is_used_even_when_the_embedded_server_is_asked_for(nowhere, monkeypatch, local_aws):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", local_aws.endpoint)  # e.g. LocalStack's, with make run asking for moto
+    before = moto_servers()
+    assert connect(LocalAwsMode.MOTO) == AwsEndpoint(local_aws.endpoint) and moto_servers() == before
+
+
+def test_a_gateway_that_cannot_reach_aws_refuses_to_start_saying_why(nowhere):
+    with pytest.raises(RuntimeError) as refused, running_gateway(nowhere / "gateway", TIDEMQ_LOCAL_AWS="off"):
+        pass
+    log = str(refused.value)
+    assert "TideMQ cannot start: S3 or DynamoDB is needed" in log and "Traceback" not in log

@@ -1,0 +1,49 @@
+"""A message id comes from the client: a lookup by id reads at most the largest record the store writes, and only
+once the header at the position it names agrees with it (`record.read_by_id`), on each backend. What a lookup
+reads is counted by the kernel (`rchar` in /proc/self/io: bytes this process read from files)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tidemq_store import Message, TopicConfig
+from tidemq_store.config import MIB
+from tidemq_store.errors import MessageNotFound
+from tidemq_store.record import max_record_size
+
+BODY = 4 * MIB - 1024  # near the largest message (TIDEMQ_MAX_MESSAGE_BYTES, 4 MiB)
+
+
+@pytest.fixture(params=["embedded", "serverless"])
+def store(request, open_test_store, tmp_path):
+    if request.param == "embedded":
+        return open_test_store()
+    request.getfixturevalue("aws_env")
+    return open_test_store(backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=f"i{uuid.uuid4().hex[:8]}")
+
+
+def bytes_read() -> int:
+    return int(Path("/proc/self/io").read_text().split("rchar:")[1].split()[0])
+
+
+def test_a_forged_id_reads_at_most_a_record_header_and_finds_nothing(store):
+    store.create_topic(TopicConfig(name="big", queues=1))
+    ids = [store.put("big", [Message(bytes([n]) * BODY)])[0].msg_id for n in range(5)]  # 20 MiB in the log
+    position, size = int(ids[0][:16], 16), int(ids[0][16:], 16)
+    forged = [
+        f"{position:016x}{16 * MIB:08x}",  # 16 MiB from the first message: over the largest record
+        f"{position:016x}{max_record_size(4 * MIB):08x}",  # as large as a record may be, but not this one's size
+        f"{position + 53:016x}{size:08x}",  # inside the first record, where its body holds no header
+    ]
+    for msg_id in forged:
+        before = bytes_read()
+        with pytest.raises(MessageNotFound):
+            store.message_by_id(msg_id)
+        assert bytes_read() - before < 64 * 1024, msg_id  # a header at most, never what the id claims
+
+    before = bytes_read()
+    assert store.message_by_id(ids[2]).body == bytes([2]) * BODY  # a real id reads its record
+    assert BODY <= bytes_read() - before < 2 * BODY

@@ -1,6 +1,6 @@
 """Requests the SDK would never send (too large, not UTF-8, nested too deep, malformed), for the tests of what the
-server refuses. Tests make them here and nowhere else, so that what every request will have to carry (credentials,
-once routes ask who is calling) is added in one place."""
+server refuses. Tests make them here and nowhere else, so that what every request carries (its signature, as the
+process's credentials make it) is added in one place."""
 
 from __future__ import annotations
 
@@ -13,13 +13,15 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tidemq.auth import signed_client
+
 
 class RawApi:
     """The HTTP API at `url`, spoken without the SDK."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.client = httpx.Client(base_url=url, timeout=30, limits=httpx.Limits(max_connections=1000))
+        self.client = signed_client(url, timeout=30, limits=httpx.Limits(max_connections=1000))
 
     def request(self, method: str, path: str, **options) -> httpx.Response:
         """One request as httpx sends it (`content=`, `json=`, `headers=`, `params=`)."""
@@ -28,7 +30,8 @@ class RawApi:
     @contextmanager
     def upload(self, method: str, path: str, headers: dict[str, str]) -> Iterator[Upload]:
         """A request whose head is sent at once and whose body the test sends piece by piece (`Upload.send`),
-        watching for an answer in between: what a server that reads a body as it arrives can answer early."""
+        watching for an answer in between: what a server that reads a body as it arrives can answer early. It is
+        not signed: a signature covers the whole body, and the body limit is enforced before anyone looks at it."""
         address = urlsplit(self.url)
         connection = socket.create_connection((address.hostname, address.port), timeout=30)
         head = [f"{method} {path} HTTP/1.1", f"Host: {address.netloc}", *(f"{k}: {v}" for k, v in headers.items())]

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from functions.local_gateway import running_gateway
 from shared import codec
+from tests.gateways import gateway_as_admin
 from tests.raw_requests import RawApi
 from tidemq import Admin, Producer
 from tidemq_store.config import MIB
@@ -227,7 +227,7 @@ def test_a_forged_message_id_is_a_404(raw, admin, topic):
 
 @pytest.mark.parametrize("backend", ["embedded", "serverless"])
 def test_with_200_long_polls_waiting_health_and_a_produce_answer_at_once(tmp_path, backend):
-    with running_gateway(tmp_path / "data", TIDEMQ_BACKEND=backend, TIDEMQ_GATEWAY_LONG_POLLS="200") as url:
+    with gateway_as_admin(tmp_path / "data", TIDEMQ_BACKEND=backend, TIDEMQ_GATEWAY_LONG_POLLS="200") as url:
         raw = RawApi(url)
         path = "/v1/topics/polled/queues/{}/messages"
 

@@ -14,9 +14,11 @@ $(INSTALLED): pyproject.toml
 
 install: $(INSTALLED)
 
-## run: the local platform on 127.0.0.1:8080 (embedded store under ./.tidemq), in the foreground
+## run: the local platform on 127.0.0.1:8080 (embedded store under ./.tidemq), in the foreground; webhooks may
+## reach 127.0.0.1 (local demos) unless TIDEMQ_PUSH_ALLOWED_HOSTS says otherwise
 run: $(INSTALLED)
-	TIDEMQ_TIER=$${TIDEMQ_TIER:-s3} $(PY) -m functions.local_gateway
+	TIDEMQ_TIER=$${TIDEMQ_TIER:-s3} TIDEMQ_PUSH_ALLOWED_HOSTS=$${TIDEMQ_PUSH_ALLOWED_HOSTS-127.0.0.1} \
+		$(PY) -m functions.local_gateway
 
 ## test: lint (ruff, the import-linter layering contracts), then the whole suite (unit, integration, end-to-end)
 test: $(INSTALLED)

@@ -26,6 +26,7 @@ from tidemq_store.errors import (
     InvalidBatch,
     MessageNotFound,
     MessageTooLarge,
+    OffsetConflict,
     OffsetOutOfRange,
     QueueOutOfRange,
     StoreFailed,
@@ -43,6 +44,7 @@ STATUS: dict[type[ClientError], int] = {
     MessageNotFound: 404,
     TopicExists: 409,
     GroupExists: 409,
+    OffsetConflict: 409,
     MessageTooLarge: 413,
     OffsetOutOfRange: 416,
 }

@@ -15,9 +15,11 @@ $(INSTALLED): pyproject.toml
 install: $(INSTALLED)
 
 ## run: the local platform on 127.0.0.1:8080 (embedded store under ./.tidemq), in the foreground; S3 (and DynamoDB)
-## from an embedded moto server unless AWS_ENDPOINT_URL is set or TIDEMQ_LOCAL_AWS=off (AWS itself)
+## from an embedded moto server unless AWS_ENDPOINT_URL is set or TIDEMQ_LOCAL_AWS=off (AWS itself); webhooks may
+## reach 127.0.0.1 (local demos) unless TIDEMQ_PUSH_ALLOWED_HOSTS says otherwise
 run: $(INSTALLED)
-	TIDEMQ_TIER=$${TIDEMQ_TIER:-s3} TIDEMQ_LOCAL_AWS=$${TIDEMQ_LOCAL_AWS:-moto} $(PY) -m functions.local_gateway
+	TIDEMQ_TIER=$${TIDEMQ_TIER:-s3} TIDEMQ_LOCAL_AWS=$${TIDEMQ_LOCAL_AWS:-moto} \
+		TIDEMQ_PUSH_ALLOWED_HOSTS=$${TIDEMQ_PUSH_ALLOWED_HOSTS-127.0.0.1} $(PY) -m functions.local_gateway
 
 ## test: lint (ruff, the import-linter layering contracts), then the whole suite (unit, integration, end-to-end)
 test: $(INSTALLED)

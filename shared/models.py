@@ -6,7 +6,7 @@ import base64
 import binascii
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from tidemq_store import model
 from tidemq_store.acl import MAX_POLICY_ENTRIES, AclEntry, UserName, UserType
@@ -20,7 +20,7 @@ from tidemq_store.model import (
     TopicName,
 )
 
-from .push_target import TARGET_FORMS, checked_push_target
+from .push_target import TARGET_FORMS, checked_push_target, shown_target
 
 BodyEncoding = Literal["utf-8", "base64"]
 
@@ -203,20 +203,33 @@ class OffsetForTime(ApiModel):
 # ---- consumer groups -----------------------------------------------------------------------------
 
 
-class PushSubscription(model.PushSubscription):
+class PushSubscription(model.PushSpec):
     """A group's push delivery (RocketMQ's push consumer): new messages of `topic` matching `tag` go to
     `target`, `batch_size` at a time, each queue in order; a failed call is retried with exponential backoff
     (`backoff_base_ms` doubling up to `backoff_max_ms`, with jitter), and after `max_attempts` calls the batch
     goes to the group's dead-letter topic `%DLQ%<group>`."""
 
-    # The store's record as the API takes and shows it: `target` checked against the push-target grammar, so
-    # that a malformed one is a 422 naming the field; made from a stored record's attributes too
-    # (`GroupPush(push=config.push)`).
-    model_config = ConfigDict(from_attributes=True)
-
+    # What the API takes, and shows of the store's record (`ShownPush`): `target` checked against the
+    # push-target grammar, so that a malformed one is a 422 naming the field.
     target: Annotated[str, AfterValidator(checked_push_target)] = Field(
-        description=f"Where messages go: {TARGET_FORMS}."
+        description=f"Where messages go: {TARGET_FORMS}. Shown with `***` for a webhook URL's credentials."
     )
+
+
+def _shown(push: object) -> object:
+    """A stored subscription as the API shows it: without its signing secret, credentials in its target
+    redacted (`shared.push_target.shown_target`)."""
+    if isinstance(push, BaseModel):
+        push = push.model_dump()
+    if isinstance(push, dict):
+        push = {name: value for name, value in push.items() if name != "signing_secret"}
+        if isinstance(push.get("target"), str):
+            push["target"] = shown_target(push["target"])
+    return push
+
+
+ShownPush = Annotated[PushSubscription | None, BeforeValidator(_shown)]
+"""A group's push subscription as every answer shows it (made from the store's record too)."""
 
 
 class GroupSpec(ApiModel):
@@ -225,7 +238,7 @@ class GroupSpec(ApiModel):
 
 
 class GroupView(GroupSpec):
-    push: PushSubscription | None = Field(default=None, description="Set: a push group (see .../push).")
+    push: ShownPush = Field(default=None, description="Set: a push group (see .../push).")
     created_at: int
 
 
@@ -283,8 +296,27 @@ class GroupPush(ApiModel):
     """A group's push subscription (null: the group is not pushed to) and where its dead letters go."""
 
     group: str
-    push: PushSubscription | None
+    push: ShownPush
     dead_letter_topic: str = Field(description="Batches that failed max_attempts times land here (`%DLQ%<group>`).")
+
+
+class PushSubscribed(GroupPush):
+    """The answer to setting a subscription: the subscription, and the secret its webhook deliveries are signed
+    with, shown this once (never again: keep it where the receiver verifies `X-TideMQ-Signature`)."""
+
+    signing_secret: str | None = Field(
+        description="HMAC-SHA256 key of the `X-TideMQ-Signature` header of every webhook delivery (null for Lambda "
+        "and Python targets, which are not signed)."
+    )
+
+
+class PushPing(ApiModel):
+    """What a webhook receives once when a subscription to it is set (header `X-TideMQ-Event: ping`): no
+    messages. Any answer but a redirect lets the subscription be set."""
+
+    group: str
+    topic: str
+    ping: Literal[True] = True
 
 
 class PushDelivery(ApiModel):

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 from functools import lru_cache
+from typing import Annotated
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import NoDecode
 
+from shared.push_target import push_target_kind
 from tidemq_store.config import KIB, MIB, StoreConfig
 
 
@@ -79,6 +82,27 @@ class Settings(StoreConfig):
     push_subscribers_ttl_s: float = Field(
         default=10.0, ge=0, description="How long a process trusts its list of which groups push from which topic."
     )
+    push_python_targets: Annotated[frozenset[str], NoDecode] = Field(
+        default=frozenset(), description="The python: targets allowed, `module:callable` each, comma-separated."
+    )
+    push_allowed_hosts: Annotated[frozenset[str], NoDecode] = Field(
+        default=frozenset(),
+        description="Webhook hosts allowed although not public: names, addresses or CIDR networks, comma-separated.",
+    )
+
+    @field_validator("push_python_targets", "push_allowed_hosts", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return frozenset(entry.strip() for entry in value.split(",") if entry.strip())
+        return value
+
+    @field_validator("push_python_targets")
+    @classmethod
+    def _python_targets(cls, targets: frozenset[str]) -> frozenset[str]:
+        for target in targets:
+            push_target_kind(f"python:{target}")  # a ValueError saying what is wrong with it
+        return targets
 
     auth: AuthMode = Field(
         default=AuthMode.ON, description="on: every route but /health needs a signed request; off: loopback only."

@@ -1,5 +1,6 @@
 """Push targets for the push-delivery tests: Python callables (`python:tests.push_targets:<name>`) that
-record what they receive, a real HTTP webhook server on a free loopback port, and waiting for delivery."""
+record what they receive, a real HTTP webhook server on a free loopback port, and waiting for delivery; the
+settings that allow them (`ALLOWED`: the Python targets here, webhooks on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NamedTuple
 
 _lock = threading.Lock()
 deliveries: list[dict[str, Any]] = []
@@ -17,6 +18,14 @@ deliveries: list[dict[str, Any]] = []
 calls: Counter[str] = Counter()
 """Calls per message body (of a delivery's first message)."""
 FLAKY_FAILURES = 2
+hook: Callable[[dict[str, Any]], None] | None = None
+"""What `hooked` does with each delivery it takes (a test's action in the middle of delivery)."""
+PYTHON_TARGETS = ("accept", "reject", "flaky", "hooked")
+ALLOWED = {
+    "TIDEMQ_PUSH_PYTHON_TARGETS": ",".join(f"tests.push_targets:{name}" for name in PYTHON_TARGETS),
+    "TIDEMQ_PUSH_ALLOWED_HOSTS": "127.0.0.1",
+}
+"""Settings of a server whose push tests use these targets (what `make run` allows, and these callables)."""
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = 60) -> Any:
@@ -29,9 +38,11 @@ def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = 60) -> 
 
 
 def reset() -> None:
+    global hook
     with _lock:
         deliveries.clear()
         calls.clear()
+        hook = None
 
 
 def _record(delivery: dict[str, Any]) -> int:
@@ -46,6 +57,13 @@ def accept(delivery: dict[str, Any]) -> None:
     _record(delivery)
 
 
+def hooked(delivery: dict[str, Any]) -> None:
+    """Takes every delivery, after calling `hook` with it."""
+    _record(delivery)
+    if hook is not None:
+        hook(delivery)
+
+
 def reject(delivery: dict[str, Any]) -> None:
     """Fails every call."""
     _record(delivery)
@@ -58,25 +76,44 @@ def flaky(delivery: dict[str, Any]) -> None:
         raise ConnectionError(f"call {calls[delivery['messages'][0]['body']]} fails")
 
 
-class Webhook:
-    """An HTTP server on 127.0.0.1 that records each POSTed JSON body and answers `status(body)` (200 unless
-    told otherwise); stopped by leaving the `with` block."""
+class Received(NamedTuple):
+    """One POST a webhook received: its headers (names lowercase), raw body and the body parsed."""
 
-    def __init__(self, status: Callable[[dict[str, Any]], int] = lambda body: 200) -> None:
+    headers: dict[str, str]
+    raw: bytes
+    body: dict[str, Any]
+
+
+class Webhook:
+    """An HTTP server on 127.0.0.1 that records each POST and answers `status(body)` (200 unless told
+    otherwise) with `headers` and `reply` as its body; stopped by leaving the `with` block. `bodies` are the
+    deliveries' JSON bodies, `pings` what setting a subscription sent, `received` every POST."""
+
+    def __init__(
+        self,
+        status: Callable[[dict[str, Any]], int] = lambda body: 200,
+        headers: dict[str, str] | None = None,
+        reply: bytes = b"",
+    ) -> None:
         self.status = status
-        self.bodies: list[dict[str, Any]] = []
+        self.received: list[Received] = []
         self._lock = threading.Lock()
         webhook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                raw = self.rfile.read(int(self.headers["content-length"]))
                 with webhook._lock:
-                    webhook.bodies.append(body)
-                status = webhook.status(body)
+                    webhook.received.append(
+                        Received({k.lower(): v for k, v in self.headers.items()}, raw, json.loads(raw))
+                    )
+                status = webhook.status(json.loads(raw))
                 self.send_response(status)
-                self.send_header("content-length", "0")
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.send_header("content-length", str(len(reply)))
                 self.end_headers()
+                self.wfile.write(reply)
 
             def log_message(self, *args: object) -> None:  # quiet
                 pass
@@ -85,12 +122,30 @@ class Webhook:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/hook"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
+    def _of(self, event: str) -> list[Received]:
+        with self._lock:
+            return [r for r in self.received if r.headers.get("x-tidemq-event") == event]
+
+    @property
+    def deliveries(self) -> list[Received]:
+        return self._of("delivery")
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.deliveries]
+
+    @property
+    def pings(self) -> list[Received]:
+        return self._of("ping")
+
     def messages(self) -> Iterator[dict[str, Any]]:
         """Every message received, delivery by delivery."""
-        with self._lock:
-            bodies = list(self.bodies)
-        for body in bodies:
+        for body in self.bodies:
             yield from body["messages"]
+
+    def bodies_received(self) -> list[str]:
+        """The body of each message received, in the order received."""
+        return [message["body"] for message in self.messages()]
 
     def __enter__(self) -> Webhook:
         self._thread.start()

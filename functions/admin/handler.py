@@ -15,6 +15,7 @@ from functions.api.errors import responses
 from functions.api.observability import metrics
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import groups, queries, subscriptions, tiers, topics, users
+from functions.logic.targets import TargetRules
 from functions.push.trigger import push_notifier
 from functions.store import get_store
 from shared.models import (
@@ -32,6 +33,7 @@ from shared.models import (
     OffsetCommit,
     OffsetForTime,
     OffsetReset,
+    PushSubscribed,
     PushSubscription,
     TierStatus,
     TierUpload,
@@ -45,6 +47,7 @@ from shared.models import (
     UserSpec,
     UserView,
 )
+from shared.settings import get_settings
 from tidemq_store import acl
 from tidemq_store.acl import AclEntry, Action
 from tidemq_store.errors import InvalidArgument
@@ -210,11 +213,15 @@ def reset_offsets(group: Annotated[str, Path()], reset: OffsetReset) -> Committe
 
 
 @app.put("/v1/groups/<group>/push", tags=["groups"], responses=responses(415, 400, 404))
-def set_push(group: Annotated[str, Path()], subscription: PushSubscription) -> GroupPush:
+def set_push(group: Annotated[str, Path()], subscription: PushSubscription) -> PushSubscribed:
     """Push the topic's new messages to a target (a Lambda function, an HTTP webhook, locally a Python
-    callable), at least once and in order per queue, retrying with backoff, then to `%DLQ%<group>`."""
+    callable the operator allows), at least once and in order per queue, retrying with backoff, then to
+    `%DLQ%<group>`. A webhook must be at a public address (or a host the operator allows) and answer the
+    signed ping this sends with anything but a redirect; the answer carries the secret that signs its
+    deliveries, shown this once."""
     require((acl.group(group), Action.UPDATE), (acl.topic(subscription.topic), Action.SUB))
-    return subscriptions.set_push(get_store(), group, subscription, push_notifier())
+    store = get_store()  # first: opening it may start the embedded AWS endpoint, which webhooks may not reach
+    return subscriptions.set_push(store, group, subscription, push_notifier(), TargetRules.of(get_settings()))
 
 
 @app.get("/v1/groups/<group>/push", tags=["groups"], responses=responses(400, 404))

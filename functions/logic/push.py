@@ -12,6 +12,12 @@ Guarantees: at least once (a crash between a call and its commit calls again wit
 each queue in order (a queue waits while its head batch is retried; the other queues go on). Retry counts
 live with the caller (`PendingRetry` per queue), not in the store: a restart counts a batch's attempts anew.
 
+Resets are respected: each commit is a compare-and-set (`MessageStore.commit_offsets(..., expected=...)`) from
+the offset the group had when this queue's delivery began, or that the previous commit left. If the offset
+moved meanwhile (a reset to earliest to replay, to latest to skip a poison message, or another deliverer's
+commit), the commit is refused, and delivery goes on from the offset the group has now: a replay is replayed,
+a skip is skipped. The batch whose commit was refused was delivered all the same (at least once).
+
 Nothing here sleeps or polls: `deliver` makes one pass up to the end each queue had when the pass began and
 says when the next retry is due. The local worker sets a timer for it; the push function waits for it
 (`push_invocations.PushEnvironment`).
@@ -26,9 +32,10 @@ from dataclasses import dataclass
 
 from functions.api.observability import logger
 from shared.models import MessageView, PendingRetry, PushDelivery
+from shared.push_target import shown_target
 from tidemq_store import Message, MessageStore, StoredMessage, TopicConfig
 from tidemq_store.clock import now_ms
-from tidemq_store.errors import OffsetOutOfRange, TopicExists, TopicNotFound
+from tidemq_store.errors import OffsetConflict, OffsetOutOfRange, TopicExists, TopicNotFound
 from tidemq_store.model import PushSubscription
 
 from .notifier import PushNotifier
@@ -96,12 +103,12 @@ def deliver(
     topic = subscription.topic
     committed = store.committed_offsets(group, topic)
     for queue in store.queue_offsets(topic):
-        start = max(committed.get(queue.queue, queue.min_offset), queue.min_offset)
+        position = QueuePosition(queue.queue, committed.get(queue.queue), queue.min_offset)
         pending = retries.get(queue.queue)
-        if pending is not None and pending.offset != start:
+        if pending is not None and pending.offset != position.offset:
             del retries[queue.queue]  # the offset was moved (reset, retention): that batch is no longer the head
-        if start < queue.max_offset and not _deliver_queue(
-            store, group, subscription, target, queue.queue, start, queue.max_offset, retries, report, keep_going
+        if position.offset < queue.max_offset and not _deliver_queue(
+            store, group, subscription, target, position, queue.max_offset, retries, report, keep_going
         ):
             report.interrupted = True
             break
@@ -112,20 +119,33 @@ def deliver(
     return report
 
 
+@dataclass(slots=True)
+class QueuePosition:
+    """Where delivery of one queue is: the group's committed offset as last seen (None: none, the queue's
+    oldest message is next), which each commit expects, and the offset to read from."""
+
+    queue: int
+    committed: int | None
+    min_offset: int = 0
+
+    @property
+    def offset(self) -> int:
+        return self.min_offset if self.committed is None else max(self.committed, self.min_offset)
+
+
 def _deliver_queue(
     store: MessageStore,
     group: str,
     subscription: PushSubscription,
     target: Target,
-    queue: int,
-    offset: int,
+    position: QueuePosition,
     end: int,
     retries: dict[int, PendingRetry],
     report: DeliveryReport,
     keep_going: Callable[[], bool],
 ) -> bool:
-    """Deliver one queue from `offset` up to `end`, or until its head batch must wait; False if interrupted."""
-    topic = subscription.topic
+    """Deliver one queue from `position` up to `end`, or until its head batch must wait; False if interrupted."""
+    topic, queue, offset = subscription.topic, position.queue, position.offset
     while offset < end:
         pending = retries.get(queue)
         if pending is not None and pending.due_ms > now_ms():
@@ -153,7 +173,7 @@ def _deliver_queue(
                 report.failed_calls += 1
                 logger.warning(
                     "push to %s failed (group %s, %s:%d@%d, attempt %d of %d): %s",
-                    subscription.target,
+                    shown_target(subscription.target),
                     group,
                     topic,
                     queue,
@@ -174,9 +194,23 @@ def _deliver_queue(
                 dead_letter(store, group, batch.messages, attempt, str(error))
                 report.dead_lettered += len(batch.messages)
             retries.pop(queue, None)
-        store.commit_offsets(group, topic, {queue: batch.next_offset})
+        try:
+            store.commit_offsets(group, topic, {queue: batch.next_offset}, expected={queue: position.committed})
+        except OffsetConflict as moved:  # a reset (or another deliverer) moved the offset: go on from there
+            logger.info(
+                "group %s's offset on %s:%d moved from %s to %s while delivering; going on from there",
+                group,
+                topic,
+                queue,
+                position.committed,
+                moved.actual,
+            )
+            retries.pop(queue, None)
+            position.committed = moved.actual
+            offset = position.offset
+            continue
         report.committed += 1
-        offset = batch.next_offset
+        position.committed = offset = batch.next_offset
     return True
 
 

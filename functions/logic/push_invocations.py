@@ -27,7 +27,7 @@ from tidemq_store.errors import GroupNotFound, TopicNotFound
 
 from .notifier import PushNotifier
 from .push import DeliveryReport, deliver
-from .targets import target_caller
+from .targets import TargetRules, target_caller
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +101,11 @@ class PushEnvironment:
         groups: Iterable[str],
         time_left: InvocationTime,
         notifier: PushNotifier,
+        rules: TargetRules,
     ) -> TopicDelivery:
         """Deliver `event.topic` to `groups` (those pushing from it, or the one the event names) and to the
-        groups of the event's retries, within `time_left`; `notifier` is told of dead letters. Waits here
-        (sleeping) for a retry due in time; see the module docstring."""
+        groups of the event's retries, within `time_left`, to targets as `rules` allow them; `notifier` is told
+        of dead letters. Waits here (sleeping) for a retry due in time; see the module docstring."""
         delivering = self.begin(event, groups)
         done = TopicDelivery()
         wait_until = event.not_before_ms
@@ -115,7 +116,7 @@ class PushEnvironment:
                     return self._hand_over(event.topic, delivering, wait_until, done)
             progressed, due = False, []
             for group in list(delivering):
-                report = self._pass(store, group, event.topic, time_left, notifier)
+                report = self._pass(store, group, event.topic, time_left, notifier, rules)
                 if report is None:
                     delivering.remove(group)
                     self.retries.pop(group, None)
@@ -131,14 +132,20 @@ class PushEnvironment:
             wait_until = None if progressed else min(due)
 
     def _pass(
-        self, store: MessageStore, group: str, topic: str, time_left: InvocationTime, notifier: PushNotifier
+        self,
+        store: MessageStore,
+        group: str,
+        topic: str,
+        time_left: InvocationTime,
+        notifier: PushNotifier,
+        rules: TargetRules,
     ) -> DeliveryReport | None:
         """One pass for `group`; None if it no longer pushes from `topic`."""
         try:
             subscription = store.get_group(group).push
             if subscription is None or subscription.topic != topic:
                 return None
-            target = target_caller(subscription.target, time_left.target_timeout_s)
+            target = target_caller(subscription, rules)
             retries = self.retries.setdefault(group, {})
             return deliver(store, group, subscription, target, retries, notifier, keep_going=time_left.can_call)
         except (GroupNotFound, TopicNotFound) as gone:

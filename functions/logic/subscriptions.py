@@ -1,44 +1,58 @@
 """A group's push subscription: set, show, clear (the admin side of push delivery).
 
-Setting one checks what can be checked before any delivery (the group and topic exist, the dead-letter
-topic's name is valid, the target is written as one and, if a Python target, imports). A change is told to
-the `PushNotifier` the caller gives, which sets delivery going for what the group has waiting, from its
-committed offsets (each queue's oldest message if it has none).
+Setting one checks what can be checked before any delivery, and refuses the subscription, storing nothing,
+when a check fails: the group and topic exist, the dead-letter topic's name is valid, the target is written as
+one and is allowed (`targets.TargetRules`: a Python target on the operator's allow-list, which imports; a
+webhook at an allowed address, which answers a signed ping with anything but a redirect). A webhook
+subscription gets a new signing secret, returned in the answer to this request only. A change is told to the
+`PushNotifier` the caller gives, which sets delivery going for what the group has waiting, from its committed
+offsets (each queue's oldest message if it has none).
+
+A subscription is shown without its secret and with credentials in its target redacted
+(`shared.models.ShownPush`).
 """
 
 from __future__ import annotations
 
-from shared.models import GroupPush
-from tidemq_store import GroupConfig, MessageStore
+from shared.models import GroupPush, PushPing, PushSubscribed
+from shared.push_signature import new_signing_secret
+from shared.push_target import PushTargetKind
+from tidemq_store import MessageStore
 from tidemq_store.errors import InvalidArgument
-from tidemq_store.model import PushSubscription, check_name
+from tidemq_store.model import PushSpec, PushSubscription, check_name
 
 from .notifier import PushNotifier
 from .push import dead_letter_topic
-from .targets import check_target
+from .targets import TargetRules, check_target, ping_webhook
 
 
 def show_push(store: MessageStore, group: str) -> GroupPush:
-    return _view(store.get_group(group))
+    config = store.get_group(group)
+    return GroupPush(group=config.name, push=config.push, dead_letter_topic=dead_letter_topic(config.name))
 
 
-def set_push(store: MessageStore, group: str, subscription: PushSubscription, notifier: PushNotifier) -> GroupPush:
+def set_push(
+    store: MessageStore, group: str, spec: PushSpec, notifier: PushNotifier, rules: TargetRules
+) -> PushSubscribed:
     """Make `group` a push group (replacing any subscription it had), and tell `notifier`; nothing changes
     (and nothing is told) if a check fails."""
     config = store.get_group(group)
-    store.get_topic(subscription.topic)
+    store.get_topic(spec.topic)
     dead_letters = dead_letter_topic(group)
     try:
         check_name("dead-letter topic", dead_letters)
     except InvalidArgument as error:
         raise InvalidArgument(f"group {group!r} cannot push: {error}") from None
-    if subscription.topic == dead_letters:
+    if spec.topic == dead_letters:
         raise InvalidArgument(f"group {group!r} cannot push from its own dead-letter topic {dead_letters!r}")
-    check_target(subscription.target)
-    record = PushSubscription(**subscription.model_dump())  # the store's record (the API's model is a subclass)
+    secret = None
+    if check_target(spec.target, rules) is PushTargetKind.HTTP:
+        secret = new_signing_secret()
+        ping_webhook(spec.target, PushPing(group=group, topic=spec.topic), secret, rules)
+    record = PushSubscription(**spec.model_dump(), signing_secret=secret)  # the store's record
     updated = store.update_group(config.model_copy(update={"push": record}))
-    notifier.subscription_changed(group, subscription.topic)
-    return _view(updated)
+    notifier.subscription_changed(group, spec.topic)
+    return PushSubscribed(group=group, push=updated.push, dead_letter_topic=dead_letters, signing_secret=secret)
 
 
 def clear_push(store: MessageStore, group: str, notifier: PushNotifier) -> None:
@@ -48,7 +62,3 @@ def clear_push(store: MessageStore, group: str, notifier: PushNotifier) -> None:
     if config.push is not None:
         store.update_group(config.model_copy(update={"push": None}))
         notifier.subscription_changed(group, None)
-
-
-def _view(config: GroupConfig) -> GroupPush:
-    return GroupPush(group=config.name, push=config.push, dead_letter_topic=dead_letter_topic(config.name))

@@ -25,6 +25,7 @@ from aws_lambda_powertools.utilities.parser import event_parser
 
 from functions.api.observability import instrumented, metrics
 from functions.logic.push_invocations import InvocationTime, PushEnvironment, TopicDelivery
+from functions.logic.targets import TargetRules
 from functions.store import get_store
 from shared.models import PushEvent
 from shared.settings import get_settings
@@ -51,7 +52,7 @@ def push(store: MessageStore, event: PushEvent, context: Any) -> dict[str, Any]:
             f"one target call (TIDEMQ_PUSH_TARGET_TIMEOUT_S) and {RESERVE_MS} ms: raise its timeout"
         )
     groups = [event.group] if event.group else subscribers().of(store, event.topic)
-    done = environment.deliver(store, event, groups, time_left, push_notifier())
+    done = environment.deliver(store, event, groups, time_left, push_notifier(), TargetRules.of(get_settings()))
     if done.continuation is not None:
         invoke_push_function(done.continuation)
     return _summary(event.topic, done)

@@ -20,7 +20,7 @@ from functools import cache
 
 from functions.api.observability import logger
 from functions.logic.notifier import PushNotifier
-from functions.logic.targets import lambda_client
+from functions.logic.targets import TargetRules, lambda_client
 from functions.store import get_store
 from shared.models import PushEvent
 from shared.settings import PushMode, get_settings
@@ -48,7 +48,7 @@ def start_worker(store: MessageStore) -> PushWorker:
     with _lock:
         if _worker is None:
             subscribers().invalidate()  # a listing from before the start may be stale: nothing told it since
-            worker = PushWorker(store, subscribers(), settings.push_threads, settings.push_target_timeout_s)
+            worker = PushWorker(store, subscribers(), settings.push_threads, TargetRules.of(settings))
             _worker = worker.start()
         return _worker
 

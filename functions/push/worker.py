@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from functions.api.observability import flush_background_metrics, logger
 from functions.logic.push import DeliveryReport, deliver
-from functions.logic.targets import target_caller
+from functions.logic.targets import TargetRules, target_caller
 from shared.models import PendingRetry
 from tidemq_store import MessageStore
 from tidemq_store.clock import now_ms
@@ -53,10 +53,10 @@ class GroupRun:
 class PushWorker:
     """Delivers push groups on a thread pool when woken; see the module docstring."""
 
-    def __init__(self, store: MessageStore, subscribers: Subscribers, threads: int, target_timeout_s: float) -> None:
+    def __init__(self, store: MessageStore, subscribers: Subscribers, threads: int, rules: TargetRules) -> None:
         self.store = store
         self.subscribers = subscribers
-        self.target_timeout_s = target_timeout_s
+        self.rules = rules
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="push")
         self._lock = threading.Lock()
         self._groups: dict[str, GroupRun] = {}
@@ -151,7 +151,7 @@ class PushWorker:
             run.subscription = subscription
         if subscription is None:
             return None
-        target = target_caller(subscription.target, self.target_timeout_s)
+        target = target_caller(subscription, self.rules)
         report = deliver(
             self.store, group, subscription, target, run.retries, notifier=self, keep_going=lambda: not self._closed
         )

@@ -11,7 +11,12 @@
 
 Every client reads the server's address from `url`, else `TIDEMQ_URL`, else http://127.0.0.1:8080.
 Errors are the store engine's exception classes (`tidemq_store.errors`), plus `ApiError`.
+
+A webhook receiving push deliveries checks that each came from TideMQ with `verify_push_signature(body,
+request.headers["X-TideMQ-Signature"], secret)`, the secret being `Admin().set_push(...).signing_secret`.
 """
+
+from shared.push_signature import SIGNATURE_HEADER, InvalidPushSignature, verify_push_signature
 
 from .admin import Admin
 from .client import HttpClient, default_url
@@ -20,13 +25,16 @@ from .errors import ApiError, ServerUnreachable
 from .producer import OutgoingMessage, Producer, SendResult
 
 __all__ = [
+    "SIGNATURE_HEADER",
     "Admin",
     "ApiError",
     "Consumer",
     "HttpClient",
+    "InvalidPushSignature",
     "OutgoingMessage",
     "Producer",
     "SendResult",
     "ServerUnreachable",
     "default_url",
+    "verify_push_signature",
 ]

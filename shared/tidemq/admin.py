@@ -17,6 +17,7 @@ from shared.models import (
     MessageList,
     MessageView,
     OffsetForTime,
+    PushSubscribed,
     TierStatus,
     TierUpload,
     TopicChange,
@@ -162,11 +163,13 @@ class Admin:
         batch_size: int | None = None,
         backoff_base_ms: int | None = None,
         backoff_max_ms: int | None = None,
-    ) -> GroupPush:
+    ) -> PushSubscribed:
         """Push `topic`'s new messages to `target` for `group` (`lambda:<function>`, an http(s) webhook URL,
-        or locally `python:<module>:<callable>`); options left None take the server's defaults (tag `*`,
-        16 attempts, batches of 1, backoff from 1 s doubling to 5 min). Raises InvalidArgument saying what is
-        wrong with a target, TopicNotFound, GroupNotFound."""
+        or locally `python:<module>:<callable>`, one the server's operator allows); options left None take the
+        server's defaults (tag `*`, 16 attempts, batches of 1, backoff from 1 s doubling to 5 min). For a
+        webhook, `.signing_secret` is the secret its deliveries are signed with, returned this once: the
+        receiver checks them with `tidemq.verify_push_signature`. Raises InvalidArgument saying what is wrong
+        with a target (or why the server will not push there), TopicNotFound, GroupNotFound."""
         options = {
             "tag": tag,
             "max_attempts": max_attempts,
@@ -175,7 +178,7 @@ class Admin:
             "backoff_max_ms": backoff_max_ms,
         }
         body = {"topic": topic, "target": target, **{k: v for k, v in options.items() if v is not None}}
-        return self._send(GroupPush, "PUT", f"/v1/groups/{segment(group)}/push", body)
+        return self._send(PushSubscribed, "PUT", f"/v1/groups/{segment(group)}/push", body)
 
     def push(self, group: str) -> GroupPush:
         """The group's push subscription (`.push` None: it has none) and its dead-letter topic."""

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import pytest
 
+from tests import push_targets
 from tests.gateways import gateway_as_admin
 
 
@@ -20,7 +21,7 @@ class Gateway(NamedTuple):
 @pytest.fixture(scope="module", params=["embedded", "serverless"])
 def gateway(request, tmp_path_factory) -> Iterator[Gateway]:
     """One gateway per test module and backend, its store in a fresh directory (the serverless one with its own
-    moto server for DynamoDB); tests share it, so each uses its own names."""
+    moto server for DynamoDB), allowing the test push targets; tests share it, so each uses its own names."""
     home = tmp_path_factory.mktemp(f"gateway-{request.param}") / "data"
-    with gateway_as_admin(home, TIDEMQ_BACKEND=request.param) as url:
+    with gateway_as_admin(home, TIDEMQ_BACKEND=request.param, **push_targets.ALLOWED) as url:
         yield Gateway(url, home, request.param)

@@ -1,32 +1,47 @@
 """Push delivery in process, over a real store (embedded, and serverless on a moto server): what the produce and
 subscription logic tell their notifier, the local push worker, the push function's delivery within an
-invocation's time, and its notifier's asynchronous invokes; Python targets that record or fail their calls."""
+invocation's time, and its notifier's asynchronous invokes; Python targets that record or fail their calls,
+only those on the allow-list; commits that respect a reset made mid-delivery, and a deleted group that stays
+deleted."""
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 
-from functions.logic import produce, subscriptions, targets
+from functions.logic import groups, produce, subscriptions, targets
 from functions.logic.push import dead_letter_topic
 from functions.logic.push_invocations import InvocationTime, PushEnvironment
+from functions.logic.targets import TargetRules
+from functions.logic.webhooks import WebhookRules
 from functions.push import trigger
 from functions.push.subscribers import Subscribers
 from functions.push.worker import PushWorker
-from shared.models import MessageIn, PendingRetry, PushEvent
+from shared.models import MessageIn, OffsetReset, PendingRetry, PushEvent
+from shared.settings import get_settings
 from tests import push_targets
 from tests.local_lambda import LocalLambda
 from tests.push_targets import wait_for
-from tidemq_store import GroupConfig, MessageStore, StoreConfig, TopicConfig, open_store
+from tidemq_store import GroupConfig, Message, MessageStore, StoreConfig, TopicConfig, open_store
 from tidemq_store.clock import now_ms
-from tidemq_store.errors import GroupNotFound, InvalidArgument, TopicNotFound
-from tidemq_store.model import PushSubscription
+from tidemq_store.errors import GroupNotFound, InvalidArgument, OffsetConflict, TopicNotFound
+from tidemq_store.model import PushSpec, PushSubscription
+from tidemq_store.serverless.store import ServerlessMessageStore
 
 FAST = {"backoff_base_ms": 5, "backoff_max_ms": 20}  # retries within milliseconds
+ALLOWED = frozenset(push_targets.ALLOWED["TIDEMQ_PUSH_PYTHON_TARGETS"].split(","))
+RULES = TargetRules(
+    ALLOWED | {"tests.no_such_module:call", "tests.push_targets:FLAKY_FAILURES", "tests.push_targets:nothing"},
+    WebhookRules(),
+)
+"""What the subscription logic allows here: the test targets, and three that are allowed but do not work."""
 READS = ("get", "read_records", "queue_offsets", "committed_offsets", "get_group", "list_groups", "get_topic")
 
 
@@ -52,6 +67,9 @@ class CountingStore:
 @pytest.fixture(params=["embedded", "serverless"])
 def store(request, tmp_path, monkeypatch) -> Iterator[MessageStore]:
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    for name, value in push_targets.ALLOWED.items():  # what the process's push worker allows
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
     config = StoreConfig(home=tmp_path / "store")
     if request.param == "serverless":
         request.getfixturevalue("aws_env")
@@ -63,6 +81,7 @@ def store(request, tmp_path, monkeypatch) -> Iterator[MessageStore]:
     yield store
     trigger.stop_worker()
     trigger.subscribers.cache_clear()
+    get_settings.cache_clear()
     store.close()
 
 
@@ -92,8 +111,8 @@ class Notices:
 
 def push_to(store: MessageStore, target: str, notifier: Any = None, **options: Any) -> None:
     """Subscribe `billing` to `orders`, telling `notifier` (default: the process's, as the admin handler does)."""
-    subscription = PushSubscription(topic="orders", target=f"python:tests.push_targets:{target}", **options)
-    subscriptions.set_push(store, "billing", subscription, notifier or trigger.push_notifier())
+    subscription = PushSpec(topic="orders", target=f"python:tests.push_targets:{target}", **options)
+    subscriptions.set_push(store, "billing", subscription, notifier or trigger.push_notifier(), RULES)
 
 
 def send(store: MessageStore, *bodies: str, queue: int = 0, notifier: Any = None, **fields: Any) -> list[str]:
@@ -210,6 +229,9 @@ def test_a_cleared_subscription_stops_delivery_and_keeps_the_offsets(store, work
 BAD_SUBSCRIPTIONS = [
     ("nobody", {}, GroupNotFound, "'nobody' does not exist"),
     ("billing", {"topic": "missing"}, TopicNotFound, "'missing' does not exist"),
+    ("billing", {"target": "python:tests.push_side_effect:call"}, InvalidArgument, "not an allowed Python target"),
+    ("billing", {"target": "python:builtins:print"}, InvalidArgument, "not an allowed Python target"),
+    ("billing", {"target": "python:tests.push_targets:_record"}, InvalidArgument, "private or dunder name"),
     ("billing", {"target": "python:tests.no_such_module:call"}, InvalidArgument, "does not import"),
     ("billing", {"target": "python:tests.push_targets:FLAKY_FAILURES"}, InvalidArgument, "not a callable"),
     ("billing", {"target": "python:tests.push_targets:nothing"}, InvalidArgument, "has no 'nothing'"),
@@ -225,9 +247,10 @@ def test_a_bad_subscription_is_refused_saying_why_and_changes_nothing(store):
     for group, change, error, says in BAD_SUBSCRIPTIONS:
         fields = {"topic": "orders", "target": "python:tests.push_targets:accept", **change}
         with pytest.raises(error, match=says):
-            subscriptions.set_push(store, group, PushSubscription(**fields), notices)
+            subscriptions.set_push(store, group, PushSpec(**fields), notices, RULES)
     assert [g.push for g in store.list_groups()] == [None, None]
     assert notices.told == []
+    assert "tests.push_side_effect" not in sys.modules  # refused before anything was imported
 
 
 # ---- what the logic tells its notifier, and the process's notifier ----------------------------------------
@@ -306,7 +329,7 @@ def invocation(calls_for_s: float) -> InvocationTime:
 def test_an_invocation_waits_for_a_retry_due_within_its_time_and_delivers_until_caught_up(store):
     push_to(store, "flaky", Notices(), max_attempts=5, **FAST)
     send(store, "once", notifier=Notices())
-    done = PushEnvironment().deliver(store, PushEvent(topic="orders"), ["billing"], invocation(60), Notices())
+    done = PushEnvironment().deliver(store, PushEvent(topic="orders"), ["billing"], invocation(60), Notices(), RULES)
     assert (done.report.delivered, done.report.failed_calls, done.continued) == (1, 2, False)
     assert [d["attempt"] for d in push_targets.deliveries] == [1, 2, 3]
     assert lag(store) == 0
@@ -316,7 +339,7 @@ def test_a_retry_due_after_the_invocation_s_time_goes_on_in_a_continuation_that_
     push_to(store, "reject", Notices(), max_attempts=2, backoff_base_ms=60_000, backoff_max_ms=60_000)
     send(store, "doomed", notifier=Notices())
     environment = PushEnvironment()
-    done = environment.deliver(store, PushEvent(topic="orders"), ["billing"], invocation(1.5), Notices())
+    done = environment.deliver(store, PushEvent(topic="orders"), ["billing"], invocation(1.5), Notices(), RULES)
     assert (done.report.failed_calls, done.continued) == (1, True)
     continuation = done.continuation
     assert continuation is not None and continuation.continues and continuation.topic == "orders"
@@ -331,7 +354,7 @@ def test_a_retry_due_after_the_invocation_s_time_goes_on_in_a_continuation_that_
         update={"not_before_ms": None, "retries": [pending.model_copy(update={"due_ms": now_ms()})]}
     )
     notices = Notices()
-    done = PushEnvironment().deliver(store, due_now, [], invocation(60), notices)
+    done = PushEnvironment().deliver(store, due_now, [], invocation(60), notices, RULES)
     assert (done.report.dead_lettered, done.continued) == (1, False)
     assert [d["attempt"] for d in push_targets.deliveries] == [1, 2]
     assert notices.told == [("messages stored", "%DLQ%billing")]
@@ -342,7 +365,7 @@ def test_an_invocation_out_of_time_before_a_call_hands_everything_over(store):
     push_to(store, "accept", Notices())
     send(store, "later", notifier=Notices())
     environment = PushEnvironment()
-    done = environment.deliver(store, PushEvent(topic="orders"), ["billing"], invocation(-1), Notices())
+    done = environment.deliver(store, PushEvent(topic="orders"), ["billing"], invocation(-1), Notices(), RULES)
     assert done.continued and done.continuation == PushEvent(topic="orders", continues=True)
     assert push_targets.deliveries == []
 
@@ -354,6 +377,138 @@ def test_an_invocation_forgets_a_group_that_no_longer_pushes_from_its_topic(stor
     pending = PendingRetry(group="billing", queue=0, offset=0, attempts=1, due_ms=0)
     environment = PushEnvironment()
     event = PushEvent(topic="orders", retries=[pending], continues=True)
-    done = environment.deliver(store, event, [], invocation(60), Notices())
+    done = environment.deliver(store, event, [], invocation(60), Notices(), RULES)
     assert (done.report.delivered, done.continued, environment.retries) == (0, False, {})
     assert push_targets.deliveries == []
+
+
+def test_a_stored_python_target_no_longer_allowed_is_never_imported_and_its_messages_are_dead_lettered(store):
+    # A subscription the allow-list no longer names (stored before it changed): delivery refuses each call.
+    stored = PushSubscription(topic="orders", target="python:tests.push_side_effect:call", max_attempts=2, **FAST)
+    store.update_group(store.get_group("billing").model_copy(update={"push": stored}))
+    send(store, "never-imported")
+    trigger.start_worker(store)
+    [letter] = wait_for(lambda: dead_letters(store), "a dead letter")
+    assert letter.properties["DLQ_REASON"] == (
+        "target 'python:tests.push_side_effect:call' is not an allowed Python target: "
+        "the operator lists those in TIDEMQ_PUSH_PYTHON_TARGETS"
+    )
+    assert "tests.push_side_effect" not in sys.modules
+
+
+# ---- commits that respect resets, and a deleted group that stays deleted ----------------------------------------
+
+
+def test_a_compare_and_set_commit_is_made_only_from_the_offset_expected_and_a_refused_one_changes_nothing(store):
+    send(store, "a", "b", "c", notifier=Notices())
+    store.commit_offsets("billing", "orders", {0: 1}, expected={0: None})  # none committed yet: as expected
+    with pytest.raises(OffsetConflict, match="has committed offset 1 on orders:0, not the none expected") as moved:
+        store.commit_offsets("billing", "orders", {0: 3}, expected={0: None})
+    assert (moved.value.queue, moved.value.expected, moved.value.actual) == (0, None, 1)
+    store.commit_offsets("billing", "orders", {0: 2}, expected={0: 1})
+    with pytest.raises(OffsetConflict) as moved:
+        store.commit_offsets("billing", "orders", {0: 3, 1: 0}, expected={0: 1, 1: None})
+    assert (moved.value.expected, moved.value.actual) == (1, 2)
+    assert store.committed_offsets("billing", "orders") == {0: 2}  # neither queue of the refused commit changed
+    store.commit_offsets("billing", "orders", {0: 3, 1: 0}, expected={0: 2, 1: None})
+    assert store.committed_offsets("billing", "orders") == {0: 3, 1: 0}
+
+
+def test_a_store_with_a_cold_tier_commits_with_the_same_compare_and_set(tmp_path):
+    with open_store(StoreConfig(home=tmp_path / "tiered", tier="posix")) as tiered:
+        tiered.create_topic(TopicConfig(name="orders", queues=1))
+        tiered.create_group(GroupConfig(name="billing"))
+        tiered.put("orders", [Message(b"a", queue=0), Message(b"b", queue=0)])
+        tiered.commit_offsets("billing", "orders", {0: 2}, expected={0: None})
+        with pytest.raises(OffsetConflict):
+            tiered.commit_offsets("billing", "orders", {0: 1}, expected={0: None})
+        assert tiered.committed_offsets("billing", "orders") == {0: 2}
+
+
+def reset(store: MessageStore, to: str) -> None:
+    """Reset `billing` on `orders` as the admin API does."""
+    groups.reset_offsets(store, "billing", OffsetReset(topic="orders", to=to))
+
+
+def test_a_reset_to_earliest_in_the_middle_of_a_delivery_is_replayed(store, worker):
+    def reset_at_m2(delivery: dict[str, Any]) -> None:
+        if delivery["messages"][0]["body"] == "m2" and push_targets.calls["m2"] == 1:
+            reset(store, "earliest")  # while the call delivering m2 is in progress
+
+    push_targets.hook = reset_at_m2
+    push_to(store, "hooked")
+    send(store, *(f"m{n}" for n in range(5)))
+    wait_for(lambda: lag(store) == 0 and not worker.busy, "delivery to finish")
+    bodies = [d["messages"][0]["body"] for d in push_targets.deliveries]
+    assert bodies == ["m0", "m1", "m2", "m0", "m1", "m2", "m3", "m4"]  # replayed from the start, in order
+    assert store.committed_offsets("billing", "orders") == {0: 5, 1: 0}
+
+
+def test_a_reset_to_latest_in_the_middle_of_a_delivery_skips_the_rest(store, worker):
+    def reset_at_m2(delivery: dict[str, Any]) -> None:
+        if delivery["messages"][0]["body"] == "m2":
+            reset(store, "latest")  # skip what m2 is stuck in front of
+
+    push_targets.hook = reset_at_m2
+    push_to(store, "hooked")
+    send(store, *(f"m{n}" for n in range(5)))
+    wait_for(lambda: lag(store) == 0 and not worker.busy, "delivery to finish")
+    send(store, "after")
+    wait_for(lambda: lag(store) == 0 and not worker.busy, "delivery of what came after")
+    assert [d["messages"][0]["body"] for d in push_targets.deliveries] == ["m0", "m1", "m2", "after"]
+    assert store.committed_offsets("billing", "orders") == {0: 6, 1: 0}
+
+
+AFTER_DELETION = 20
+"""Writes a racer still tries once the deletion returned (each must be refused: the group stays deleted)."""
+
+
+def race_deletion(store: MessageStore, name: str) -> list[str]:
+    """Delete group `name` while threads commit offsets for it (on each queue) and set its subscription as fast
+    as they can, each until refused; what each thread ended with."""
+    config = store.get_group(name)
+    pushing = config.model_copy(update={"push": PushSubscription(topic="orders", target="lambda:f")})
+    outcomes: list[str] = []
+    deleted = threading.Event()
+
+    def race(write) -> None:
+        started.wait()
+        try:
+            while not deleted.is_set():
+                write()
+            for _ in range(AFTER_DELETION):
+                write()
+            outcomes.append("went on writing after the deletion")
+        except GroupNotFound:
+            outcomes.append("refused")
+
+    writes = [lambda: store.update_group(pushing)]
+    writes += [partial(store.commit_offsets, name, "orders", {queue: 1}) for queue in (0, 0, 1, 1)]
+    started = threading.Barrier(len(writes) + 1)
+    racers = [threading.Thread(target=race, args=(write,)) for write in writes]
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can: the race is run, not left to chance
+    try:
+        for racer in racers:
+            racer.start()
+        started.wait()
+        store.delete_group(name)
+        deleted.set()
+        for racer in racers:
+            racer.join()
+    finally:
+        sys.setswitchinterval(switch_interval)
+    return outcomes
+
+
+def test_a_deleted_group_stays_deleted_whatever_commits_and_subscription_changes_race_its_deletion(store):
+    send(store, "a", queue=0, notifier=Notices())
+    send(store, "b", queue=1, notifier=Notices())
+    for round_ in range(8 if isinstance(store, ServerlessMessageStore) else 40):
+        name = f"racer-{round_}"
+        store.create_group(GroupConfig(name=name))
+        assert race_deletion(store, name) == ["refused"] * 5
+        with pytest.raises(GroupNotFound):
+            store.get_group(name)
+        store.create_group(GroupConfig(name=name))  # the same name again: a new group, nothing of the old one
+        assert (store.get_group(name).push, store.committed_offsets(name, "orders")) == (None, {})

@@ -20,6 +20,7 @@ from tidemq_store.errors import (
     GroupExists,
     GroupNotFound,
     MessageNotFound,
+    OffsetConflict,
     OffsetOutOfRange,
     TopicExists,
     TopicNotFound,
@@ -124,8 +125,14 @@ class MemoryHotStore(HotStore):
         self.get_group(name)
         del self.groups[name]
 
-    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
-        self.offsets.setdefault((group, topic), {}).update(offsets)
+    def commit_offsets(
+        self, group: str, topic: str, offsets: Mapping[int, int], expected: Mapping[int, int | None] | None = None
+    ) -> None:
+        committed = self.offsets.setdefault((group, topic), {})
+        for queue, offset in (expected or {}).items():
+            if committed.get(queue) != offset:
+                raise OffsetConflict(group, topic, queue, offset, committed.get(queue))
+        committed.update(offsets)
 
     def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.offsets.get((group, topic), {}))

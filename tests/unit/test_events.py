@@ -12,6 +12,7 @@ from functions import store as store_module
 from functions.api.auth import secret_box
 from functions.local_gateway import LocalContext
 from functions.logic import subscriptions, users
+from functions.logic.targets import TargetRules
 from functions.maintenance import handler as maintenance_function
 from functions.push import handler as push_function
 from functions.push import trigger
@@ -21,7 +22,7 @@ from shared.settings import get_settings
 from tests import push_targets
 from tidemq_store import GroupConfig, Message, TopicConfig
 from tidemq_store.acl import AclEntry, UserType
-from tidemq_store.model import PushSubscription
+from tidemq_store.model import PushSpec
 
 EVENTS = Path(__file__).parents[2] / "events"
 SAMPLES = {path: json.loads(path.read_text()) for path in sorted(EVENTS.glob("*.json"))}
@@ -38,6 +39,7 @@ def seeded_store(tmp_path, monkeypatch):
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     monkeypatch.setenv("TIDEMQ_PUSH_TARGET_TIMEOUT_S", "5")  # the push function's 30 s must fit a call
+    monkeypatch.setenv("TIDEMQ_PUSH_PYTHON_TARGETS", push_targets.ALLOWED["TIDEMQ_PUSH_PYTHON_TARGETS"])
     get_settings.cache_clear()
     store = store_module.get_store()
     store.create_topic(TopicConfig(name="orders", queues=4))
@@ -75,8 +77,9 @@ def test_push_sample_event_delivers_the_topic_to_its_push_groups(seeded_store):
     subscriptions.set_push(
         store_module.get_store(),
         "billing",
-        PushSubscription(topic="orders", target="python:tests.push_targets:accept"),
+        PushSpec(topic="orders", target="python:tests.push_targets:accept"),
         trigger.push_notifier(),
+        TargetRules.of(get_settings()),
     )
     push_targets.reset()
     result = push_function.lambda_handler(SAMPLES[PUSH_SAMPLE], LocalContext("tidemq-push"))

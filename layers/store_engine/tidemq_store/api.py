@@ -109,11 +109,20 @@ class MessageStore(ABC):
         """Replace an existing group's config (GroupNotFound if there is none); `created_at` is kept."""
 
     @abstractmethod
-    def delete_group(self, name: str) -> None: ...
+    def delete_group(self, name: str) -> None:
+        """Delete a group with its committed offsets. Serialized with `update_group` and `commit_offsets`: once
+        this returns, neither brings the group or its offsets back (they raise GroupNotFound)."""
 
     @abstractmethod
-    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
-        """Record the group's next offset to consume for each queue (0 <= offset <= max_offset)."""
+    def commit_offsets(
+        self, group: str, topic: str, offsets: Mapping[int, int], expected: Mapping[int, int | None] | None = None
+    ) -> None:
+        """Record the group's next offset to consume for each queue (0 <= offset <= max_offset).
+
+        With `expected`, a compare-and-set: the commit is made only if the group's committed offset on each
+        queue of `expected` is still the value given there (None: never committed); otherwise OffsetConflict
+        (carrying the offset committed now) and nothing changes. Push delivery commits this way, so a reset
+        made while it delivered is not undone."""
 
     @abstractmethod
     def committed_offsets(self, group: str, topic: str) -> dict[int, int]:

@@ -101,6 +101,23 @@ class OffsetOutOfRange(ClientError):
         self.min_offset, self.max_offset = min_offset, max_offset
 
 
+class OffsetConflict(ClientError):
+    """A compare-and-set commit (`MessageStore.commit_offsets(..., expected=...)`) found the group's committed
+    offset on a queue moved from what the caller expected (a reset, or another deliverer's commit); nothing was
+    committed. `actual` is the offset committed now (None: none)."""
+
+    def __init__(self, group: str, topic: str, queue: int, expected: int | None, actual: int | None) -> None:
+        def said(offset: int | None) -> str:
+            return "none" if offset is None else str(offset)
+
+        super().__init__(
+            f"consumer group {group!r} has committed offset {said(actual)} on {topic}:{queue}, "
+            f"not the {said(expected)} expected: it was moved meanwhile (a reset or another commit)"
+        )
+        self.group, self.topic, self.queue = group, topic, queue
+        self.expected, self.actual = expected, actual
+
+
 class MessageNotFound(ClientError):
     def __init__(self, what: str) -> None:
         super().__init__(f"no message {what}")

@@ -147,10 +147,10 @@ class TopicConfig(BaseModel):
     created_at: int = 0
 
 
-class PushSubscription(BaseModel):
-    """What the store keeps of a group's push delivery (RocketMQ's push consumer): the topic and tag filter
-    it delivers, the target, the batch size and the retry policy, each field bounded. The store never
-    delivers: the functions check how `target` is written when a subscription is set, and deliver to it."""
+class PushSpec(BaseModel):
+    """What a group's push delivery (RocketMQ's push consumer) is asked to do: the topic and tag filter it
+    delivers, the target, the batch size and the retry policy, each field bounded. The store never delivers: the
+    functions check how `target` is written when a subscription is set, and deliver to it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -169,12 +169,19 @@ class PushSubscription(BaseModel):
         return tag
 
     @model_validator(mode="after")
-    def _backoff_bounds(self) -> PushSubscription:
+    def _backoff_bounds(self) -> PushSpec:
         if self.backoff_max_ms < self.backoff_base_ms:
             raise ValueError(
                 f"backoff_max_ms ({self.backoff_max_ms}) is below backoff_base_ms ({self.backoff_base_ms})"
             )
         return self
+
+
+class PushSubscription(PushSpec):
+    """What the store keeps of a group's push delivery: its `PushSpec` and the secret its deliveries are signed
+    with (generated when the subscription is set, for the targets that are signed; None for the others)."""
+
+    signing_secret: str | None = Field(default=None, repr=False, description="Key of the deliveries' HMAC.")
 
 
 class GroupConfig(BaseModel):

@@ -105,12 +105,13 @@ def push() -> None:
     \b
     Targets:
       lambda:<function name or ARN>   AWS Lambda, invoked synchronously; raising is a failure
-      http(s)://host/path             a webhook, POSTed the messages as JSON; 2xx is success
-      python:<module>:<callable>      locally, called in the server process; raising is a failure
+      http(s)://host/path             a webhook at a public address (or a host the server allows), POSTed
+                                      the messages as signed JSON; 2xx is success, redirects are failures
+      python:<module>:<callable>      locally, one the server allows, called in its process; raising fails
 
     At least once, in order per queue; the group's offset moves only after the target succeeded; a failed
     call is retried with exponential backoff, and after --max-attempts the messages go to the topic
-    %DLQ%<group>.
+    %DLQ%<group>. A reset of the group's offsets while it pushes is respected.
     """
 
 
@@ -136,7 +137,8 @@ def push_set(
     backoff_max_ms: int | None,
 ) -> None:
     """Push new messages of a topic to a target for consumer group NAME, from its committed offsets (each
-    queue's oldest message if it has none); replaces any subscription the group had."""
+    queue's oldest message if it has none); replaces any subscription the group had. For a webhook, prints the
+    secret its deliveries are signed with (header X-TideMQ-Signature), shown this once."""
     view = Admin(client=client).set_push(
         name,
         topic,
@@ -147,8 +149,14 @@ def push_set(
         backoff_base_ms=backoff_base_ms,
         backoff_max_ms=backoff_max_ms,
     )
-    stdout.print(f"consumer group {name!r} now pushes from topic {topic!r} to {target}")
+    shown = view.push.target if view.push else target
+    stdout.print(f"consumer group {name!r} now pushes from topic {topic!r} to {shown}", markup=False)
     _show(view)
+    if view.signing_secret is not None:
+        stdout.print(
+            f"signing secret (shown only now; receivers verify X-TideMQ-Signature with it): {view.signing_secret}",
+            markup=False,
+        )
 
 
 @push.command("show")

@@ -12,7 +12,9 @@ Write path (one writer at a time, under `_write_lock`): validate the whole batch
 offsets, encode the records, append them with one write(), index them with one RocksDB write batch,
 then (SYNC) wait for the group-committed fsync outside the lock. Readers see only acknowledged data.
 A batch is all or nothing, over any number of queues: its records are one append ending in an
-END_OF_BATCH record, and recovery keeps only whole batches (record.py).
+END_OF_BATCH record, and recovery keeps only whole batches (record.py). Changes of metadata (topics, groups,
+commits) take the same lock, so a group deleted stays deleted and a compare-and-set commit checks and writes
+as one step.
 
 Background work (one thread): a checkpoint every `checkpoint_interval_s`, retention every
 `clean_interval_s`. An error there is logged and the next round tries again. A failed fsync is different:
@@ -44,6 +46,7 @@ from ..errors import (
     GroupNotFound,
     InvalidArgument,
     MessageNotFound,
+    OffsetConflict,
     OffsetOutOfRange,
     StoreClosed,
     StoreFailed,
@@ -214,18 +217,29 @@ class EmbeddedMessageStore(HotStore):
         return config
 
     def delete_group(self, name: str) -> None:
-        self.get_group(name)
-        self.meta.delete_group(name)
+        with self._write_lock:  # serialized with update_group and commit_offsets: nothing brings the group back
+            self._check_open()
+            self.get_group(name)
+            self.meta.delete_group(name)
 
-    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
-        self.get_group(group)
-        config = self.get_topic(topic)
-        for queue, offset in offsets.items():
-            check_queue(config, queue)
-            max_offset = self.max_offset(topic, queue)
-            if not isinstance(offset, int) or not 0 <= offset <= max_offset:
-                raise OffsetOutOfRange(topic, queue, offset, self.cq.min_offset(topic, queue), max_offset)
-        self.meta.commit_offsets(group, topic, dict(offsets))
+    def commit_offsets(
+        self, group: str, topic: str, offsets: Mapping[int, int], expected: Mapping[int, int | None] | None = None
+    ) -> None:
+        with self._write_lock:  # the group's existence and `expected` hold until the write is made
+            self._check_open()
+            self.get_group(group)
+            config = self.get_topic(topic)
+            for queue, offset in offsets.items():
+                check_queue(config, queue)
+                max_offset = self.max_offset(topic, queue)
+                if not isinstance(offset, int) or not 0 <= offset <= max_offset:
+                    raise OffsetOutOfRange(topic, queue, offset, self.cq.min_offset(topic, queue), max_offset)
+            if expected:
+                committed = self.meta.committed_offsets(group, topic)
+                for queue, offset in expected.items():
+                    if committed.get(queue) != offset:
+                        raise OffsetConflict(group, topic, queue, offset, committed.get(queue))
+            self.meta.commit_offsets(group, topic, dict(offsets))
 
     def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
         self.get_group(group)

@@ -190,7 +190,7 @@ class QueueIndex:
                             queues(queue_key(topic, queue)), actions, condition=queues.next_offset == seen
                         )
             except TransactWriteError as error:
-                if not _raced(error):
+                if not raced(error):
                     raise
                 time.sleep(random.uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2**attempt)))  # step back, more each time
                 continue
@@ -373,7 +373,7 @@ def _ref(item) -> BatchRef:
     )
 
 
-def _raced(error: TransactWriteError) -> bool:
+def raced(error: TransactWriteError) -> bool:
     """Whether a transaction failed because another writer got there first (so reading again and retrying is
     right), not for a fault."""
     reasons = [reason.code for reason in error.cancellation_reasons or [] if reason is not None]

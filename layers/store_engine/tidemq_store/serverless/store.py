@@ -17,10 +17,13 @@ queue's hot boundary it reads the cold tier instead (maintenance.py moves messag
 
 from __future__ import annotations
 
+import itertools
+import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from pynamodb.exceptions import DeleteError, DoesNotExist, PutError
+from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, TransactWriteError
+from pynamodb.transactions import TransactWrite
 
 from .. import clock
 from ..acl import UserRecord
@@ -32,6 +35,7 @@ from ..errors import (
     GroupNotFound,
     InvalidArgument,
     MessageNotFound,
+    OffsetConflict,
     OffsetOutOfRange,
     QueueOutOfRange,
     TopicExists,
@@ -60,12 +64,24 @@ from ..model import (
 from ..record import decode_records, encode_batch, message_id, parse_message_id, read_by_id, rebase
 from ..selection import check_read, scan_size
 from .arrivals import ArrivalWatch
-from .queue_index import BatchRef, QueueIndex, QueueMissing, QueueState, is_conditional
+from .queue_index import (
+    BACKOFF_S,
+    MAX_BACKOFF_S,
+    BatchRef,
+    QueueIndex,
+    QueueMissing,
+    QueueState,
+    is_conditional,
+    raced,
+)
 from .segments import SegmentWriter, physical_offset, read_segment, split_physical
 from .tables import Tables
 
 TOPIC_CACHE_S = 5.0
 WAIT_POLL_S = 0.05
+COMMIT_QUEUES = 99  # offsets in one commit transaction (DynamoDB's limit of 100 items, less the group's condition)
+COMMIT_ATTEMPTS = 8  # a commit that met a concurrent transaction on its items tries this many times more
+CONDITION_FAILED = "ConditionalCheckFailed"
 
 
 class ServerlessMessageStore(MessageStore):
@@ -218,6 +234,8 @@ class ServerlessMessageStore(MessageStore):
         return _save_config(groups, "group", updated, groups.name.exists(), GroupNotFound(config.name))
 
     def delete_group(self, name: str) -> None:
+        """The group's item goes first: from then on every commit's condition on it fails, so no commit writes
+        offsets behind the deletion (a commit made before it is in the `by_group` index within a second or so)."""
         self.get_group(name)
         self.tables.groups("group", name).delete()
         offsets = self.tables.offsets
@@ -225,17 +243,56 @@ class ServerlessMessageStore(MessageStore):
             for item in offsets.by_group.query(name):
                 writer.delete(offsets(item.topic, item.slot))
 
-    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
-        self.get_group(group)
+    def commit_offsets(
+        self, group: str, topic: str, offsets: Mapping[int, int], expected: Mapping[int, int | None] | None = None
+    ) -> None:
+        """One TransactWriteItems: a condition that the group's item exists (so a commit never outlives its
+        group's deletion), with `expected` a condition on each of those queues' offset items, and the puts.
+        More than COMMIT_QUEUES queues go in several transactions (a compare-and-set is refused beyond that)."""
         config = self.get_topic(topic)
         for queue, offset in offsets.items():
             check_queue(config, queue)
             state = self.index.state(topic, queue)
             if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= state.next_offset:
                 raise OffsetOutOfRange(topic, queue, offset, state.min_offset, state.next_offset)
-        with self.tables.offsets.batch_write() as writer:
-            for queue, offset in offsets.items():
-                writer.save(self.tables.offsets(topic, _slot(group, queue), group=group, queue=queue, offset=offset))
+        expected = dict(expected or {})
+        queues = sorted(set(offsets) | set(expected))
+        if expected and len(queues) > COMMIT_QUEUES:
+            raise InvalidArgument(f"a compare-and-set commit covers at most {COMMIT_QUEUES} queues, not {len(queues)}")
+        for start in range(0, len(queues), COMMIT_QUEUES):
+            chunk = queues[start : start + COMMIT_QUEUES]
+            self._commit(group, topic, {q: offsets[q] for q in chunk if q in offsets}, expected, chunk)
+
+    def _commit(
+        self, group: str, topic: str, offsets: dict[int, int], expected: dict[int, int | None], queues: list[int]
+    ) -> None:
+        groups, items = self.tables.groups, self.tables.offsets
+        for attempt in itertools.count():
+            try:
+                with TransactWrite(connection=self.tables.connection) as transaction:
+                    transaction.condition_check(groups, "group", group, condition=groups.name.exists())
+                    for queue in queues:
+                        condition = None
+                        if queue in expected:
+                            seen = expected[queue]
+                            condition = items.slot.does_not_exist() if seen is None else items.offset == seen
+                        if queue in offsets:
+                            item = items(topic, _slot(group, queue), group=group, queue=queue, offset=offsets[queue])
+                            transaction.save(item, condition=condition)
+                        else:
+                            transaction.condition_check(items, topic, _slot(group, queue), condition=condition)
+                return
+            except TransactWriteError as error:
+                failed = [i for i, r in enumerate(error.cancellation_reasons or []) if r and r.code == CONDITION_FAILED]
+                if failed and failed[0] == 0:
+                    raise GroupNotFound(group) from None
+                if failed:
+                    queue = queues[failed[0] - 1]
+                    actual = self.committed_offsets(group, topic).get(queue)
+                    raise OffsetConflict(group, topic, queue, expected.get(queue), actual) from None
+                if not raced(error) or attempt >= COMMIT_ATTEMPTS:
+                    raise
+                time.sleep(random.uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2**attempt)))  # a concurrent commit
 
     def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
         self.get_group(group)

@@ -145,8 +145,10 @@ class TieredMessageStore(MessageStore):
     def delete_user(self, name: str) -> None:
         self.hot.delete_user(name)
 
-    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
-        self.hot.commit_offsets(group, topic, offsets)
+    def commit_offsets(
+        self, group: str, topic: str, offsets: Mapping[int, int], expected: Mapping[int, int | None] | None = None
+    ) -> None:
+        self.hot.commit_offsets(group, topic, offsets, expected)
 
     def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
         return self.hot.committed_offsets(group, topic)

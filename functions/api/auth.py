@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pybase64
+
 from functions.logic.users import KEY_BYTES, SecretBox
 from functions.store import get_store
 from shared import signing
@@ -196,7 +198,7 @@ def _body(event: dict[str, Any]) -> bytes:
     body = event.get("body")
     if not body:
         return b""
-    return base64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
+    return pybase64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
 
 
 def authenticator() -> Authenticator:

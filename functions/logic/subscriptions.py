@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from shared.models import GroupPush
 from tidemq_store import GroupConfig, MessageStore
-from tidemq_store.errors import InvalidArgument
+from tidemq_store.errors import InvalidArgument, NoPushSubscription
 from tidemq_store.model import PushSubscription, check_name
 
 from .notifier import PushNotifier
@@ -19,7 +19,11 @@ from .targets import check_target
 
 
 def show_push(store: MessageStore, group: str) -> GroupPush:
-    return _view(store.get_group(group))
+    """The group's push subscription, or NoPushSubscription if it is pulled from (none set, or cleared)."""
+    config = store.get_group(group)
+    if config.push is None:
+        raise NoPushSubscription(group)
+    return _view(config)
 
 
 def set_push(store: MessageStore, group: str, subscription: PushSubscription, notifier: PushNotifier) -> GroupPush:

@@ -72,8 +72,7 @@ def test_a_failing_webhook_is_retried_then_the_message_lands_in_the_dead_letter_
         ({"target": "python:tests.no_such_module:call"}, 400, "does not import"),
         ({"tag": "paid ||"}, 422, "tag filter"),
         ({"max_attempts": 0}, 422, "max_attempts"),
-        ({"backoff_base_ms": 100, "backoff_max_ms": 10}, 422, "backoff_max_ms (10) is below backoff_base_ms (100)"),
-        ({"topic": "no-such-topic"}, 404, "'no-such-topic' does not exist"),
+        ({"topic": "no-such-topic"}, 409, "'no-such-topic' does not exist"),
         ({"group": "no-such-group"}, 404, "'no-such-group' does not exist"),
     ],
 )
@@ -86,7 +85,7 @@ def test_a_bad_registration_gets_a_4xx_saying_why_and_changes_nothing(gateway, c
     group = body.pop("group", "push-bad-group")
     response = httpx.put(f"{gateway.url}/v1/groups/{group}/push", json=body)
     assert response.status_code == status and says in response.json()["message"], response.text
-    assert httpx.get(f"{gateway.url}/v1/groups/push-bad-group/push").json()["push"] is None
+    assert httpx.get(f"{gateway.url}/v1/groups/push-bad-group/push").json()["error"] == "NoPushSubscription"
 
 
 def test_the_cli_sets_shows_and_clears_a_push_subscription(gateway):

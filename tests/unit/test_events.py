@@ -29,14 +29,17 @@ MAINTENANCE_SAMPLES = [EVENTS / "maintenance_retention.json", EVENTS / "maintena
 
 @pytest.fixture
 def seeded_store(tmp_path, monkeypatch):
-    """The state the sample events refer to: topic `orders`, group `billing`, message `order-1001`."""
+    """The state the sample events refer to: topic `orders`, group `billing` (pushed to a Python target), message
+    `order-1001`."""
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     monkeypatch.setenv("TIDEMQ_PUSH_TARGET_TIMEOUT_S", "5")  # the push function's 30 s must fit a call
     get_settings.cache_clear()
     store = store_module.get_store()
     store.create_topic(TopicConfig(name="orders", queues=4))
-    store.create_group(GroupConfig(name="billing"))
+    store.create_group(
+        GroupConfig(name="billing", push=PushSubscription(topic="orders", target="python:tests.push_targets:accept"))
+    )
     first = store.put("orders", [Message(b"order 1001 created", keys=("order-1001",), tag="created")])[0]
     yield first.msg_id
     store_module.close_store()

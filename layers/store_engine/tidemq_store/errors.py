@@ -64,6 +64,14 @@ class QueueOutOfRange(ClientError):
         self.topic, self.queue, self.queue_count = topic, queue, queue_count
 
 
+class QueuesCannotShrink(ClientError):
+    """A topic's queue count can grow, never shrink (its queues hold messages and groups' offsets)."""
+
+    def __init__(self, topic: str, queues: int, asked: int) -> None:
+        super().__init__(f"topic {topic!r} has {queues} queues; queues can grow, not shrink (asked for {asked})")
+        self.topic, self.queues, self.asked = topic, queues, asked
+
+
 class OffsetOutOfRange(ClientError):
     """An offset outside [min_offset, max_offset] of a queue; carries the current range."""
 
@@ -78,6 +86,14 @@ class OffsetOutOfRange(ClientError):
 class MessageNotFound(ClientError):
     def __init__(self, what: str) -> None:
         super().__init__(f"no message {what}")
+
+
+class NoPushSubscription(ClientError):
+    """The consumer group pulls: it has no push subscription (none was set, or it was cleared)."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"consumer group {group!r} has no push subscription: it pulls")
+        self.group = group
 
 
 class StoreClosed(TideMQError):

@@ -44,6 +44,7 @@ from ..errors import (
     InvalidArgument,
     MessageNotFound,
     OffsetOutOfRange,
+    QueuesCannotShrink,
     StoreClosed,
     StoreFailed,
     StoreLocked,
@@ -161,7 +162,7 @@ class EmbeddedMessageStore(HotStore):
                 changes["retention_ms"] = retention_ms
             if queues is not None:
                 if queues < current.queues:
-                    raise InvalidArgument(f"topic {name!r} has {current.queues} queues; queues can grow, not shrink")
+                    raise QueuesCannotShrink(name, current.queues, queues)
                 changes["queues"] = queues
             if attributes is not None:
                 changes["attributes"] = dict(attributes)

@@ -33,6 +33,7 @@ from ..errors import (
     MessageNotFound,
     OffsetOutOfRange,
     QueueOutOfRange,
+    QueuesCannotShrink,
     TopicExists,
     TopicNotFound,
 )
@@ -133,7 +134,7 @@ class ServerlessMessageStore(MessageStore):
             changes["retention_ms"] = retention_ms
         if queues is not None:
             if queues < current.queues:
-                raise InvalidArgument(f"queues can grow, not shrink: {name} has {current.queues}")
+                raise QueuesCannotShrink(name, current.queues, queues)
             changes["queues"] = queues
         if attributes is not None:
             changes["attributes"] = dict(attributes)

@@ -45,6 +45,7 @@ import uvicorn
 
 from functions.api import bounds
 from functions.api.auth import secret_box
+from functions.api.errors import no_route
 from functions.logic import users
 from functions.push import trigger
 from functions.routes import Route, handler_for, routes
@@ -81,6 +82,8 @@ class LocalContext:
 
 
 def match_route(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+    """The route serving `method` at `path` and its path parameters; None if there is none (`no_route` says
+    whether that is a 404 or a 405)."""
     for route in routes():
         if route.method == method:
             found = route.pattern.match(path)
@@ -273,7 +276,8 @@ async def app(scope, receive, send) -> None:
         return
     matched = match_route(scope["method"], scope["path"])
     if matched is None:
-        await _send(send, 404, {"content-type": "application/json"}, b'{"message":"Not found"}')
+        refused = no_route(scope["method"], scope["path"])
+        await _send(send, refused.status_code, refused.headers, refused.body.encode())
         return
     route, path_parameters = matched
     request_id = str(uuid.uuid4())

@@ -1,4 +1,5 @@
-"""The whole HTTP API's OpenAPI 3 document, merged from every function's resolver.
+"""The whole HTTP API's OpenAPI 3 document, merged from every function's resolver, with the links between
+operations (what one answer gives the next request: the topic just created, the id of a message just produced).
 
 python -m functions.openapi > docs/openapi.json
 """
@@ -14,6 +15,47 @@ from functions.api.auth import PUBLIC_PATHS
 
 FUNCTIONS = ("admin", "produce", "consume")
 
+CREATED_TOPIC = {"topic": "$response.body#/name"}
+CREATED_GROUP = {"group": "$response.body#/name"}
+SAME_GROUP = {"group": "$request.path.group"}
+LINKS: dict[tuple[str, str], dict[str, tuple[str, dict]]] = {
+    # (route, success status): {link name: (route it leads to, its parameters)}
+    ("POST /v1/topics", "201"): {
+        "DescribeTopic": ("GET /v1/topics/{topic}", CREATED_TOPIC),
+        "ChangeTopic": ("PATCH /v1/topics/{topic}", CREATED_TOPIC),
+        "DeleteTopic": ("DELETE /v1/topics/{topic}", CREATED_TOPIC),
+        "TierStatus": ("GET /v1/topics/{topic}/tier", CREATED_TOPIC),
+        "UploadNow": ("POST /v1/topics/{topic}/tier/upload", CREATED_TOPIC),
+        "Produce": ("POST /v1/topics/{topic}/messages", CREATED_TOPIC),
+        "ProduceBatch": ("POST /v1/topics/{topic}/batch", CREATED_TOPIC),
+        "ConsumeFirstQueue": ("GET /v1/topics/{topic}/queues/{queue}/messages", {**CREATED_TOPIC, "queue": 0}),
+        "ConsumeFirstQueueBatch": ("GET /v1/topics/{topic}/queues/{queue}/batch", {**CREATED_TOPIC, "queue": 0}),
+        "FirstQueueOffsetForTime": ("GET /v1/topics/{topic}/queues/{queue}/offset", {**CREATED_TOPIC, "queue": 0}),
+    },
+    ("POST /v1/topics/{topic}/messages", "200"): {
+        "MessageById": ("GET /v1/messages/{msg_id}", {"msg_id": "$response.body#/messages/0/msg_id"}),
+        "ConsumeFromIt": (
+            "GET /v1/topics/{topic}/queues/{queue}/messages",
+            {
+                "topic": "$request.path.topic",
+                "queue": "$response.body#/messages/0/queue",
+                "offset": "$response.body#/messages/0/offset",
+            },
+        ),
+    },
+    ("POST /v1/groups", "201"): {
+        "DescribeGroup": ("GET /v1/groups/{group}", CREATED_GROUP),
+        "DeleteGroup": ("DELETE /v1/groups/{group}", CREATED_GROUP),
+        "CommitOffsets": ("POST /v1/groups/{group}/offsets", CREATED_GROUP),
+        "ResetOffsets": ("POST /v1/groups/{group}/reset", CREATED_GROUP),
+        "SetPush": ("PUT /v1/groups/{group}/push", CREATED_GROUP),
+    },
+    ("PUT /v1/groups/{group}/push", "200"): {
+        "ShowPush": ("GET /v1/groups/{group}/push", SAME_GROUP),
+        "ClearPush": ("DELETE /v1/groups/{group}/push", SAME_GROUP),
+    },
+}
+
 
 @cache
 def openapi_json() -> str:
@@ -27,7 +69,9 @@ def openapi_json() -> str:
     )
     for app in resolvers().values():
         merged.add_schema(json.loads(app.get_openapi_json_schema()))
-    return json.dumps(signed_requests(json.loads(merged.get_openapi_json_schema())), indent=2)
+    document = json.loads(merged.get_openapi_json_schema())
+    add_links(document)
+    return json.dumps(signed_requests(document), indent=2)
 
 
 def signed_requests(document: dict) -> dict:
@@ -49,6 +93,20 @@ def signed_requests(document: dict) -> dict:
             operation["responses"].setdefault("401", {"description": "No, or bad, credentials", **error})
             operation["responses"].setdefault("403", {"description": "Not allowed", **error})
     return document
+
+
+def add_links(document: dict) -> None:
+    """Put LINKS into `document`, each naming the operation it leads to by its operationId."""
+
+    def operation(route: str) -> dict:
+        method, path = route.split(" ", 1)
+        return document["paths"][path][method.lower()]
+
+    for (route, status), links in LINKS.items():
+        operation(route)["responses"][status]["links"] = {
+            name: {"operationId": operation(target)["operationId"], "parameters": parameters}
+            for name, (target, parameters) in links.items()
+        }
 
 
 if __name__ == "__main__":

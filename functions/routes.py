@@ -52,3 +52,9 @@ def routes() -> tuple[Route, ...]:
                 if getattr(item, method, None) is not None:
                     table.append(Route(method.upper(), path, function))
     return tuple(table)
+
+
+def allowed_methods(path: str) -> tuple[str, ...]:
+    """The methods some route serves at `path`, sorted (empty: no route has this path): what a 405 names in
+    its `Allow` header."""
+    return tuple(sorted({route.method for route in routes() if route.pattern.match(path)}))

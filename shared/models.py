@@ -3,30 +3,150 @@
 from __future__ import annotations
 
 import base64
-import binascii
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from tidemq_store import model
 from tidemq_store.acl import MAX_POLICY_ENTRIES, AclEntry, UserName, UserType
-from tidemq_store.model import (
-    HOUR_MS,
-    MAX_QUEUES,
-    Attributes,
-    GroupName,
-    MessageType,
-    StoredMessage,
-    TopicName,
-)
+from tidemq_store.config import StoreConfig
+from tidemq_store.model import HOUR_MS, MAX_QUEUES, NAME_RULE, Attributes, MessageType, StoredMessage, TagFilter
 
 from .push_target import TARGET_FORMS, checked_push_target, shown_target
 
 BodyEncoding = Literal["utf-8", "base64"]
 
+# ---- what the server enforces, declared so that docs/openapi.json says it ---------------------------
+# Each pattern below is the JSON Schema spelling of a check the engine makes (tests/unit/test_models.py holds
+# them equal); the checks themselves stay where they are, so their messages stay the engine's own.
+
+MAX_JSON_INTEGER = 2**53 - 1
+"""The largest offset, timestamp or duration the API takes: every JSON parser reads it exactly (JavaScript's
+Number.MAX_SAFE_INTEGER), and the store keeps it (u64 keys in RocksDB, numbers in DynamoDB)."""
+
+MAX_BATCH_MESSAGES = StoreConfig.model_fields["max_batch_messages"].default
+"""Most messages one JSON produce request may carry (`TIDEMQ_MAX_BATCH_MESSAGES` at its default)."""
+
+_CONTROL = r"\x00-\x1f"
+_SPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""Python's whitespace (`str.isspace`, `str.strip`), spelled out: ECMA's `\\s` is not the same set."""
+
+NAME_PATTERN = f"^{NAME_RULE.pattern}$"
+KEY_PATTERN = f"^[^{_CONTROL}{_SPACE}]+$"
+"""A message key: no control characters, no whitespace (keys are stored joined by spaces)."""
+_BLANK_OR_STAR = f"[{_SPACE}]*\\*?[{_SPACE}]*"
+TAG_PATTERN = f"^(?!{_BLANK_OR_STAR}$)(?![^{_CONTROL}]*\\|\\|)[^{_CONTROL}]+$"
+"""A message's tag: no control characters, not blank, not `*`, no `||` (those are the filter's syntax)."""
+_FILTER_PART = f"(?!{_BLANK_OR_STAR}(?:\\|\\||$))(?:[^|]|\\|(?!\\|))+"
+TAG_FILTER_PATTERN = f"^(?:{_BLANK_OR_STAR}|{_FILTER_PART}(?:\\|\\|{_FILTER_PART})*)$"
+"""A tag filter (`TagFilter.parse`): blank or `*` (every message), or tags joined by `||`, none blank or `*`."""
+PROPERTY_NAME_SCHEMA = {"pattern": f"^[^{_CONTROL}]+$", "not": {"enum": sorted(("KEYS", "TAGS"))}}
+PROPERTY_VALUE_PATTERN = "^[^\\x01\\x02]*$"
+"""Property names carry no control character and are not the reserved KEYS and TAGS; values carry no \\x01 or
+\\x02 (RocketMQ's separators in the stored properties)."""
+BASE64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+_BASE64 = re.compile(BASE64_PATTERN.strip("^$"))
+MSG_ID_PATTERN = "^[0-9a-f]{24}$"
+_PORT = "(?:0*(?:[0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+"""A URL's port as Python reads it: none, or a number from 0 to 65535, leading zeros allowed."""
+TARGET_PATTERN = (
+    "^(?:lambda:(?:arn:aws[A-Za-z-]*:lambda:[a-z0-9-]+:[0-9]{12}:function:)?[A-Za-z0-9_-]{1,64}"
+    "(?::(?:\\$LATEST|[A-Za-z0-9_-]{1,128}))?"
+    f"|https?://(?:[^{_SPACE}/?#]*@)?[^{_SPACE}/?#@:\\[\\]]+(?::{_PORT})?(?:[/?#][^{_SPACE}]*)?)$"
+)
+"""The push targets anyone may register, as `shared.push_target` reads them: a Lambda function or a webhook (one
+at an IPv6 literal is taken but not declared). `python:` targets are the operator's, for local runs: taken, not
+declared."""
+_QUEUE_NUMBER = "(?:[0-9]|[1-9][0-9]|[1-9][0-9]{2}|10[01][0-9]|102[0-3])"
+QUEUE_KEY_PATTERN = f"^{_QUEUE_NUMBER}$"
+"""A queue number as a JSON object key: 0..MAX_QUEUES-1 (1023) in decimal, no sign, no leading zero."""
+
+
+def name_schema(kind: str, max_length: int = 127) -> WithJsonSchema:
+    """The JSON Schema of a topic or group name (`check_name` checks it)."""
+    return WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": NAME_PATTERN,
+            "minLength": 1,
+            "maxLength": max_length,
+            "description": f"A {kind} name: letters, digits and `_ % | -`, at most {max_length} characters.",
+        }
+    )
+
+
+def checked_tag_filter(expression: str) -> str:
+    """`expression` if it is a tag filter (`TagFilter.parse`), else InvalidArgument saying why (a ValueError)."""
+    TagFilter.parse(expression)
+    return expression
+
+
+TopicName = Annotated[model.TopicName, name_schema("topic")]
+GroupName = Annotated[model.GroupName, name_schema("group")]
+QueueIndex = Annotated[int, Field(ge=0, le=MAX_QUEUES - 1)]
+MessageId = Annotated[str, Field(pattern=MSG_ID_PATTERN, description="24 lowercase hexadecimal digits.")]
+Offset = Annotated[int, Field(ge=0, le=MAX_JSON_INTEGER)]
+TagFilterText = Annotated[
+    str,
+    AfterValidator(checked_tag_filter),
+    WithJsonSchema(
+        {"type": "string", "pattern": TAG_FILTER_PATTERN, "description": "Tag filter: `*`, or tags joined by `||`."}
+    ),
+]
+
+
+def json_integer(value: Any) -> Any:
+    """JSON's integers as JSON Schema has them: a number without a fraction (`2.0` is one), never `true` or a
+    string of digits, which pydantic's lax mode would take for one."""
+    if isinstance(value, bool | str):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+def _is_integer(annotation: Any) -> bool:
+    if get_origin(annotation) is Annotated:
+        return _is_integer(get_args(annotation)[0])
+    return annotation is int or any(_is_integer(arg) for arg in get_args(annotation))
+
+
+def integer_fields(model: type[BaseModel], value: Any, info: ValidationInfo) -> Any:
+    """`json_integer` for the fields of `model` declared as integers (a `field_validator("*")` of it)."""
+    return json_integer(value) if _is_integer(model.model_fields[info.field_name].annotation) else value
+
+
+def _queue_key(value: Any) -> Any:
+    """A queue number as a JSON object key ("0", "7"), or as an int from Python callers."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_QUEUES:
+        return value
+    if not isinstance(value, str) or not re.fullmatch(QUEUE_KEY_PATTERN, value):
+        raise PydanticCustomError("queue_key", "a queue is a number 0..1023, without sign or leading zero")
+    return int(value)
+
+
+QueueKey = Annotated[int, BeforeValidator(_queue_key), WithJsonSchema({"type": "string", "pattern": QUEUE_KEY_PATTERN})]
+
 
 class ApiModel(BaseModel):
+    """A JSON body of the API: no field beyond those declared, and integers only where integers are declared."""
+
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _json_integers(cls, value: Any, info: ValidationInfo) -> Any:
+        return integer_fields(cls, value, info)
 
 
 class ErrorBody(ApiModel):
@@ -48,7 +168,9 @@ class Health(ApiModel):
 class TopicSpec(ApiModel):
     name: TopicName
     queues: int = Field(default=8, ge=1, le=MAX_QUEUES)
-    retention_ms: int | None = Field(default=72 * HOUR_MS, ge=1000, description="null keeps messages forever.")
+    retention_ms: int | None = Field(
+        default=72 * HOUR_MS, ge=1000, le=MAX_JSON_INTEGER, description="null keeps messages forever."
+    )
     message_type: MessageType = MessageType.NORMAL
     attributes: Attributes = Field(default_factory=dict)
 
@@ -99,8 +221,10 @@ class TierUpload(ApiModel):
 class TopicChange(ApiModel):
     """Fields to change; absent fields stay as they are (`retention_ms: null` keeps forever)."""
 
-    retention_ms: int | None = Field(default=None, ge=1000)
-    queues: int | None = Field(default=None, ge=1, le=MAX_QUEUES, description="Queues can grow, not shrink.")
+    retention_ms: int | None = Field(default=None, ge=1000, le=MAX_JSON_INTEGER)
+    queues: int | None = Field(
+        default=None, ge=1, le=MAX_QUEUES, description="Queues can grow, not shrink (fewer than now: 409)."
+    )
     attributes: Attributes | None = None
 
 
@@ -108,12 +232,34 @@ class TopicChange(ApiModel):
 
 
 class MessageIn(ApiModel):
+    """One message to produce. Its body and properties together take at most `TIDEMQ_MAX_MESSAGE_BYTES`
+    (4 MiB), the properties (keys, tag and user properties, encoded) at most 32767 bytes: over either, 413."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            # a base64 body is valid base64: what `body_bytes` decodes
+            "if": {"properties": {"body_encoding": {"const": "base64"}}, "required": ["body_encoding"]},
+            "then": {"properties": {"body": {"pattern": BASE64_PATTERN}}},
+        }
+    )
+
     body: str
     body_encoding: BodyEncoding = "utf-8"
-    keys: list[str] = Field(default_factory=list)
-    tag: str | None = None
-    properties: dict[str, str] = Field(default_factory=dict)
-    queue: int | None = Field(default=None, ge=0, description="Target queue; default: by sharding key, else any.")
+    keys: list[Annotated[str, WithJsonSchema({"type": "string", "pattern": KEY_PATTERN})]] = Field(
+        default_factory=list, description="Keys to look the message up by: no whitespace or control characters."
+    )
+    tag: Annotated[str, WithJsonSchema({"type": "string", "pattern": TAG_PATTERN})] | None = Field(
+        default=None, description="One tag for consumers' tag filters: not blank, not `*`, no `||`."
+    )
+    properties: dict[str, str] = Field(
+        default_factory=dict,
+        json_schema_extra={
+            "propertyNames": PROPERTY_NAME_SCHEMA,
+            "additionalProperties": {"type": "string", "pattern": PROPERTY_VALUE_PATTERN},
+        },
+        description="User properties. Names: no control characters, not KEYS or TAGS; values: no \\x01 or \\x02.",
+    )
+    queue: QueueIndex | None = Field(default=None, description="Target queue; default: by sharding key, else any.")
     sharding_key: str | None = Field(default=None, min_length=1, description="Same key, same queue: order per key.")
 
     @model_validator(mode="after")
@@ -124,14 +270,14 @@ class MessageIn(ApiModel):
     def body_bytes(self) -> bytes:
         if self.body_encoding == "utf-8":
             return self.body.encode()
-        try:
-            return base64.b64decode(self.body, validate=True)
-        except binascii.Error:
-            raise ValueError("body is not valid base64") from None
+        # RFC 4648 base64, padding and all, as BASE64_PATTERN declares (the decoder alone takes a stray "=" too)
+        if not _BASE64.fullmatch(self.body):
+            raise ValueError("body is not valid base64")
+        return base64.b64decode(self.body)
 
 
 class ProduceRequest(ApiModel):
-    messages: list[MessageIn] = Field(min_length=1)
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_BATCH_MESSAGES)
 
 
 class PutView(ApiModel):
@@ -211,9 +357,17 @@ class PushSubscription(model.PushSpec):
 
     # What the API takes, and shows of the store's record (`ShownPush`): `target` checked against the
     # push-target grammar, so that a malformed one is a 422 naming the field.
+    topic: TopicName
     target: Annotated[str, AfterValidator(checked_push_target)] = Field(
-        description=f"Where messages go: {TARGET_FORMS}. Shown with `***` for a webhook URL's credentials."
+        description=f"Where messages go: {TARGET_FORMS}. Shown with `***` for a webhook URL's credentials.",
+        json_schema_extra={"pattern": TARGET_PATTERN},
     )
+    tag: TagFilterText = "*"
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _json_integers(cls, value: Any, info: ValidationInfo) -> Any:
+        return integer_fields(cls, value, info)
 
 
 def _shown(push: object) -> object:
@@ -228,7 +382,7 @@ def _shown(push: object) -> object:
     return push
 
 
-ShownPush = Annotated[PushSubscription | None, BeforeValidator(_shown)]
+ShownPush = Annotated[PushSubscription, BeforeValidator(_shown)]
 """A group's push subscription as every answer shows it (made from the store's record too)."""
 
 
@@ -238,7 +392,7 @@ class GroupSpec(ApiModel):
 
 
 class GroupView(GroupSpec):
-    push: ShownPush = Field(default=None, description="Set: a push group (see .../push).")
+    push: ShownPush | None = Field(default=None, description="Set: a push group (see .../push).")
     created_at: int
 
 
@@ -268,13 +422,26 @@ class GroupDescription(GroupView):
 
 class OffsetCommit(ApiModel):
     topic: TopicName
-    offsets: dict[int, int] = Field(min_length=1, description="Next offset to consume, by queue.")
+    offsets: dict[QueueKey, Annotated[Offset, BeforeValidator(json_integer)]] = Field(
+        min_length=1,
+        description="Next offset to consume, by queue (in the queue's range, else 409).",
+        json_schema_extra={"additionalProperties": False},
+    )
 
 
 class OffsetReset(ApiModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"to": {"const": "timestamp"}}},
+            "then": {"required": ["timestamp"], "properties": {"timestamp": {"type": "integer"}}},
+        }
+    )
+
     topic: TopicName
     to: Literal["earliest", "latest", "timestamp"]
-    timestamp: int | None = Field(default=None, ge=0, description="Required when `to` is timestamp (ms).")
+    timestamp: int | None = Field(
+        default=None, ge=0, le=MAX_JSON_INTEGER, description="Required when `to` is timestamp (ms)."
+    )
 
     @model_validator(mode="after")
     def _timestamp_given(self) -> OffsetReset:
@@ -293,7 +460,7 @@ class CommittedOffsets(ApiModel):
 
 
 class GroupPush(ApiModel):
-    """A group's push subscription (null: the group is not pushed to) and where its dead letters go."""
+    """A group's push subscription and where its dead letters go."""
 
     group: str
     push: ShownPush

@@ -7,18 +7,20 @@ from __future__ import annotations
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response, content_types
-from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.api.auth import authenticator, caller, require, require_any, require_super, secret_box, visible
 from functions.api.errors import responses
 from functions.api.observability import metrics
+from functions.api.params import GroupInPath, MessageIdInPath, PushGroupInPath, QueueInPath, TopicInPath, UserInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import groups, queries, subscriptions, tiers, topics, users
 from functions.logic.targets import TargetRules
 from functions.push.trigger import push_notifier
 from functions.store import get_store
 from shared.models import (
+    MAX_JSON_INTEGER,
     AclRevoke,
     Caller,
     CommittedOffsets,
@@ -40,6 +42,7 @@ from shared.models import (
     TopicChange,
     TopicDescription,
     TopicList,
+    TopicName,
     TopicSpec,
     TopicView,
     UserCreated,
@@ -50,7 +53,7 @@ from shared.models import (
 from shared.settings import get_settings
 from tidemq_store import acl
 from tidemq_store.acl import AclEntry, Action
-from tidemq_store.errors import InvalidArgument
+from tidemq_store.errors import AccessDenied
 
 app = new_resolver()
 
@@ -83,34 +86,34 @@ def create_topic(spec: TopicSpec) -> TopicView:
     return topics.create_topic(get_store(), spec)
 
 
-@app.get("/v1/topics", tags=["topics"], responses=responses(400))
+@app.get("/v1/topics", tags=["topics"], responses=responses())
 def list_topics(after: After = None, limit: Limit = 100) -> TopicList:
     """A page of the topics the caller may see (List or Get); `next_after` pages through all of them."""
     page = topics.list_topics(get_store(), after, limit)
     return page.model_copy(update={"topics": [t for t in page.topics if visible(acl.topic(t.name))]})
 
 
-@app.get("/v1/topics/<topic>", tags=["topics"], responses=responses(400, 404))
-def describe_topic(topic: Annotated[str, Path()]) -> TopicDescription:
+@app.get("/v1/topics/<topic>", tags=["topics"], responses=responses(404))
+def describe_topic(topic: TopicInPath) -> TopicDescription:
     require_any(acl.topic(topic), Action.GET, Action.PUB, Action.SUB)  # producers and consumers learn its queues
     return topics.describe_topic(get_store(), topic)
 
 
-@app.patch("/v1/topics/<topic>", tags=["topics"], responses=responses(415, 400, 404))
-def change_topic(topic: Annotated[str, Path()], change: TopicChange) -> TopicView:
+@app.patch("/v1/topics/<topic>", tags=["topics"], responses=responses(415, 400, 404, 409))
+def change_topic(topic: TopicInPath, change: TopicChange) -> TopicView:
     require((acl.topic(topic), Action.UPDATE))
     return topics.change_topic(get_store(), topic, change)
 
 
-@app.delete("/v1/topics/<topic>", tags=["topics"], responses=responses(400, 404, ok=204))
-def delete_topic(topic: Annotated[str, Path()]):
+@app.delete("/v1/topics/<topic>", tags=["topics"], responses=responses(404, ok=204))
+def delete_topic(topic: TopicInPath):
     require((acl.topic(topic), Action.DELETE))
     topics.delete_topic(get_store(), topic)
     return Response(204)
 
 
-@app.get("/v1/topics/<topic>/tier", tags=["topics"], responses=responses(400, 404))
-def tier_status(topic: Annotated[str, Path()]) -> TierStatus:
+@app.get("/v1/topics/<topic>/tier", tags=["topics"], responses=responses(404))
+def tier_status(topic: TopicInPath) -> TierStatus:
     """Per queue: the hot minimum, the cold range and the upload lag (also as metrics)."""
     require((acl.topic(topic), Action.GET))
     status = tiers.tier_status(get_store(), topic)
@@ -125,8 +128,8 @@ def tier_status(topic: Annotated[str, Path()]) -> TierStatus:
     return status
 
 
-@app.post("/v1/topics/<topic>/tier/upload", tags=["topics"], responses=responses(400, 404))
-def upload_now(topic: Annotated[str, Path()]) -> TierUpload:
+@app.post("/v1/topics/<topic>/tier/upload", tags=["topics"], responses=responses(404))
+def upload_now(topic: TopicInPath) -> TierUpload:
     """Upload the topic's waiting messages to the cold tier now, instead of at their age or size."""
     require((acl.topic(topic), Action.UPDATE))
     return tiers.upload_now(get_store(), topic)
@@ -136,16 +139,16 @@ def upload_now(topic: Annotated[str, Path()]) -> TierUpload:
 
 
 @app.get("/v1/messages/<msg_id>", tags=["queries"], responses=responses(404))
-def message_by_id(msg_id: Annotated[str, Path()]) -> MessageView:
+def message_by_id(msg_id: MessageIdInPath) -> MessageView:
     """The message with this id, if the caller may Get its topic."""
     message = queries.message_by_id(get_store(), msg_id)
     require((acl.topic(message.topic), Action.GET))
     return message
 
 
-@app.get("/v1/topics/<topic>/messages", tags=["queries"], responses=responses(400, 404))
+@app.get("/v1/topics/<topic>/messages", tags=["queries"], responses=responses(404))
 def messages_by_key(
-    topic: Annotated[str, Path()],
+    topic: TopicInPath,
     key: Annotated[str, Query(min_length=1, description="Message key to look up.")],
     limit: Annotated[int, Query(ge=1, le=1000)] = 32,
 ) -> MessageList:
@@ -153,11 +156,11 @@ def messages_by_key(
     return queries.messages_by_key(get_store(), topic, key, limit)
 
 
-@app.get("/v1/topics/<topic>/queues/<queue>/offset", tags=["queries"], responses=responses(400, 404))
+@app.get("/v1/topics/<topic>/queues/<queue>/offset", tags=["queries"], responses=responses(404))
 def offset_for_time(
-    topic: Annotated[str, Path()],
-    queue: Annotated[int, Path()],
-    timestamp: Annotated[int, Query(ge=0, description="ms since the epoch")],
+    topic: TopicInPath,
+    queue: QueueInPath,
+    timestamp: Annotated[int, Query(ge=0, le=MAX_JSON_INTEGER, description="ms since the epoch")],
 ) -> OffsetForTime:
     require((acl.topic(topic), Action.GET))
     return queries.offset_for_time(get_store(), topic, queue, timestamp)
@@ -172,17 +175,19 @@ def create_group(spec: GroupSpec) -> GroupView:
     return groups.create_group(get_store(), spec)
 
 
-@app.get("/v1/groups", tags=["groups"], responses=responses(400))
+@app.get("/v1/groups", tags=["groups"], responses=responses())
 def list_groups(after: After = None, limit: Limit = 100) -> GroupList:
     """A page of the groups the caller may see (List or Get); `next_after` pages through all of them."""
     page = groups.list_groups(get_store(), after, limit)
     return page.model_copy(update={"groups": [g for g in page.groups if visible(acl.group(g.name))]})
 
 
-@app.get("/v1/groups/<group>", tags=["groups"], responses=responses(400, 404))
+@app.get("/v1/groups/<group>", tags=["groups"], responses=responses(404))
 def describe_group(
-    group: Annotated[str, Path()],
-    topic: Annotated[str | None, Query(description="Only this topic (default: every topic with commits).")] = None,
+    group: GroupInPath,
+    topic: Annotated[
+        TopicName | None, Query(description="Only this topic (default: every topic with commits).")
+    ] = None,
 ) -> GroupDescription:
     require_any(acl.group(group), Action.GET, Action.SUB)  # a consumer reads its group's offsets
     if topic:
@@ -190,21 +195,21 @@ def describe_group(
     return groups.describe_group(get_store(), group, topic)
 
 
-@app.delete("/v1/groups/<group>", tags=["groups"], responses=responses(400, 404, ok=204))
-def delete_group(group: Annotated[str, Path()]):
+@app.delete("/v1/groups/<group>", tags=["groups"], responses=responses(404, ok=204))
+def delete_group(group: GroupInPath):
     require((acl.group(group), Action.DELETE))
     groups.delete_group(get_store(), group)
     return Response(204)
 
 
-@app.post("/v1/groups/<group>/offsets", tags=["groups"], responses=responses(415, 400, 404, 416))
-def commit_offsets(group: Annotated[str, Path()], commit: OffsetCommit) -> CommittedOffsets:
+@app.post("/v1/groups/<group>/offsets", tags=["groups"], responses=responses(415, 400, 404, 409))
+def commit_offsets(group: GroupInPath, commit: OffsetCommit) -> CommittedOffsets:
     require((acl.group(group), Action.SUB), (acl.topic(commit.topic), Action.SUB))
     return groups.commit_offsets(get_store(), group, commit.topic, commit.offsets)
 
 
-@app.post("/v1/groups/<group>/reset", tags=["groups"], responses=responses(415, 400, 404))
-def reset_offsets(group: Annotated[str, Path()], reset: OffsetReset) -> CommittedOffsets:
+@app.post("/v1/groups/<group>/reset", tags=["groups"], responses=responses(415, 400, 404, 409))
+def reset_offsets(group: GroupInPath, reset: OffsetReset) -> CommittedOffsets:
     require((acl.group(group), Action.UPDATE), (acl.topic(reset.topic), Action.SUB))
     return groups.reset_offsets(get_store(), group, reset)
 
@@ -212,8 +217,8 @@ def reset_offsets(group: Annotated[str, Path()], reset: OffsetReset) -> Committe
 # ---- push delivery -------------------------------------------------------------------------------
 
 
-@app.put("/v1/groups/<group>/push", tags=["groups"], responses=responses(415, 400, 404))
-def set_push(group: Annotated[str, Path()], subscription: PushSubscription) -> PushSubscribed:
+@app.put("/v1/groups/<group>/push", tags=["groups"], responses=responses(415, 400, 404, 409))
+def set_push(group: PushGroupInPath, subscription: PushSubscription) -> PushSubscribed:
     """Push the topic's new messages to a target (a Lambda function, an HTTP webhook, locally a Python
     callable the operator allows), at least once and in order per queue, retrying with backoff, then to
     `%DLQ%<group>`. A webhook must be at a public address (or a host the operator allows) and answer the
@@ -224,15 +229,15 @@ def set_push(group: Annotated[str, Path()], subscription: PushSubscription) -> P
     return subscriptions.set_push(store, group, subscription, push_notifier(), TargetRules.of(get_settings()))
 
 
-@app.get("/v1/groups/<group>/push", tags=["groups"], responses=responses(400, 404))
-def show_push(group: Annotated[str, Path()]) -> GroupPush:
-    """The group's push subscription (`push` null: none) and its dead-letter topic."""
+@app.get("/v1/groups/<group>/push", tags=["groups"], responses=responses(404, 409))
+def show_push(group: GroupInPath) -> GroupPush:
+    """The group's push subscription and its dead-letter topic; 409 if it has none (the group pulls)."""
     require((acl.group(group), Action.GET))
     return subscriptions.show_push(get_store(), group)
 
 
-@app.delete("/v1/groups/<group>/push", tags=["groups"], responses=responses(400, 404, ok=204))
-def clear_push(group: Annotated[str, Path()]):
+@app.delete("/v1/groups/<group>/push", tags=["groups"], responses=responses(404, ok=204))
+def clear_push(group: GroupInPath):
     """Stop pushing to the group; its committed offsets stay."""
     require((acl.group(group), Action.UPDATE))
     subscriptions.clear_push(get_store(), group, push_notifier())
@@ -249,33 +254,33 @@ def create_user(spec: UserSpec) -> UserCreated:
     return users.create_user(get_store(), secret_box(), spec)
 
 
-@app.get("/v1/users", tags=["users"], responses=responses(400))
+@app.get("/v1/users", tags=["users"], responses=responses())
 def list_users(after: After = None, limit: Limit = 100) -> UserList:
     require_super()
     page = get_store().list_users(after, limit)
     return UserList(users=[users.view(user) for user in page], next_after=page.next_after)
 
 
-@app.get("/v1/users/<user>", tags=["users"], responses=responses(400, 404))
-def describe_user(user: Annotated[str, Path()]) -> UserView:
+@app.get("/v1/users/<user>", tags=["users"], responses=responses(404))
+def describe_user(user: UserInPath) -> UserView:
     """A user and its policies (never its secret). Users may read their own."""
     if user != caller().user.name:
         require_super()
     return users.view(get_store().get_user(user))
 
 
-@app.delete("/v1/users/<user>", tags=["users"], responses=responses(400, 404, ok=204))
-def delete_user(user: Annotated[str, Path()]):
+@app.delete("/v1/users/<user>", tags=["users"], responses=responses(404, ok=204))
+def delete_user(user: UserInPath):
     require_super()
     if user == caller().user.name:
-        raise InvalidArgument("a super user cannot delete itself: another super user can")
+        raise AccessDenied("a super user cannot delete itself: another super user can")
     get_store().delete_user(user)
     authenticator().forget(user)
     return Response(204)
 
 
-@app.post("/v1/users/<user>/rotate", tags=["users"], responses=responses(400, 404))
-def rotate_secret(user: Annotated[str, Path()]) -> UserCreated:
+@app.post("/v1/users/<user>/rotate", tags=["users"], responses=responses(404))
+def rotate_secret(user: UserInPath) -> UserCreated:
     """A new secret key for the user, shown this once; the old one stops working."""
     require_super()
     rotated = users.rotate_secret(get_store(), secret_box(), user)
@@ -283,8 +288,8 @@ def rotate_secret(user: Annotated[str, Path()]) -> UserCreated:
     return rotated
 
 
-@app.post("/v1/users/<user>/acl", tags=["users"], responses=responses(415, 400, 404))
-def grant(user: Annotated[str, Path()], entry: AclEntry) -> UserView:
+@app.post("/v1/users/<user>/acl", tags=["users"], responses=responses(415, 404, 409))
+def grant(user: UserInPath, entry: AclEntry) -> UserView:
     """Add a policy entry (resource, actions, Allow or Deny, source CIDRs) to the user."""
     require_super()
     granted = users.grant(get_store(), user, entry)
@@ -292,8 +297,8 @@ def grant(user: Annotated[str, Path()], entry: AclEntry) -> UserView:
     return granted
 
 
-@app.post("/v1/users/<user>/acl/revoke", tags=["users"], responses=responses(415, 400, 404))
-def revoke(user: Annotated[str, Path()], revocation: AclRevoke) -> UserView:
+@app.post("/v1/users/<user>/acl/revoke", tags=["users"], responses=responses(415, 404, 409))
+def revoke(user: UserInPath, revocation: AclRevoke) -> UserView:
     """Remove the user's policy entries on a resource."""
     require_super()
     revoked = users.revoke(get_store(), user, revocation.resource)

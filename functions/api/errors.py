@@ -1,15 +1,23 @@
 """The one place that maps engine errors to HTTP status codes.
 
 A `ClientError` becomes a 4xx whose JSON body (`shared.models.ErrorBody`) says what was wrong; a request that
-breaks the schema is a 422 naming each offending field. `StoreFailed` (the store stopped taking writes, e.g. after
-a failed fsync) and `StoreUnavailable` (this request could not be served now, nothing changed) are 503s that say
-why, so a load balancer, a client's retry and an operator see it. Anything else is a bug or an
-outage: a 500 that says only that, with the details in the log.
+breaks the schema (docs/openapi.json declares every constraint the server checks) is a 422 naming each offending
+field. `StoreFailed` (the store stopped taking writes, e.g. after a failed fsync) and `StoreUnavailable` (this
+request could not be served now, nothing changed) are 503s that say why, so a load balancer, a client's retry and
+an operator see it. Anything else is a bug or an outage: a 500 that says only that, with the details in the log.
+
+A request the schema allows is refused only for what the store holds now, and says so with the status HTTP has
+for it: 404 when what the URL names does not exist (the topic of `/v1/topics/orders`, queue 5 of
+`.../queues/5/messages`), 409 when the request conflicts with the current state: a topic or queue named in the body
+that does not exist (a commit on topic `orders` before it is created), an offset outside the queue's range, fewer
+queues than the topic has, the push subscription of a group that pulls. A client that validates against the document
+before sending gets nothing else.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
@@ -17,6 +25,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestValidationError,
 )
 
+from functions.routes import allowed_methods
 from shared.models import ErrorBody
 from tidemq_store.errors import (
     AccessDenied,
@@ -27,10 +36,13 @@ from tidemq_store.errors import (
     InvalidBatch,
     MessageNotFound,
     MessageTooLarge,
+    NoPushSubscription,
     OffsetConflict,
     OffsetOutOfRange,
     Overloaded,
+    PolicyConflict,
     QueueOutOfRange,
+    QueuesCannotShrink,
     StoreFailed,
     StoreUnavailable,
     TopicExists,
@@ -43,9 +55,9 @@ from tidemq_store.errors import (
 STATUS: dict[type[ClientError | Overloaded], int] = {
     InvalidArgument: 400,
     InvalidBatch: 400,
-    QueueOutOfRange: 400,
     Unauthenticated: 401,
     AccessDenied: 403,
+    QueueOutOfRange: 404,
     TopicNotFound: 404,
     GroupNotFound: 404,
     UserNotFound: 404,
@@ -54,21 +66,49 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     GroupExists: 409,
     UserExists: 409,
     OffsetConflict: 409,
+    QueuesCannotShrink: 409,
+    NoPushSubscription: 409,
+    PolicyConflict: 409,
+    OffsetOutOfRange: 409,
     MessageTooLarge: 413,
-    OffsetOutOfRange: 416,
     Overloaded: 503,
 }
 
 
-def status_of(error: ClientError | Overloaded) -> int:
-    for cls in type(error).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 400
+def named_in_url(error: ClientError, url_parameters: Mapping[str, str]) -> bool:
+    """Whether the topic, group or queue `error` did not find is the one the request's path or query names (the
+    target resource), rather than one its body names."""
+    if isinstance(error, TopicNotFound):
+        return url_parameters.get("topic") == error.topic
+    if isinstance(error, GroupNotFound):
+        return url_parameters.get("group") == error.group
+    if isinstance(error, QueueOutOfRange):
+        return "queue" in url_parameters  # no route takes a queue in its path and another in its body
+    return True
+
+
+def status_of(error: ClientError | Overloaded, url_parameters: Mapping[str, str] | None = None) -> int:
+    """The error's status: its class's (the nearest in STATUS), but 409 for a 404 about something the body names."""
+    status = next((STATUS[cls] for cls in type(error).__mro__ if cls in STATUS), 400)
+    if status == 404 and url_parameters is not None and not named_in_url(error, url_parameters):
+        return 409
+    return status
 
 
 def error_response(status: int, body: ErrorBody) -> Response:
     return Response(status, content_types.APPLICATION_JSON, body.model_dump_json(exclude_none=True))
+
+
+def no_route(method: str, path: str) -> Response:
+    """405 naming the methods in `Allow` for a path that has routes but none for `method`; else 404 (a path no route
+    has, or one whose route the resolver could not match: a parameter with characters no name may have)."""
+    allowed = allowed_methods(path)
+    if not allowed or method in allowed:
+        return error_response(404, ErrorBody(error="RouteNotFound", message=f"no route for {path}"))
+    body = ErrorBody(error="MethodNotAllowed", message=f"{method} is not allowed on {path}: use {', '.join(allowed)}")
+    response = error_response(405, body)
+    response.headers["Allow"] = ", ".join(allowed)
+    return response
 
 
 def unsupported_media_type(content_type: str) -> Response:
@@ -76,16 +116,21 @@ def unsupported_media_type(content_type: str) -> Response:
     return error_response(415, ErrorBody(error="UnsupportedMediaType", message=message))
 
 
-def client_error_response(error: ClientError) -> Response:
+def client_error_response(error: ClientError, url_parameters: Mapping[str, str] | None = None) -> Response:
     """The 4xx a client error is: its status, and a body saying what was wrong."""
     body = ErrorBody(error=type(error).__name__, message=str(error))
     if isinstance(error, OffsetOutOfRange):
         body.min_offset, body.max_offset = error.min_offset, error.max_offset
-    return error_response(status_of(error), body)
+    return error_response(status_of(error, url_parameters), body)
 
 
 def install_error_handlers(app: APIGatewayHttpResolver) -> None:
-    app.exception_handler(ClientError)(client_error_response)
+    @app.exception_handler(ClientError)
+    def client_error(error: ClientError) -> Response:
+        event = app.current_event
+        return client_error_response(
+            error, {**(event.query_string_parameters or {}), **app.context.get("_route_args", {})}
+        )
 
     @app.exception_handler([StoreFailed, StoreUnavailable])
     def store_unavailable(error: StoreFailed | StoreUnavailable) -> Response:
@@ -107,8 +152,7 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
 
     @app.not_found
     def not_found(_: Exception) -> Response:
-        path = app.current_event.path
-        return error_response(404, ErrorBody(error="RouteNotFound", message=f"no route for {path}"))
+        return no_route(app.current_event.http_method, app.current_event.path)
 
 
 DESCRIBED = {
@@ -116,17 +160,23 @@ DESCRIBED = {
     401: "No, or bad, credentials",
     403: "Not allowed",
     404: "Not found",
-    409: "Already exists",
+    409: "Conflicts with the current state",
     413: "Too large",
     415: "Unsupported media type",
-    416: "Offset out of range",
-    503: "The store takes no writes",
+    503: "Not now: the store takes no writes, or the gateway is busy (retry)",
 }
+
+
+BODY_ERRORS = (400, 413)
+"""What a route that takes a body (one that lists 415) can answer for a body the gateway refuses before it is
+parsed (`functions.api.bounds`): 400 for JSON that is not UTF-8 or nests too deep, 413 for one over the limit."""
 
 
 def responses(*errors: int, ok: int = 200, ok_content: dict | None = None, description: str = "OK") -> dict:
     """OpenAPI `responses` of a route: its success status (content from the return annotation unless
     given; none for 204) and the error statuses it can return, each with an ErrorBody."""
+    if 415 in errors:
+        errors = (*errors, *(status for status in BODY_ERRORS if status not in errors))
     success: dict = {"description": description}
     if ok == 204:
         success["content"] = {}

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.api.auth import require
 from functions.api.binary import binary_response
 from functions.api.errors import responses
 from functions.api.observability import metrics
+from functions.api.params import QueueInPath, TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic.consume import consume, consume_records
 from functions.store import get_store
 from shared import codec
-from shared.models import ConsumeResponse, MessageView
+from shared.models import MAX_JSON_INTEGER, ConsumeResponse, MessageView, TagFilterText
 from shared.settings import get_settings
 from tidemq_store import acl
 from tidemq_store.acl import Action
@@ -25,10 +26,10 @@ app = new_resolver()
 BINARY = {codec.CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}}}
 LIMITS = get_settings()
 
-Offset = Annotated[int, Query(ge=0, description="First offset to read.")]
+Offset = Annotated[int, Query(ge=0, le=MAX_JSON_INTEGER, description="First offset to read (outside the queue: 409).")]
 MaxMessages = Annotated[int, Query(ge=1, le=LIMITS.max_get_messages)]
 MaxBytes = Annotated[int, Query(ge=1, le=LIMITS.max_get_bytes)]
-Tag = Annotated[str | None, Query(description="Tag filter: `*`, or tags joined by `||`.")]
+Tag = Annotated[TagFilterText | None, Query(description="Tag filter: `*`, or tags joined by `||`.")]
 WaitMs = Annotated[
     int, Query(ge=0, le=LIMITS.max_get_wait_ms, description="Long polling: wait up to this long for a message.")
 ]
@@ -39,10 +40,10 @@ BINARY_MESSAGES = min(1000, LIMITS.max_get_messages)
 READ_BYTES = min(4 * MIB, LIMITS.max_get_bytes)
 
 
-@app.get("/v1/topics/<topic>/queues/<queue>/messages", tags=["messages"], responses=responses(400, 404, 416))
+@app.get("/v1/topics/<topic>/queues/<queue>/messages", tags=["messages"], responses=responses(404, 409, 503))
 def consume_json(
-    topic: Annotated[str, Path()],
-    queue: Annotated[int, Path()],
+    topic: TopicInPath,
+    queue: QueueInPath,
     offset: Offset = 0,
     max_messages: MaxMessages = JSON_MESSAGES,
     max_bytes: MaxBytes = READ_BYTES,
@@ -64,13 +65,13 @@ def consume_json(
     "/v1/topics/<topic>/queues/<queue>/batch",
     tags=["messages"],
     responses=responses(
-        400, 404, 416, ok_content=BINARY, description=f"A `{codec.CONTENT_TYPE}` consume batch (see shared/codec.py)."
+        404, 409, 503, ok_content=BINARY, description=f"A `{codec.CONTENT_TYPE}` consume batch (see shared/codec.py)."
     ),
     description="Like .../messages, in the compact binary batch encoding.",
 )
 def consume_binary(
-    topic: Annotated[str, Path()],
-    queue: Annotated[int, Path()],
+    topic: TopicInPath,
+    queue: QueueInPath,
     offset: Offset = 0,
     max_messages: MaxMessages = BINARY_MESSAGES,
     max_bytes: MaxBytes = READ_BYTES,

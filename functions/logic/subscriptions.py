@@ -18,7 +18,7 @@ from shared.models import GroupPush, PushPing, PushSubscribed
 from shared.push_signature import new_signing_secret
 from shared.push_target import PushTargetKind
 from tidemq_store import MessageStore
-from tidemq_store.errors import InvalidArgument
+from tidemq_store.errors import InvalidArgument, NoPushSubscription
 from tidemq_store.model import PushSpec, PushSubscription, check_name
 
 from .notifier import PushNotifier
@@ -27,7 +27,10 @@ from .targets import TargetRules, check_target, ping_webhook
 
 
 def show_push(store: MessageStore, group: str) -> GroupPush:
+    """The group's push subscription, or NoPushSubscription if it is pulled from (none set, or cleared)."""
     config = store.get_group(group)
+    if config.push is None:
+        raise NoPushSubscription(group)
     return GroupPush(group=config.name, push=config.push, dead_letter_topic=dead_letter_topic(config.name))
 
 

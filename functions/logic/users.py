@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from shared.models import UserCreated, UserSpec, UserView
 from tidemq_store import MessageStore
-from tidemq_store.acl import AclEntry, UserRecord, UserType
-from tidemq_store.errors import InvalidArgument, UserExists
+from tidemq_store.acl import MAX_POLICY_ENTRIES, AclEntry, UserRecord, UserType
+from tidemq_store.errors import PolicyConflict, UserExists
 
 SEALED_VERSION = "v1:"
 KEY_BYTES = 32
@@ -77,8 +77,10 @@ def grant(store: MessageStore, name: str, entry: AclEntry) -> UserView:
     """Add a policy entry to the user (an identical entry is not added twice)."""
     current = store.get_user(name)
     if current.user_type is UserType.SUPER:
-        raise InvalidArgument(f"user {name!r} is a super user: policies do not apply to it")
+        raise PolicyConflict(f"user {name!r} is a super user: policies do not apply to it")
     policies = current.policies if entry in current.policies else [*current.policies, entry]
+    if len(policies) > MAX_POLICY_ENTRIES:
+        raise PolicyConflict(f"user {name!r} has {MAX_POLICY_ENTRIES} policy entries, the most it may have")
     return view(store.update_user(current.model_copy(update={"policies": policies})))
 
 
@@ -87,7 +89,7 @@ def revoke(store: MessageStore, name: str, resource: str) -> UserView:
     current = store.get_user(name)
     kept = [entry for entry in current.policies if entry.resource != resource]
     if len(kept) == len(current.policies):
-        raise InvalidArgument(f"user {name!r} has no policy entry on {resource!r}")
+        raise PolicyConflict(f"user {name!r} has no policy entry on {resource!r}")
     return view(store.update_user(current.model_copy(update={"policies": kept})))
 
 

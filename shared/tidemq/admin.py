@@ -29,6 +29,7 @@ from shared.models import (
     UserView,
 )
 from tidemq_store.acl import AclEntry, UserType
+from tidemq_store.errors import NoPushSubscription
 from tidemq_store.model import HOUR_MS, MessageType
 
 from .client import HttpClient, segment
@@ -180,9 +181,13 @@ class Admin:
         body = {"topic": topic, "target": target, **{k: v for k, v in options.items() if v is not None}}
         return self._send(PushSubscribed, "PUT", f"/v1/groups/{segment(group)}/push", body)
 
-    def push(self, group: str) -> GroupPush:
-        """The group's push subscription (`.push` None: it has none) and its dead-letter topic."""
-        return self._get(GroupPush, f"/v1/groups/{segment(group)}/push")
+    def push(self, group: str) -> GroupPush | None:
+        """The group's push subscription and its dead-letter topic; None if the group has none (it is pulled
+        from). Raises GroupNotFound."""
+        try:
+            return self._get(GroupPush, f"/v1/groups/{segment(group)}/push")
+        except NoPushSubscription:
+            return None
 
     def clear_push(self, group: str) -> None:
         """Stop pushing to `group`; its committed offsets stay."""

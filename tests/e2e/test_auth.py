@@ -99,7 +99,7 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
             assert response.status_code == 403, f"{route.route_key}: {response.status_code} {response.text}"
             assert response.json()["error"] == "AccessDenied"
     assert admin.describe_topic(topic).queue_offsets[0].max_offset == 1  # nothing stored, nothing changed
-    assert admin.push(group).push is None
+    assert admin.push(group) is None
 
 
 def signed_get(url: str, path: str, credentials: Credentials, date_ms: int | None = None) -> dict[str, str]:

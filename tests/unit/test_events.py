@@ -22,7 +22,7 @@ from shared.settings import get_settings
 from tests import push_targets
 from tidemq_store import GroupConfig, Message, TopicConfig
 from tidemq_store.acl import AclEntry, UserType
-from tidemq_store.model import PushSpec
+from tidemq_store.model import PushSpec, PushSubscription
 
 EVENTS = Path(__file__).parents[2] / "events"
 SAMPLES = {path: json.loads(path.read_text()) for path in sorted(EVENTS.glob("*.json"))}
@@ -33,9 +33,9 @@ MAINTENANCE_SAMPLES = [EVENTS / "maintenance_retention.json", EVENTS / "maintena
 
 @pytest.fixture
 def seeded_store(tmp_path, monkeypatch):
-    """The state the sample events refer to: topic `orders`, group `billing`, message `order-1001`, super user
-    `operator` (whom the samples' Lambda authorizer vouches for, as API Gateway passes it on) and user
-    `retired-service`."""
+    """The state the sample events refer to: topic `orders`, group `billing` (pushed to a Python target), message
+    `order-1001`, super user `operator` (whom the samples' Lambda authorizer vouches for, as API Gateway passes it
+    on) and user `retired-service`."""
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     monkeypatch.setenv("TIDEMQ_PUSH_TARGET_TIMEOUT_S", "5")  # the push function's 30 s must fit a call
@@ -43,7 +43,9 @@ def seeded_store(tmp_path, monkeypatch):
     get_settings.cache_clear()
     store = store_module.get_store()
     store.create_topic(TopicConfig(name="orders", queues=4))
-    store.create_group(GroupConfig(name="billing"))
+    store.create_group(
+        GroupConfig(name="billing", push=PushSubscription(topic="orders", target="python:tests.push_targets:accept"))
+    )
     first = store.put("orders", [Message(b"order 1001 created", keys=("order-1001",), tag="created")])[0]
     users.create_user(store, secret_box(), UserSpec(name="operator", user_type=UserType.SUPER))
     orders = AclEntry(resource="Topic:orders", actions=["Pub"])

@@ -26,4 +26,4 @@ def test_every_route_is_documented_with_its_error_statuses():
         if route.path.startswith("/v1/"):
             assert {"401", "403"} <= statuses and operation["security"] == [{"tidemq": []}], route
         if route.path.startswith("/v1/") and route.route_key != "GET /v1/whoami":  # takes nothing to be wrong
-            assert {"422"} <= statuses and statuses & {"400", "404"}, route
+            assert "422" in statuses, route  # a request that breaks the schema

@@ -197,8 +197,6 @@ def test_the_store_keeps_a_target_as_given_and_only_refuses_an_empty_one():
 def test_policy_fields_are_checked():
     with pytest.raises(ValidationError, match="tag filter"):
         PushSubscription(topic="orders", target="http://h/", tag="a ||")
-    with pytest.raises(ValidationError, match="below backoff_base_ms"):
-        PushSubscription(topic="orders", target="http://h/", backoff_base_ms=10, backoff_max_ms=5)
     with pytest.raises(ValidationError, match="max_attempts"):
         PushSubscription(topic="orders", target="http://h/", max_attempts=0)
 
@@ -219,6 +217,11 @@ def test_retry_waits_double_up_to_the_limit_with_the_upper_half_random():
     assert lowest == [500, 1000, 2000, 2500, 2500]
     assert highest == [1000, 2000, 4000, 5000, 5000]
     assert backoff_ms(policy, 10_000, rand=lambda: 1.0) == 5000  # no overflow at absurd counts
+
+
+def test_a_limit_below_the_base_is_every_wait():
+    policy = PushSubscription(topic="orders", target="http://h/", backoff_base_ms=10_000, backoff_max_ms=3000)
+    assert [backoff_ms(policy, attempts, rand=lambda: 1.0) for attempts in range(1, 4)] == [3000, 3000, 3000]
 
 
 def test_dead_letter_topic_follows_rocketmq():

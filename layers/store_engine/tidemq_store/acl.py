@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address, ip_network
 from typing import Annotated, NamedTuple
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from .model import NAME_RULE
 
@@ -94,9 +94,29 @@ def _check_user_name(name: str) -> str:
     return name
 
 
-ResourcePattern = Annotated[str, AfterValidator(_check_pattern)]
-UserName = Annotated[str, AfterValidator(_check_user_name)]
+def _network(value: object) -> Network:
+    """A CIDR written as a string, host bits allowed (`10.1.2.3/8` is 10.0.0.0/8), or an address alone (a /32
+    or /128)."""
+    if isinstance(value, IPv4Network | IPv6Network):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("a source network is a CIDR string, e.g. 10.0.0.0/8")  # not a number read as an address
+    return ip_network(value, strict=False)
+
+
+RESOURCE_PATTERN = f"^(?:\\*|(?:Cluster|Topic|Group):(?:\\*|{NAME_RULE.pattern}\\*?))$"
+ResourcePattern = Annotated[
+    str,
+    AfterValidator(_check_pattern),
+    WithJsonSchema({"type": "string", "pattern": RESOURCE_PATTERN}),
+]
+UserName = Annotated[
+    str,
+    AfterValidator(_check_user_name),
+    WithJsonSchema({"type": "string", "pattern": f"^{USER_NAME_RULE.pattern}$"}),
+]
 Network = IPv4Network | IPv6Network
+SourceNetwork = Annotated[Network, BeforeValidator(_network)]
 
 
 class AclEntry(BaseModel):
@@ -107,7 +127,7 @@ class AclEntry(BaseModel):
     resource: ResourcePattern = Field(description="`Topic:orders`, `Topic:orders-*`, `Topic:*`, `Group:...`, `*`.")
     actions: list[Action] = Field(min_length=1, max_length=len(Action))
     decision: Decision = Decision.ALLOW
-    source_ips: list[Network] = Field(default_factory=list, max_length=32, description="CIDRs; empty: anywhere.")
+    source_ips: list[SourceNetwork] = Field(default_factory=list, max_length=32, description="CIDRs; empty: anywhere.")
 
     def covers(self, resource: Resource, action: Action, source: IPv4Address | IPv6Address | None) -> bool:
         """Whether this entry speaks about `action` on `resource` from `source`."""

@@ -75,6 +75,11 @@ class UserExists(ClientError):
         self.user = user
 
 
+class PolicyConflict(ClientError):
+    """A policy change the user's stored policies do not allow: a grant to a super user (policies do not apply to
+    it) or past the most entries a user may have, or a revoke of an entry it does not have."""
+
+
 class Unauthenticated(ClientError):
     """The request does not prove who sent it: no credentials, an unknown user, a bad signature, a timestamp
     too old or too new, or a replay. The message says which, never what the secret should have been."""
@@ -88,6 +93,14 @@ class QueueOutOfRange(ClientError):
     def __init__(self, topic: str, queue: int, queue_count: int) -> None:
         super().__init__(f"queue {queue} is out of range for topic {topic!r}: valid queues are 0..{queue_count - 1}")
         self.topic, self.queue, self.queue_count = topic, queue, queue_count
+
+
+class QueuesCannotShrink(ClientError):
+    """A topic's queue count can grow, never shrink (its queues hold messages and groups' offsets)."""
+
+    def __init__(self, topic: str, queues: int, asked: int) -> None:
+        super().__init__(f"topic {topic!r} has {queues} queues; queues can grow, not shrink (asked for {asked})")
+        self.topic, self.queues, self.asked = topic, queues, asked
 
 
 class OffsetOutOfRange(ClientError):
@@ -121,6 +134,14 @@ class OffsetConflict(ClientError):
 class MessageNotFound(ClientError):
     def __init__(self, what: str) -> None:
         super().__init__(f"no message {what}")
+
+
+class NoPushSubscription(ClientError):
+    """The consumer group pulls: it has no push subscription (none was set, or it was cleared)."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"consumer group {group!r} has no push subscription: it pulls")
+        self.group = group
 
 
 class StoreClosed(TideMQError):

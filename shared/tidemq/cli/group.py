@@ -164,7 +164,11 @@ def push_set(
 @click.pass_obj
 def push_show(client: HttpClient, name: str) -> None:
     """Show the push subscription of consumer group NAME."""
-    _show(Admin(client=client).push(name))
+    view = Admin(client=client).push(name)
+    if view is None:
+        stdout.print(f"consumer group {name!r} does not push (pull with `tidemq consume --group`)")
+        return
+    _show(view)
 
 
 @push.command("clear")
@@ -177,9 +181,6 @@ def push_clear(client: HttpClient, name: str) -> None:
 
 
 def _show(view: GroupPush) -> None:
-    if view.push is None:
-        stdout.print(f"consumer group {view.group!r} does not push (pull with `tidemq consume --group`)")
-        return
     rows = table("setting", "value")
     for setting, value in view.push.model_dump().items():
         rows.add_row(setting, str(value))

@@ -48,6 +48,7 @@ from ..errors import (
     MessageNotFound,
     OffsetConflict,
     OffsetOutOfRange,
+    QueuesCannotShrink,
     StoreClosed,
     StoreFailed,
     StoreLocked,
@@ -169,7 +170,7 @@ class EmbeddedMessageStore(HotStore):
                 changes["retention_ms"] = retention_ms
             if queues is not None:
                 if queues < current.queues:
-                    raise InvalidArgument(f"topic {name!r} has {current.queues} queues; queues can grow, not shrink")
+                    raise QueuesCannotShrink(name, current.queues, queues)
                 changes["queues"] = queues
             if attributes is not None:
                 changes["attributes"] = dict(attributes)

@@ -38,6 +38,7 @@ from ..errors import (
     OffsetConflict,
     OffsetOutOfRange,
     QueueOutOfRange,
+    QueuesCannotShrink,
     TopicExists,
     TopicNotFound,
     UserExists,
@@ -158,7 +159,7 @@ class ServerlessMessageStore(MessageStore):
             changes["retention_ms"] = retention_ms
         if queues is not None:
             if queues < current.queues:
-                raise InvalidArgument(f"queues can grow, not shrink: {name} has {current.queues}")
+                raise QueuesCannotShrink(name, current.queues, queues)
             changes["queues"] = queues
         if attributes is not None:
             changes["attributes"] = dict(attributes)

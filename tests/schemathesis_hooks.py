@@ -1,0 +1,105 @@
+"""Schemathesis hooks for TideMQ's API (`SCHEMATHESIS_HOOKS=tests.schemathesis_hooks st run ...`): how to sign a
+request, as the credentials this process finds (`tidemq.auth.find_credentials`), how to send a body in the
+binary batch encoding, which the document describes by what it holds (the messages of a JSON produce), and the
+world outside the API that a generated request assumes:
+
+- a webhook that answers: a subscription is set only once its webhook answers a ping, so every webhook URL a
+  request names becomes the test's own receiver (`TIDEMQ_CONTRACT_WEBHOOK`), one valid target for another;
+- a signer that keeps its own secret: when a request rotates the secret of the user Schemathesis signs as, the
+  hooks sign with the new one from then on, as a client would (deleting itself is refused).
+
+A signature covers the body as sent, which exists only once the request is prepared: the auth provider marks a case
+as carrying credentials (Schemathesis then knows them for explicit ones, removes them for its no-auth probes and
+negative cases), and `before_call` has each marked request signed as it is prepared (`tests.gateways.RequestsSigner`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import schemathesis
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from shared import codec
+from shared.credentials import Credentials
+from shared.models import TARGET_PATTERN, ProduceRequest
+from tests.gateways import RequestsSigner
+from tidemq.auth import find_credentials
+from tidemq_store import Message
+from tidemq_store.errors import InvalidArgument
+
+CUT_SHORT = b"\x01\x00\x00\x00"
+"""A frame that announces a byte and ends: what a request that is not a batch is sent as."""
+
+
+@schemathesis.serializer(codec.CONTENT_TYPE)
+def produce_batch(ctx: Any, value: Any) -> bytes:
+    """The messages of a produce request, each one frame of `shared.codec`. A value that is no such request (a
+    negative case's) has no encoding: it is sent as a batch cut short, which the server refuses like any other."""
+    try:
+        request = ProduceRequest.model_validate(value)
+        frames = [
+            (Message(m.body_bytes(), m.queue, tuple(m.keys), m.tag, m.properties), m.sharding_key)
+            for m in request.messages
+        ]
+        return codec.encode_produce(frames)
+    except (ValidationError, InvalidArgument):
+        return CUT_SHORT
+
+
+def _networks(version: int, bits: int) -> st.SearchStrategy[str]:
+    """CIDRs as a policy's `source_ips` take them: an address, a prefix length (host bits allowed)."""
+    return st.tuples(st.ip_addresses(v=version), st.integers(0, bits)).map(lambda cidr: f"{cidr[0]}/{cidr[1]}")
+
+
+# The formats pydantic declares for a policy's source networks, which Schemathesis does not know.
+schemathesis.openapi.format("ipv4network", _networks(4, 32))
+schemathesis.openapi.format("ipv6network", _networks(6, 128))
+
+
+@schemathesis.hook
+def map_body(context: Any, body: Any) -> Any:
+    receiver = os.environ.get("TIDEMQ_CONTRACT_WEBHOOK")
+    if context.operation.label != "PUT /v1/groups/{group}/push" or not receiver or not isinstance(body, dict):
+        return body
+    target = body.get("target")
+    if isinstance(target, str) and target.lower().startswith("http") and re.match(TARGET_PATTERN, target):
+        return {**body, "target": receiver}
+    return body
+
+
+@schemathesis.hook
+def after_call(context: Any, case: Any, response: Any) -> None:
+    """Sign with the new secret after the signing user's own was rotated (the answer shows it this once)."""
+    if context.operation.label != "POST /v1/users/{user}/rotate" or response.status_code != 200:
+        return
+    rotated = response.json()
+    if rotated["name"] == find_credentials().access_key:
+        os.environ["TIDEMQ_ACCESS_KEY"], os.environ["TIDEMQ_SECRET_KEY"] = rotated["name"], rotated["secret_key"]
+
+
+SIGNED_LATER = "Signature=signed-as-sent"
+"""How the Authorization a case carries ends until `before_call` signs the request it becomes."""
+
+
+@schemathesis.auth(refresh_interval=None)
+class SignedRequests:
+    def get(self, case: Any, context: Any) -> Credentials:
+        return find_credentials()
+
+    def set(self, case: Any, credentials: Credentials, context: Any) -> None:
+        case.headers = {
+            **(case.headers or {}),
+            "Authorization": f"TIDEMQ1-HMAC-SHA256 Credential={credentials.access_key}, {SIGNED_LATER}",
+        }
+
+
+@schemathesis.hook
+def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
+    """Sign the request a case marked by `SignedRequests` becomes; one whose credentials Schemathesis removed or
+    replaced goes as it is."""
+    if (case.headers or {}).get("Authorization", "").endswith(SIGNED_LATER):
+        kwargs["auth"] = RequestsSigner()

@@ -81,8 +81,9 @@ def signed_requests(document: dict) -> dict:
         "type": "apiKey",
         "in": "header",
         "name": "Authorization",
-        "description": "`TIDEMQ1-HMAC-SHA256 Credential=<user>, Signature=<hex>` with an `X-TideMQ-Date` header: "
-        "HMAC-SHA256 of the method, path, query, body hash and date with the user's secret (shared/signing.py).",
+        "description": "`TIDEMQ1-HMAC-SHA256 Credential=<user>, Signature=<hex>`, with `X-TideMQ-Date` (ms since "
+        "the epoch) and `X-TideMQ-Nonce` headers: HMAC-SHA256 of the method, path, query, body hash, date and nonce "
+        "with the user's secret (shared/signing.py).",
     }
     error = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
     for path, operations in document["paths"].items():

@@ -35,8 +35,9 @@ from shared.models import MessageView, PendingRetry, PushDelivery
 from shared.push_target import shown_target
 from tidemq_store import Message, MessageStore, StoredMessage, TopicConfig
 from tidemq_store.clock import now_ms
-from tidemq_store.errors import OffsetConflict, OffsetOutOfRange, TopicExists, TopicNotFound
+from tidemq_store.errors import InvalidArgument, OffsetConflict, OffsetOutOfRange, TopicExists, TopicNotFound
 from tidemq_store.model import PushSubscription
+from tidemq_store.record import encode_properties
 
 from .notifier import PushNotifier
 from .targets import Target, TargetFailed
@@ -214,17 +215,38 @@ def _deliver_queue(
     return True
 
 
+def letter(message: StoredMessage, origin: dict[str, str]) -> Message:
+    """The dead letter of `message`: its body, keys, tag and properties, and `origin` as properties, within a
+    record's bounds (a message may already have as many properties, or as many bytes of them, as a record
+    holds). When they do not all fit, `origin` stays whole and the message's own properties are kept, in order,
+    while they fit (then, in the extreme, its keys go too); `DLQ_REASON` says what was left out. The original
+    (`ORIGIN_MESSAGE_ID`) still has it all."""
+    own = list(message.properties.items())
+    for keys in (message.keys, ()):
+        for kept in range(len(own), -1, -1):
+            properties = {**dict(own[:kept]), **origin}
+            left_out = []
+            if kept < len(own):
+                left_out.append(f"{len(own) - kept} of its properties")
+            if keys != message.keys:
+                left_out.append("its keys")
+            if left_out:
+                properties[DLQ_REASON] = f"{origin[DLQ_REASON]} ({' and '.join(left_out)} left out of this letter)"
+            try:
+                encode_properties(keys, message.tag, properties)
+            except InvalidArgument:
+                continue
+            return Message(message.body, 0, keys, message.tag, properties, message.born_timestamp)
+    raise AssertionError("a tag and the origin alone fit a record")  # each far under the bounds
+
+
 def dead_letter(store: MessageStore, group: str, messages: list[StoredMessage], attempts: int, reason: str) -> None:
     """Put `messages` to the group's dead-letter topic in one batch, each with its origin as properties."""
     topic = dead_letter_topic(group)
     letters = [
-        Message(
-            m.body,
-            0,
-            m.keys,
-            m.tag,
+        letter(
+            m,
             {
-                **m.properties,
                 ORIGIN_MESSAGE_ID: m.msg_id,
                 RETRY_TOPIC: m.topic,
                 ORIGIN_QUEUE_ID: str(m.queue),
@@ -232,7 +254,6 @@ def dead_letter(store: MessageStore, group: str, messages: list[StoredMessage], 
                 RECONSUME_TIME: str(attempts),
                 DLQ_REASON: reason,
             },
-            m.born_timestamp,
         )
         for m in messages
     ]

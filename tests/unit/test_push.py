@@ -11,7 +11,7 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from functions.logic.push import backoff_ms, dead_letter_topic
+from functions.logic.push import DLQ_REASON, ORIGIN_MESSAGE_ID, backoff_ms, dead_letter_topic, letter
 from functions.logic.push_invocations import PushEnvironment
 from functions.logic.targets import TargetRules, check_target
 from functions.logic.webhooks import WebhookRefused, WebhookRules
@@ -21,6 +21,8 @@ from shared.push_target import PushTargetKind, push_target_kind, shown_target
 from shared.settings import Settings
 from tidemq_store import GroupConfig, model
 from tidemq_store.errors import InvalidArgument
+from tidemq_store.model import StoredMessage
+from tidemq_store.record import MAX_PROPERTIES, MAX_PROPERTIES_BYTES, encode_properties
 
 ALLOWED = frozenset({"tests.push_targets:accept", "tests.no_such_module:call", "tests.push_targets:FLAKY_FAILURES"})
 RULES = TargetRules(ALLOWED, WebhookRules())
@@ -226,6 +228,35 @@ def test_a_limit_below_the_base_is_every_wait():
 
 def test_dead_letter_topic_follows_rocketmq():
     assert dead_letter_topic("billing") == "%DLQ%billing"
+
+
+def stored(keys: tuple[str, ...], properties: dict[str, str]) -> StoredMessage:
+    encode_properties(keys, "created", properties)  # a message the store took
+    return StoredMessage("orders", 0, 7, "0" * 24, 1, 2, b"body", keys, "created", properties)
+
+
+ORIGIN = {ORIGIN_MESSAGE_ID: "0" * 24, DLQ_REASON: "HTTP 500 Internal Server Error"}
+
+
+@pytest.mark.parametrize(
+    ("message", "left_out"),
+    [
+        (stored(("k",), {"p": "v"}), None),
+        (stored(("k",), {f"p{i}": "v" for i in range(MAX_PROPERTIES)}), f"{len(ORIGIN)} of its properties"),
+        (stored(("k",), {"big": "x" * (MAX_PROPERTIES_BYTES - 100)}), "1 of its properties"),
+        (stored(("k" * (MAX_PROPERTIES_BYTES - 100),), {"p": "v"}), "its keys"),
+    ],
+    ids=["fits", "as many properties as a record holds", "as many bytes", "keys as big as a record holds"],
+)
+def test_a_dead_letter_always_fits_a_record_with_its_origin_and_says_what_was_left_out(message, left_out):
+    dead = letter(message, ORIGIN)
+    encode_properties(dead.keys, dead.tag, dead.properties)  # a record the store takes
+    assert dead.body == message.body and dead.tag == message.tag
+    assert dead.properties[ORIGIN_MESSAGE_ID] == message.msg_id
+    if left_out is None:
+        assert dead.properties == {**message.properties, **ORIGIN} and dead.keys == message.keys
+    else:
+        assert dead.properties[DLQ_REASON] == f"{ORIGIN[DLQ_REASON]} ({left_out} left out of this letter)"
 
 
 # ---- one execution environment of the push function -----------------------------------------------

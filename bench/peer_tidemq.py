@@ -8,26 +8,39 @@ of the other peers does. The workload, as for every peer:
   each acknowledged before the next, to a topic of one queue (the harness checks the order of all N);
 - consume: the queue from offset 0 in batches of up to 4 MiB, the next request sent while the previous
   batch is decoded (and CRC-checked), as a RocketMQ consumer pulls ahead of its listener;
-- latency: single `Producer.send` calls (JSON), each waiting for its acknowledgement.
+- latency: single `Producer.send` calls (JSON), each waiting for its acknowledgement;
+- e2e (end-to-end latency, as the OpenMessaging Benchmark measures it): a consumer long-polls a fresh topic
+  (`wait_ms`, TideMQ's own consumer) on its own connection while batches go out on the harness's schedule,
+  several in flight on threads (`E2E_SENDERS`), none awaited before the next is due.
+
+Authentication is on, as it is by default: the client signs as the super user the gateway writes to
+`<TIDEMQ_HOME>/credentials` on its first start.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import os
 import queue
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import bench_peers
-from bench_peers import BenchError, Peer, ServerProc, free_port, remaining
+from bench_peers import BenchError, E2ERun, Peer, ServerProc, free_port, remaining, stop_task
 
 from shared import codec
+from shared.credentials import read_profile
 from tidemq import Admin, OutgoingMessage, Producer
 from tidemq.client import HttpClient
 
 CONSUME_MAX_BYTES = 4 * 1024 * 1024
+E2E_SENDERS = 8
+"""Batches in flight at once in the end-to-end phase: the SDK is synchronous, so each waits on a thread."""
+E2E_WAIT_MS = 200
 
 
 class TideMQPeer(Peer):
@@ -37,11 +50,12 @@ class TideMQPeer(Peer):
     def launch(self, tmp):
         self.port = free_port()
         self.url = f"http://{bench_peers.HOST}:{self.port}"
+        self.home = Path(tmp) / "data"
         env = {
             **os.environ,
             "TIDEMQ_HOST": bench_peers.HOST,
             "TIDEMQ_PORT": str(self.port),
-            "TIDEMQ_HOME": os.path.join(tmp, "data"),
+            "TIDEMQ_HOME": str(self.home),
             "TIDEMQ_FLUSH_DISK_TYPE": "SYNC",
         }
         return [ServerProc("tidemq", [sys.executable, "-m", "functions.local_gateway"], tmp, env)]
@@ -50,8 +64,12 @@ class TideMQPeer(Peer):
         version = importlib.metadata.version("tidemq")
         return {"server": f"tidemq {version} (SYNC)", "client": f"tidemq SDK {version} (httpx)"}
 
+    def new_client(self) -> HttpClient:
+        """A client (a connection pool of its own) signing as the gateway's first super user."""
+        return HttpClient(self.url, timeout_s=30, credentials=read_profile(self.home / "credentials"))
+
     async def setup(self):
-        self.client = HttpClient(self.url, timeout_s=30)
+        self.client = self.new_client()
         with Admin(client=self.client) as admin:
             admin.create_topic("bench", queues=1, retention_ms=None)
             admin.create_topic("lat", queues=1, retention_ms=None)
@@ -108,6 +126,44 @@ class TideMQPeer(Peer):
         with Admin(client=self.client) as admin:
             ranges = admin.describe_topic("bench").queue_offsets[0]
         return {"stream_msgs": ranges.max_offset - ranges.min_offset}
+
+    async def e2e(self, payload_size, rate, batch, duration_s, deadline):
+        run = E2ERun(payload_size, rate, batch, duration_s, deadline)
+        with Admin(client=self.client) as admin:
+            admin.create_topic("e2e", queues=1, retention_ms=None)
+        consumer_client, sender_client = self.new_client(), self.new_client()
+
+        def poll(offset: int) -> bytes:
+            wanted = {"offset": offset, "max_messages": 1000, "wait_ms": E2E_WAIT_MS}
+            return consumer_client.request("GET", "/v1/topics/e2e/queues/0/batch", params=wanted).content
+
+        async def consume() -> None:  # subscribed before the first send: reads from offset 0
+            offset = 0
+            while not run.finished and time.monotonic() < deadline:
+                messages, offset, _, _ = codec.decode_consume(await asyncio.to_thread(poll, offset))
+                for message in messages:
+                    run.received(message.body)
+
+        loop = asyncio.get_running_loop()
+        senders = ThreadPoolExecutor(E2E_SENDERS, thread_name_prefix="e2e-send")
+        producer = Producer("e2e", client=sender_client)
+        sends: list[asyncio.Future] = []
+
+        async def send(payloads: list[bytes]) -> None:  # hands the batch over; its acknowledgement is not awaited
+            batch_of = [OutgoingMessage(body) for body in payloads]
+            sends.append(loop.run_in_executor(senders, producer.send_batch, batch_of))
+
+        consumer = asyncio.create_task(consume())
+        try:
+            await run.send_and_wait(send, watch=[consumer])
+            outcomes = await asyncio.gather(*sends, return_exceptions=True)
+            run.publish_errors = sum(isinstance(outcome, BaseException) for outcome in outcomes)
+        finally:
+            await stop_task(consumer)
+            senders.shutdown(wait=True, cancel_futures=True)
+            consumer_client.close()
+            sender_client.close()
+        return run.result()
 
     async def close(self):
         self.client.close()

@@ -39,7 +39,9 @@ from tidemq.client import HttpClient
 
 CONSUME_MAX_BYTES = 4 * 1024 * 1024
 E2E_SENDERS = 8
-"""Batches in flight at once in the end-to-end phase: the SDK is synchronous, so each waits on a thread."""
+"""Batches in flight at once in the end-to-end phase: the SDK is synchronous, so each waits on a thread. A batch
+due while all are busy waits for one, so that a producer that cannot keep up shows it (`e2e_kept_up`, the send
+lag) rather than hiding a queue in the sender."""
 E2E_WAIT_MS = 200
 
 
@@ -148,10 +150,13 @@ class TideMQPeer(Peer):
         senders = ThreadPoolExecutor(E2E_SENDERS, thread_name_prefix="e2e-send")
         producer = Producer("e2e", client=sender_client)
         sends: list[asyncio.Future] = []
+        free_senders = asyncio.Semaphore(E2E_SENDERS)
 
         async def send(payloads: list[bytes]) -> None:  # hands the batch over; its acknowledgement is not awaited
-            batch_of = [OutgoingMessage(body) for body in payloads]
-            sends.append(loop.run_in_executor(senders, producer.send_batch, batch_of))
+            await free_senders.acquire()
+            sent = loop.run_in_executor(senders, producer.send_batch, [OutgoingMessage(body) for body in payloads])
+            sent.add_done_callback(lambda _: free_senders.release())
+            sends.append(sent)
 
         consumer = asyncio.create_task(consume())
         try:

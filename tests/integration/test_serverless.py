@@ -13,7 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tidemq_store import StoreConfig, TopicConfig, open_store
+from tidemq_store import Message, StoreConfig, TopicConfig, open_store
 from tidemq_store.serverless.maintenance import Maintenance
 
 from .serverless_producer import BATCH
@@ -204,3 +204,25 @@ def read_queue(store, topic: str = "race", queue: int = 0) -> list[tuple[int, tu
         if result.next_offset >= result.max_offset:
             return stored
         offset = result.next_offset
+
+
+def test_a_key_lookup_racing_the_indexer_finds_each_message_once(tmp_path, aws_env, monkeypatch):
+    """The indexer moves a batch from the queue's pending entries into a batch item between the lookup's read of
+    the queue and its Query of the items: the batch is in both, and is found once."""
+    prefix = f"keys{uuid.uuid4().hex[:8]}"
+    store = open_store(
+        StoreConfig(home=tmp_path, backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=prefix)
+    )
+    store.create_topic(TopicConfig(name="orders", queues=1))
+    store.put("orders", [Message(b"first", keys=("k",)), Message(b"second", keys=("k",))])
+    read_state = store.index.state
+
+    def state_then_indexed(topic: str, queue: int):
+        seen = read_state(topic, queue)
+        store.index.index(topic, queue, seen.indexed, [ref.entry() for ref in seen.pending])  # the indexer, now
+        assert read_state(topic, queue).indexed > seen.indexed  # it did move the batch
+        return seen
+
+    monkeypatch.setattr(store.index, "state", state_then_indexed)
+    assert [m.body for m in store.messages_by_key("orders", "k")] == [b"first", b"second"]
+    store.close()

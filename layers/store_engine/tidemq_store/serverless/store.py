@@ -506,7 +506,9 @@ class ServerlessMessageStore(MessageStore):
         for queue in range(config.queues):
             state = self.index.state(topic, queue)
             keyed = [ref for ref in reversed(state.pending) if ref.has_keys]
-            refs = [*keyed, *self.index.indexed_batches(topic, queue, True, batches.keys.contains(key))]
+            # Batch items as of `state`: an entry pending then may have been indexed since, and is in `keyed`.
+            indexed = self.index.indexed_batches(topic, queue, True, batches.keys.contains(key))
+            refs = [*keyed, *(ref for ref in indexed if ref.first_offset < state.indexed)]
             taken = 0
             for ref in refs:
                 if ref.first_offset < max(state.min_offset, state.hot_offset):

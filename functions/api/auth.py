@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pybase64
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
 from functions.logic.users import KEY_BYTES, SecretBox
 from functions.store import get_store
@@ -45,6 +45,8 @@ from tidemq_store import MessageStore
 from tidemq_store.acl import Action, Decision, Resource, UserRecord, UserType, decide
 from tidemq_store.clock import now_ms
 from tidemq_store.errors import AccessDenied, Unauthenticated, UserNotFound
+
+from .binary import request_bytes
 
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json"})
 REPLAY_MEMORY = 200_000  # signatures remembered at most (the oldest go first: they are the nearest to expiring)
@@ -150,7 +152,7 @@ class Authenticator:
             (context.get("http") or {}).get("method", ""),
             event.get("rawPath", ""),
             event.get("rawQueryString", ""),
-            signing.body_sha256(_body(event)),
+            signing.body_sha256(request_bytes(BaseProxyEvent(event))),
             date_ms,
             nonce,
         )
@@ -192,13 +194,6 @@ def _date_ms(value: str | None) -> int:
     if not value or not value.isdigit():
         raise Unauthenticated(f"the request needs a {signing.DATE_HEADER} header: its signing time in ms")
     return int(value)
-
-
-def _body(event: dict[str, Any]) -> bytes:
-    body = event.get("body")
-    if not body:
-        return b""
-    return pybase64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
 
 
 def authenticator() -> Authenticator:

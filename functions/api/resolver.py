@@ -14,7 +14,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
-from tidemq_store.errors import Unauthenticated
+from tidemq_store.errors import ClientError
 
 from . import bounds
 from .auth import authenticated, calling_as
@@ -113,7 +113,7 @@ def resolve(app: HttpApiResolver, event: dict[str, Any], context: Any) -> dict[s
     if response is None:
         try:
             who = authenticated(event)
-        except Unauthenticated as error:
+        except ClientError as error:  # Unauthenticated, or a body that is not what it claims (bad base64)
             response = client_error_response(error)
     content_type = (event.get("headers") or {}).get("content-type", "")
     if response is None and event.get("body") and content_type.strip().lower().startswith(FORMS):

@@ -1,10 +1,14 @@
 """Store-engine throughput, in-process: N x S-byte messages in batches of B over Q queues, then read back.
 
 Prints one JSON line per result ("run" is 1..R, then "median" over the R runs):
-  {"bench": "engine", ...}       TideMQ's embedded MessageStore (CommitLog + RocksDB ConsumeQueue)
+  {"bench": "engine", ...}       TideMQ's embedded MessageStore (CommitLog + RocksDB ConsumeQueue): `put` of
+                                 Message objects, `get` of decoded messages
+  {"bench": "engine_records", ...}  the same store on its fast path: `put_records` of records a producer encoded
+                                 (encoded before the clock starts, as a client does), `read_records` of the
+                                 stored bytes, decoded and CRC-checked in one pass as a consumer does
   {"bench": "rocksdb_raw", ...}  rocksdict WriteBatch puts of the same payloads (fsync'd under SYNC), the
                                  layer below, for the ratio
-  {"bench": "engine_vs_rocksdb_raw", ...}  the ratios of the medians
+  {"bench": "engine_vs_rocksdb_raw", ...}  the ratios of the medians (engine_records_vs_rocksdb_raw likewise)
 
     python bench/engine.py                  # 200,000 x 1 KiB, batch 100, 8 queues, SYNC, 8 threads, 3 runs
     python bench/engine.py -n 1000000 --flush ASYNC --repeat 1
@@ -25,7 +29,9 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
+from shared import codec
 from tidemq_store import FlushDiskType, Message, StoreConfig, TopicConfig, open_store
+from tidemq_store.record import decode_run
 
 
 def produce_in_threads(batches: list, threads: int, send) -> float:
@@ -47,29 +53,47 @@ def produce_in_threads(batches: list, threads: int, send) -> float:
     return time.perf_counter() - began
 
 
-def bench_engine(args, directory: Path, payloads: list[bytes]) -> dict:
-    config = StoreConfig(home=directory, flush_disk_type=args.flush, checkpoint_interval_s=5.0)
-    store = open_store(config)
+def run_store(args, directory: Path, payloads: list[bytes], records: bool) -> dict:
+    """Produce every payload, then read every queue back: as Message objects (`put`, `get`), or with `records` as
+    a producer and a consumer of the binary API do (`put_records` of records encoded before the clock starts,
+    `read_records` of the stored bytes, decoded and CRC-checked in one pass)."""
+    store = open_store(StoreConfig(home=directory, flush_disk_type=args.flush, checkpoint_interval_s=5.0))
     store.create_topic(TopicConfig(name="bench", queues=args.queues))
     batches = [
         [Message(body, queue=(first // args.batch) % args.queues) for body in payloads[first : first + args.batch]]
         for first in range(0, args.n, args.batch)
     ]
-    produce_s = produce_in_threads(batches, args.threads, lambda batch: store.put("bench", batch))
+    if records:
+        batches = [codec.encode_records("bench", batch) for batch in batches]
+    put = store.put_records if records else store.put
+    produce_s = produce_in_threads(batches, args.threads, lambda batch: put("bench", batch))
     began = time.perf_counter()
     consumed = 0
     for queue in range(args.queues):
         offset = 0
         while True:
-            result = store.get("bench", queue, offset, max_messages=args.read_batch)
-            if not result.messages:
+            if records:
+                batch = store.read_records("bench", queue, offset, max_messages=args.read_batch)
+                got = len(decode_run(batch.records, "bench", queue, offset))
+            else:
+                batch = store.get("bench", queue, offset, max_messages=args.read_batch)
+                got = len(batch.messages)
+            if not got:
                 break
-            consumed += len(result.messages)
-            offset = result.next_offset
+            consumed += got
+            offset = batch.next_offset
     consume_s = time.perf_counter() - began
     store.close()
     assert consumed == args.n, f"consumed {consumed} of {args.n}"
     return {"produce_msgs_per_s": round(args.n / produce_s), "consume_msgs_per_s": round(consumed / consume_s)}
+
+
+def bench_engine(args, directory: Path, payloads: list[bytes]) -> dict:
+    return run_store(args, directory, payloads, records=False)
+
+
+def bench_engine_records(args, directory: Path, payloads: list[bytes]) -> dict:
+    return run_store(args, directory, payloads, records=True)
 
 
 def bench_rocksdb_raw(args, directory: Path, payloads: list[bytes]) -> dict:
@@ -119,7 +143,12 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="tidemq-bench-", dir=args.dir))
     medians: dict[str, dict[str, int]] = {}
     try:
-        for name, run in (("engine", bench_engine), ("rocksdb_raw", bench_rocksdb_raw)):
+        benches = (
+            ("engine", bench_engine),
+            ("engine_records", bench_engine_records),
+            ("rocksdb_raw", bench_rocksdb_raw),
+        )
+        for name, run in benches:
             results = []
             for attempt in range(1, args.repeat + 1):
                 results.append(run(args, root / f"{name}-{attempt}", payloads))
@@ -127,10 +156,11 @@ def main() -> None:
                 shutil.rmtree(root / f"{name}-{attempt}", ignore_errors=True)
             medians[name] = {key: round(statistics.median(r[key] for r in results)) for key in results[0]}
             print(json.dumps({"bench": name, "run": "median", **medians[name], **settings, **host}), flush=True)
-        ratios = {
-            f"{key}_ratio": round(medians["engine"][key] / medians["rocksdb_raw"][key], 3) for key in medians["engine"]
-        }
-        print(json.dumps({"bench": "engine_vs_rocksdb_raw", **ratios, **settings, **host}), flush=True)
+        for name in ("engine", "engine_records"):
+            ratios = {
+                f"{key}_ratio": round(medians[name][key] / medians["rocksdb_raw"][key], 3) for key in medians[name]
+            }
+            print(json.dumps({"bench": f"{name}_vs_rocksdb_raw", **ratios, **settings, **host}), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

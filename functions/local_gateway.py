@@ -9,8 +9,10 @@ Handlers run in worker threads, so concurrent requests really run concurrently (
 commits), with one store per process as in a Lambda execution environment. Long polls (consumes with `wait_ms`)
 run on threads of their own, at most `TIDEMQ_GATEWAY_LONG_POLLS` at once (one more is a 503 at once), so however
 many wait, every other request finds a handler thread. A body is read as it arrives and refused with a 413 as soon
-as it (or the length it declares) passes `TIDEMQ_MAX_REQUEST_BYTES`, before the rest is sent; a text body that is
-not UTF-8 goes to the function base64-encoded, as a binary one, never with its bad bytes replaced.
+as it (or the length it declares) passes `TIDEMQ_MAX_REQUEST_BYTES`, before the rest is sent. A binary body goes to
+the function as the bytes that came: the event is handed over in this process, so it needs no base64 (in Lambda,
+API Gateway base64-encodes it and the function decodes it once). A text body that is not UTF-8 goes base64-encoded,
+as API Gateway sends it, never with its bad bytes replaced.
 
 With `TIDEMQ_PUSH_MODE=local` (the default) the process also runs the push worker (`functions.push.worker`), where
 AWS would invoke the push function: started here, it is the push notifier the handlers give the produce and
@@ -105,8 +107,14 @@ def to_event(
     for key, value in parse_qsl(raw_query, keep_blank_values=True):
         query[key] = f"{query[key]},{value}" if key in query else value
     content_type = headers.get("content-type", "")
-    text = _utf8(body) if body and content_type.startswith(TEXT_TYPES) else None
-    is_text = not body or text is not None
+    declared_text = content_type.startswith(TEXT_TYPES)
+    text = _utf8(body) if body and declared_text else None
+    if not body or text is not None:
+        encoded = text
+    elif declared_text:  # not UTF-8: base64, as API Gateway sends it, for the function to judge
+        encoded = pybase64.b64encode(body).decode()
+    else:  # binary, handed over in this process as the bytes that came; a Lambda event (JSON) carries base64
+        encoded = body
     now = time.time()
     client = scope.get("client") or ("127.0.0.1", 0)
     return {
@@ -135,8 +143,8 @@ def to_event(
             "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
             "timeEpoch": int(now * 1000),
         },
-        "body": (text if is_text else pybase64.b64encode(body).decode()) if body else None,
-        "isBase64Encoded": not is_text,
+        "body": encoded or None,  # `binary.request_bytes` takes text, base64 or bytes
+        "isBase64Encoded": isinstance(encoded, str) and text is None and bool(body),
         "stageVariables": None,
     }
 

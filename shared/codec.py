@@ -1,10 +1,19 @@
-"""The compact binary batch encoding of the HTTP API (`Content-Type: application/vnd.tidemq.batch`).
+"""The compact binary encodings of the HTTP API: bulk produce and consume use them instead of JSON + base64.
 
-Bulk produce and consume use it instead of JSON + base64. All integers are little-endian; text is
-UTF-8; `properties` use RocketMQ's `name\\x01value\\x02` encoding, as in the commit log
-(`tidemq_store.record`), with the message keys under KEYS (joined by spaces) and the tag under TAGS.
+Produce takes either of two bodies (POST /v1/topics/{topic}/batch):
 
-Produce request body (POST /v1/topics/{topic}/batch): one frame per message, back to back
+- `application/vnd.tidemq.records` (the fast path): the messages as version 2 commit-log records, back to
+  back, exactly as the store keeps them (`tidemq_store.record`: `encode_records` here makes them). The broker
+  checks each record's CRC32C, writes the fields only it knows (queue offset, position, store time) and
+  appends the bytes as they came. A record's queue field is its queue, or `record.ANY_QUEUE`: a queue the
+  server chooses for the whole batch. Sharding keys are not part of a record: send those as frames.
+- `application/vnd.tidemq.batch`: frames, which the server decodes and encodes as records itself, for
+  sharding keys (or clients that do not encode records).
+
+All integers are little-endian; text is UTF-8; `properties` use RocketMQ's `name\\x01value\\x02` encoding, as in
+the commit log, with the message keys under KEYS (joined by spaces) and the tag under TAGS.
+
+Frames (`application/vnd.tidemq.batch`): one per message, back to back
 
     u32 frame_size         bytes after this field
     i32 queue              -1: let the server choose (by sharding key if given, else any queue)
@@ -27,12 +36,14 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tidemq_store.clock import now_ms
 from tidemq_store.config import StoreConfig
 from tidemq_store.errors import CorruptStore, InvalidArgument, InvalidBatch, MessageTooLarge
 from tidemq_store.model import Message, RecordBatch, StoredMessage, TagFilter
-from tidemq_store.record import decode_properties, decode_records, encode_properties
+from tidemq_store.record import ANY_QUEUE, decode_properties, decode_records, encode_properties, encode_record
 
 CONTENT_TYPE = "application/vnd.tidemq.batch"
+RECORDS_CONTENT_TYPE = "application/vnd.tidemq.records"
 _PRODUCE = struct.Struct("<IiH")
 _PROPERTIES = struct.Struct("<I")
 _FRAME_FIELDS = _PRODUCE.size - 4 + _PROPERTIES.size  # queue, key size, properties size: counted in frame_size
@@ -57,6 +68,18 @@ def encode_produce(frames: Iterable[tuple[Message, str | None]]) -> bytes:
         queue = -1 if message.queue is None or message.queue < 0 else message.queue
         size = 4 + 2 + len(key) + 4 + len(props) + len(message.body)
         parts += (_PRODUCE.pack(size, queue, len(key)), key, _PROPERTIES.pack(len(props)), props, message.body)
+    return b"".join(parts)
+
+
+def encode_records(topic: str, messages: Iterable[Message]) -> bytes:
+    """The records body of a produce to `topic` (a message's `queue` of -1 or None: the server chooses; its
+    `born_timestamp` None: now)."""
+    name, now, parts = topic.encode(), now_ms(), []
+    for message in messages:
+        props = encode_properties(tuple(message.keys), message.tag, message.properties)
+        queue = ANY_QUEUE if message.queue is None or message.queue < 0 else message.queue
+        born = now if message.born_timestamp is None else message.born_timestamp
+        parts.append(encode_record(name, queue, born, props, message.body))
     return b"".join(parts)
 
 

@@ -13,8 +13,11 @@ from tidemq_store.errors import InvalidArgument
 
 
 def request_bytes(event: BaseProxyEvent) -> bytes:
-    """The request body as bytes, whether API Gateway base64-encoded it or passed it as text."""
+    """The request body as bytes, whether API Gateway base64-encoded it or passed it as text, or the local gateway
+    handed it over as bytes (functions/local_gateway.py)."""
     body = event.body or ""
+    if isinstance(body, bytes):
+        return body
     if not event.is_base64_encoded:
         return body.encode()
     try:

@@ -48,6 +48,15 @@ def produce_frames(
     return results
 
 
+def produce_records(store: MessageStore, topic: str, records: bytes, notifier: PushNotifier) -> list[PutResult]:
+    """Store records a producer encoded (shared/codec.py), a record without a queue going to the batch's
+    round-robin queue, then tell `notifier`."""
+    batch_queue = next(_round_robin) % store.get_topic(topic).queues
+    results = store.put_records(topic, records, batch_queue)
+    notifier.messages_stored(topic)
+    return results
+
+
 def produce_json(store: MessageStore, topic: str, messages: list[MessageIn], notifier: PushNotifier) -> ProduceResponse:
     frames = [
         ProduceFrame(Message(m.body_bytes(), 0, tuple(m.keys), m.tag, m.properties), m.queue, m.sharding_key)

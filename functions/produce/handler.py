@@ -47,7 +47,10 @@ def produce_json(topic: TopicInPath, request: ProduceRequest) -> ProduceResponse
         ok_content={"text/plain": {"schema": {"type": "string"}}},
         description="One line `msg_id queue offset` per message, in order.",
     ),
-    description=f"Body: a `{codec.CONTENT_TYPE}` produce batch (see shared/codec.py).",
+    description=(
+        f"Body: `{codec.RECORDS_CONTENT_TYPE}` (records the store appends as they are) or `{codec.CONTENT_TYPE}`"
+        " (frames), see shared/codec.py."
+    ),
     # Powertools declares JSON bodies only; this route reads its own. OpenAPI describes a body by what it holds,
     # each media type by its own encoding: here the messages of a JSON produce, each one frame of shared/codec.py.
     openapi_extensions={
@@ -60,12 +63,16 @@ def produce_json(topic: TopicInPath, request: ProduceRequest) -> ProduceResponse
 def produce_binary(topic: TopicInPath):
     require((acl.topic(topic), Action.PUB))
     content_type = app.current_event.headers.get("content-type", "")
-    if content_type.partition(";")[0].strip().lower() != codec.CONTENT_TYPE:
+    media_type = content_type.partition(";")[0].strip().lower()
+    if media_type == codec.RECORDS_CONTENT_TYPE:
+        results = produce.produce_records(get_store(), topic, request_bytes(app.current_event), push_notifier())
+    elif media_type == codec.CONTENT_TYPE:
+        frames = codec.decode_produce(request_bytes(app.current_event), get_settings())
+        if not frames:
+            raise InvalidArgument("the batch holds no messages")
+        results = produce.produce_frames(get_store(), topic, frames, push_notifier())
+    else:
         return unsupported_media_type(content_type)
-    frames = codec.decode_produce(request_bytes(app.current_event), get_settings())
-    if not frames:
-        raise InvalidArgument("the batch holds no messages")
-    results = produce.produce_frames(get_store(), topic, frames, push_notifier())
     metrics.add_metric(name="MessagesProduced", unit=MetricUnit.Count, value=len(results))
     body = "".join(f"{r.msg_id} {r.queue} {r.queue_offset}\n" for r in results)
     return Response(200, content_types.TEXT_PLAIN, body)

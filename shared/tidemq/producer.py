@@ -52,11 +52,17 @@ def _as_bytes(body: bytes | str) -> bytes:
     return body.encode() if isinstance(body, str) else bytes(body)
 
 
-def _frame(message: OutgoingMessage) -> bytes:
-    """One message in the binary batch encoding (queue -1: the server chooses)."""
-    queue = -1 if message.queue is None else message.queue
-    stored = Message(message.body, queue, tuple(message.keys), message.tag, message.properties)
-    return codec.encode_produce([(stored, message.sharding_key)])
+def _stored(message: OutgoingMessage) -> Message:
+    queue = -1 if message.queue is None else message.queue  # -1: the server chooses
+    return Message(message.body, queue, tuple(message.keys), message.tag, message.properties)
+
+
+def _encode(topic: str, messages: Sequence[OutgoingMessage]) -> tuple[list[bytes], str]:
+    """Each message encoded for one produce request, and the request's content type: records the store appends
+    as they are (shared/codec.py), or frames when a message has a sharding key (which records do not carry)."""
+    if any(m.sharding_key for m in messages):
+        return [codec.encode_produce([(_stored(m), m.sharding_key)]) for m in messages], codec.CONTENT_TYPE
+    return [codec.encode_records(topic, [_stored(m)]) for m in messages], codec.RECORDS_CONTENT_TYPE
 
 
 class Producer:
@@ -115,7 +121,10 @@ class Producer:
         The server bounds a batch (TIDEMQ_MAX_BATCH_MESSAGES, TIDEMQ_MAX_BATCH_BYTES): over them this raises
         InvalidBatch or MessageTooLarge. `add` and `flush` send batches that fit.
         """
-        return self._post(b"".join(_frame(m) for m in messages)) if messages else []
+        if not messages:
+            return []
+        encoded, content_type = _encode(self.topic, messages)
+        return self._post(b"".join(encoded), content_type)
 
     def add(
         self,
@@ -142,23 +151,20 @@ class Producer:
         """Send everything buffered, in batches of at most `batch_size` messages and `max_batch_bytes`."""
         results: list[SendResult] = []
         while self._buffer:
-            frames, size = [], 0
-            for message in self._buffer[: self.batch_size]:
-                frame = _frame(message)
-                if frames and size + len(frame) > self.max_batch_bytes:
+            encoded, content_type = _encode(self.topic, self._buffer[: self.batch_size])
+            taken, size = 0, 0
+            for message in encoded:
+                if taken and size + len(message) > self.max_batch_bytes:
                     break
-                frames.append(frame)
-                size += len(frame)
-            results += self._post(b"".join(frames))
-            del self._buffer[: len(frames)]  # only once stored: a batch that failed stays buffered
+                taken += 1
+                size += len(message)
+            results += self._post(b"".join(encoded[:taken]), content_type)
+            del self._buffer[:taken]  # only once stored: a batch that failed stays buffered
         return results
 
-    def _post(self, batch: bytes) -> list[SendResult]:
+    def _post(self, batch: bytes, content_type: str) -> list[SendResult]:
         response = self._client.request(
-            "POST",
-            f"/v1/topics/{segment(self.topic)}/batch",
-            content=batch,
-            headers={"content-type": codec.CONTENT_TYPE},
+            "POST", f"/v1/topics/{segment(self.topic)}/batch", content=batch, headers={"content-type": content_type}
         )
         results = []
         for line in response.text.splitlines():  # "msg_id queue offset" per message, in order

@@ -259,3 +259,35 @@ def test_with_200_long_polls_waiting_health_and_a_produce_answer_at_once(tmp_pat
                 [f"to queue {i % 4}"] for i in range(200)
             ]
         raw.close()
+
+
+# ---- records (the produce body the store appends as it is) --------------------------------------
+
+
+def post_records(raw: RawApi, topic: str, records: bytes):
+    headers = {"content-type": codec.RECORDS_CONTENT_TYPE}
+    return raw.request("POST", f"/v1/topics/{topic}/batch", content=records, headers=headers)
+
+
+def test_records_with_a_changed_byte_are_a_400_naming_the_record_and_store_nothing(raw, admin, topic):
+    records = codec.encode_records(topic, [Message(b"a" * 100, 0, ("k",), "T"), Message(b"b" * 100, 1)])
+    first = int.from_bytes(records[:4], "little")
+    for position in (5, 12, 30, 36, 40, 45, 60, first - 1, first + 8, len(records) - 1):  # header, CRCs, body
+        damaged = bytearray(records)
+        damaged[position] ^= 0x10
+        response = post_records(raw, topic, bytes(damaged))
+        assert response.status_code == 400, response.text
+        assert response.json()["error"] == "InvalidArgument"
+        assert f"record {0 if position < first else 1} " in response.json()["message"]
+    assert stored(admin, topic) == [(0, 1), (0, 0)]
+    response = post_records(raw, topic, records)
+    assert response.status_code == 200, response.text
+    assert [line.split()[1:] for line in response.text.splitlines()] == [[q, o] for q, o in (("0", "1"), ("1", "0"))]
+
+
+def test_records_for_another_topic_or_queue_are_refused(raw, admin, topic):
+    response = post_records(raw, topic, codec.encode_records("elsewhere", [Message(b"x", 0)]))
+    assert response.status_code == 400 and "another topic" in response.json()["message"], response.text
+    response = post_records(raw, topic, codec.encode_records(topic, [Message(b"x", 7)]))
+    assert response.status_code == 409 and response.json()["error"] == "QueueOutOfRange", response.text
+    assert stored(admin, topic) == [(0, 1), (0, 0)]

@@ -1,8 +1,8 @@
 """`MemoryHotStore`: a hot store held in memory, implementing `tidemq_store.hot.HotStore` and nothing else.
 
 The tier's unit tests put the tier over it: if the tier reached past the interface (into the embedded engine's
-ConsumeQueue, metadata or commit log), these tests would fail. Records are real (`record.encode_batch`, CRCs and
-all) in one bytearray standing for the commit log; entries are real 24-byte ConsumeQueue entries. `expire`
+ConsumeQueue, metadata or commit log), these tests would fail. Records are real (`batch.ValidatedBatch.stamped`,
+CRCs and all) in one bytearray standing for the commit log; entries are real 24-byte ConsumeQueue entries. `expire`
 stands for hot retention; `close` drops everything, as a crash of a store with no disk would.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from tidemq_store import StoreConfig
 from tidemq_store.acl import UserRecord
 from tidemq_store.api import UNSET, CleanReport
-from tidemq_store.batch import validate_batch
+from tidemq_store.batch import ValidatedBatch, validate_batch, validate_records
 from tidemq_store.clock import now_ms
 from tidemq_store.cq_entry import ENTRY_SIZE, CqEntries, pack_entry
 from tidemq_store.errors import (
@@ -41,7 +41,7 @@ from tidemq_store.model import (
     check_queue,
     validated,
 )
-from tidemq_store.record import decode_message, decode_run, encode_batch, message_id, parse_message_id
+from tidemq_store.record import decode_message, decode_run, message_id, parse_message_id
 from tidemq_store.selection import check_read, scan_size, select_runs
 
 
@@ -168,7 +168,12 @@ class MemoryHotStore(HotStore):
     # ---- messages ----
 
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
-        batch = validate_batch(self.config, self.get_topic(topic), messages)
+        return self._append(topic, validate_batch(self.config, self.get_topic(topic), messages))
+
+    def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
+        return self._append(topic, validate_records(self.config, self.get_topic(topic), records, default_queue))
+
+    def _append(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
         store_timestamp = now_ms()
         offsets, positions, position = [], [], len(self.log)
         next_offsets: dict[int, int] = {}
@@ -179,7 +184,7 @@ class MemoryHotStore(HotStore):
             positions.append(position)
             position += size
         start = len(self.log)
-        self.log += encode_batch(topic.encode(), batch.records(offsets), start, store_timestamp)
+        self.log += batch.stamped(offsets, start, store_timestamp)
         for queue, position, size, tag_code in zip(batch.queues, positions, batch.sizes, batch.tag_codes, strict=True):
             self.cq.setdefault((topic, queue), bytearray()).extend(
                 pack_entry(position, size, tag_code, store_timestamp)

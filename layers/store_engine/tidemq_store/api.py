@@ -162,6 +162,13 @@ class MessageStore(ABC):
         `StoreFailed` once the store takes no more writes."""
 
     @abstractmethod
+    def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
+        """Store a batch a producer encoded as version 2 records (`record.encode_record`), as `put` does: the
+        records are checked (`batch.validate_records`: each CRC32C, the topic, queues, properties and limits) and
+        appended as they came, with the broker's fields written; a record asking for `record.ANY_QUEUE` goes to
+        `default_queue`."""
+
+    @abstractmethod
     def get(
         self,
         topic: str,

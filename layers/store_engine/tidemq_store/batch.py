@@ -1,4 +1,9 @@
-"""A put's batch, checked whole before anything is written: every backend validates with this."""
+"""A put's batch, checked whole before anything is written: every backend validates with this.
+
+A batch comes as messages (`validate_batch`: the store encodes them) or as records a producer encoded
+(`validate_records`: the store checks them and keeps their bytes). Either way it becomes a `ValidatedBatch` of
+version 2 records (record.py) that only need the broker's fields written.
+"""
 
 from __future__ import annotations
 
@@ -9,53 +14,64 @@ from .clock import now_ms
 from .config import StoreConfig
 from .errors import InvalidArgument, InvalidBatch, MessageTooLarge, QueueOutOfRange
 from .model import Message, TopicConfig, tag_hash
-from .record import PendingRecord, encode_properties, record_size
+from .record import ANY_QUEUE, HEADER_SIZE, check_produced, check_properties, encode_properties, encode_record, stamp
 
 
 @dataclass(slots=True, frozen=True)
 class ValidatedBatch:
-    """A put's messages, checked whole and encoded as far as they can be before the store assigns offsets: one
-    sequence per field (message i is index i of each), so a batch of a thousand makes no object per message."""
+    """A put's records, checked whole: version 2 records back to back, their broker fields still to write, and
+    what the store needs of each as a column (record i is index i of each), so a batch of a thousand makes no
+    object per message."""
 
+    records: bytes | bytearray
+    sizes: Sequence[int]
     queues: Sequence[int]
-    born_timestamps: Sequence[int]
-    properties: Sequence[bytes]  # encoded (record.encode_properties)
-    bodies: Sequence[bytes]
     tag_codes: Sequence[int]
     keys: Sequence[tuple[str, ...]]
-    sizes: Sequence[int]  # each message's record size in its topic's commit log
 
     def __len__(self) -> int:
-        return len(self.queues)
+        return len(self.sizes)
 
-    def records(self, queue_offsets: Sequence[int]) -> list[PendingRecord]:
-        """The messages ready to encode (`record.encode_batch`), message i at `queue_offsets[i]`."""
-        return list(zip(self.queues, queue_offsets, self.born_timestamps, self.properties, self.bodies, strict=True))
+    def stamped(self, queue_offsets: Sequence[int], physical_start: int, store_timestamp: int) -> bytearray:
+        """The records as the log stores them: record i at `queue_offsets[i]`, the first at `physical_start`."""
+        data = self.records if isinstance(self.records, bytearray) else bytearray(self.records)
+        stamp(data, self.sizes, self.queues, queue_offsets, physical_start, store_timestamp)
+        return data
 
     def take(self, indexes: Sequence[int]) -> ValidatedBatch:
-        """The messages at `indexes`, in that order."""
-        columns = (
-            self.queues,
-            self.born_timestamps,
-            self.properties,
-            self.bodies,
-            self.tag_codes,
-            self.keys,
-            self.sizes,
-        )
-        return ValidatedBatch(*([column[i] for i in indexes] for column in columns))
+        """The records at `indexes`, in that order."""
+        if list(indexes) == list(range(len(self.sizes))):
+            return self
+        starts, position = [], 0
+        for size in self.sizes:
+            starts.append(position)
+            position += size
+        view = memoryview(self.records)
+        records = bytearray().join(view[starts[i] : starts[i] + self.sizes[i]] for i in indexes)
+        columns = (self.sizes, self.queues, self.tag_codes, self.keys)
+        return ValidatedBatch(records, *([column[i] for i in indexes] for column in columns))
+
+
+def _check_count(limits: StoreConfig, count: int) -> None:
+    if count == 0:
+        raise InvalidBatch("a batch must hold at least one message")
+    if count > limits.max_batch_messages:
+        raise InvalidBatch(f"a batch holds at most {limits.max_batch_messages} messages, got {count}")
+
+
+def _check_total(limits: StoreConfig, total: int) -> None:
+    if total > limits.max_batch_bytes:
+        raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
 
 
 def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[Message]) -> ValidatedBatch:
-    """Check a whole batch before anything is written (raising a `ClientError` that names the message at fault)."""
-    if not isinstance(messages, Sequence) or not messages:
+    """Check a whole batch of messages and encode it (raising a `ClientError` that names the message at fault)."""
+    if not isinstance(messages, Sequence):
         raise InvalidBatch("a batch must hold at least one message")
-    if len(messages) > limits.max_batch_messages:
-        raise InvalidBatch(f"a batch holds at most {limits.max_batch_messages} messages, got {len(messages)}")
+    _check_count(limits, len(messages))
     born_default = now_ms()
-    queues, max_size = config.queues, limits.max_message_bytes
-    fixed = record_size(config.name.encode(), b"", b"")  # + properties + body
-    total, rows = 0, []
+    queues, max_size, topic = config.queues, limits.max_message_bytes, config.name.encode()
+    total, parts, rows = 0, [], []
     for index, message in enumerate(messages):
         if type(message) is not Message:
             raise InvalidArgument(f"message {index} is a {type(message).__name__}, not a Message")
@@ -79,8 +95,43 @@ def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[
             born = born_default
         elif type(born) is not int or born < 0:
             raise InvalidArgument(f"message {index}: born_timestamp must be a non-negative integer (ms)")
-        total += fixed + size
-        rows.append((queue, born, props, body, tag_hash(tag) if tag else 0, tuple(keys) if keys else (), fixed + size))
-    if total > limits.max_batch_bytes:
-        raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
-    return ValidatedBatch(*zip(*rows, strict=True))  # a row per message turned into a column per field
+        record = encode_record(topic, queue, born, props, body)
+        total += len(record)
+        parts.append(record)
+        rows.append((len(record), queue, tag_hash(tag) if tag else 0, tuple(keys) if keys else ()))
+    _check_total(limits, total)
+    return ValidatedBatch(b"".join(parts), *zip(*rows, strict=True))  # a row per message turned into a column per field
+
+
+def validate_records(limits: StoreConfig, config: TopicConfig, records: bytes, default_queue: int) -> ValidatedBatch:
+    """Check a batch of records a producer encoded (record.py, version 2) and keep their bytes: each record whole
+    and intact (its CRC32C), for this topic, to a queue it has (ANY_QUEUE: `default_queue`), with properties as
+    `encode_properties` makes them, within the limits of a put. A `ClientError` names the record at fault."""
+    produced = check_produced(records, config.name.encode(), limits.max_batch_messages)
+    _check_count(limits, len(produced.sizes))
+    _check_total(limits, len(records))
+    queues, fixed, max_size = config.queues, HEADER_SIZE + len(config.name.encode()), limits.max_message_bytes
+    chosen, tag_codes, keys = [], [], []
+    for index, (size, queue, props) in enumerate(
+        zip(produced.sizes, produced.queues, produced.properties, strict=True)
+    ):
+        if queue == ANY_QUEUE:
+            queue = default_queue
+        elif not 0 <= queue < queues:
+            raise QueueOutOfRange(config.name, queue, queues)
+        if size - fixed > max_size:
+            raise MessageTooLarge(
+                f"message {index} is {size - fixed} bytes (body and properties); the limit is {max_size}"
+            )
+        chosen.append(queue)
+        if props:
+            try:
+                message_keys, tag = check_properties(props)
+            except InvalidArgument as error:
+                raise InvalidArgument(f"record {index}: {error}") from None
+            tag_codes.append(tag_hash(tag) if tag else 0)
+            keys.append(message_keys)
+        else:
+            tag_codes.append(0)
+            keys.append(())
+    return ValidatedBatch(bytearray(records), produced.sizes, chosen, tag_codes, keys)

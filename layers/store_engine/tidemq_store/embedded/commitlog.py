@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from ..config import FlushDiskType
 from ..errors import CorruptStore, StoreFailed
-from ..record import HEADER_SIZE, RecordHeader, read_header, scan_batches, size_at, store_timestamp_at
+from ..record import SHORTEST_HEADER, RecordHeader, read_header, scan_batches, size_at, store_timestamp_at
 
 log = logging.getLogger("tidemq.store")
 SCAN_WINDOW = 8 * 1024 * 1024
@@ -228,12 +228,12 @@ class CommitLog:
 
     def first_store_timestamp(self, segment_start: int) -> int | None:
         """Store timestamp of the first record in the segment starting at `segment_start`."""
-        data = self.read(segment_start, HEADER_SIZE) if segment_start < self._written else b""
-        return store_timestamp_at(data) if len(data) == HEADER_SIZE else None
+        data = self.read(segment_start, SHORTEST_HEADER) if segment_start < self._written else b""
+        return store_timestamp_at(data) if len(data) == SHORTEST_HEADER else None
 
     def read_record_header(self, position: int) -> RecordHeader:
         """The verified header of the record at `position` (reads the whole record)."""
-        size = size_at(self.read(position, HEADER_SIZE))
+        size = size_at(self.read(position, SHORTEST_HEADER))
         return read_header(self.read(position, size))
 
     def iter_batches(self, start: int) -> Iterator[list[RecordHeader]]:

@@ -37,7 +37,7 @@ from typing import NamedTuple
 from .. import clock
 from ..acl import UserRecord
 from ..api import UNSET, CleanReport
-from ..batch import validate_batch
+from ..batch import ValidatedBatch, validate_batch, validate_records
 from ..config import StoreConfig
 from ..cq_entry import CqEntries, CqEntry
 from ..errors import (
@@ -78,7 +78,6 @@ from ..model import (
 from ..record import (
     decode_message,
     decode_run,
-    encode_batch,
     message_id,
     parse_message_id,
     read_by_id,
@@ -288,8 +287,12 @@ class EmbeddedMessageStore(HotStore):
     # ---- put -------------------------------------------------------------------------------------
 
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
-        config = self.get_topic(topic)
-        batch = validate_batch(self.config, config, messages)
+        return self._append(topic, validate_batch(self.config, self.get_topic(topic), messages))
+
+    def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
+        return self._append(topic, validate_records(self.config, self.get_topic(topic), records, default_queue))
+
+    def _append(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
         with self._write_lock:
             self._check_open()
             if self.meta.get_topic(topic) is None:  # deleted while we validated
@@ -307,7 +310,7 @@ class EmbeddedMessageStore(HotStore):
                 positions.append(position)
                 position += size
             stored = StoredBatch(topic, store_timestamp, batch.queues, offsets, positions, batch.sizes)
-            data = encode_batch(topic.encode(), batch.records(offsets), start, store_timestamp)
+            data = batch.stamped(offsets, start, store_timestamp)
             try:
                 self.commitlog.append(data)
                 self.cq.dispatch(stored, self.commitlog.segment_start(start), batch.tag_codes, batch.keys)

@@ -28,7 +28,7 @@ from pynamodb.transactions import TransactWrite
 from .. import clock
 from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MaintenanceReport, MessageStore
-from ..batch import validate_batch
+from ..batch import ValidatedBatch, validate_batch, validate_records
 from ..config import StoreConfig, TierMedium
 from ..errors import (
     GroupExists,
@@ -62,7 +62,7 @@ from ..model import (
     take_page,
     validated,
 )
-from ..record import decode_records, encode_batch, message_id, parse_message_id, read_by_id, rebase
+from ..record import decode_records, message_id, parse_message_id, read_by_id, rebase
 from ..selection import check_read, scan_size
 from .arrivals import ArrivalWatch
 from .queue_index import (
@@ -324,6 +324,16 @@ class ServerlessMessageStore(MessageStore):
             batch = validate_batch(self.config, self._cached_topic(topic), messages)
         except QueueOutOfRange:
             batch = validate_batch(self.config, self._cached_topic(topic, fresh=True), messages)
+        return self._append(topic, batch)
+
+    def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
+        try:
+            batch = validate_records(self.config, self._cached_topic(topic), records, default_queue)
+        except QueueOutOfRange:
+            batch = validate_records(self.config, self._cached_topic(topic, fresh=True), records, default_queue)
+        return self._append(topic, batch)
+
+    def _append(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
         by_queue: dict[int, list[int]] = {}
         for index, queue in enumerate(batch.queues):
             by_queue.setdefault(queue, []).append(index)
@@ -331,9 +341,7 @@ class ServerlessMessageStore(MessageStore):
         grouped = batch.take([index for queue in queues for index in by_queue[queue]])  # each queue's together
         relative = [i for queue in queues for i in range(len(by_queue[queue]))]  # offsets within each queue's part
         store_timestamp = clock.now_ms()
-        appended = self.writer.append(
-            lambda start: encode_batch(topic.encode(), grouped.records(relative), start, store_timestamp)
-        )
+        appended = self.writer.append(lambda start: grouped.stamped(relative, start, store_timestamp))
         parts, at = {}, appended.position
         for queue in queues:
             indexes = by_queue[queue]

@@ -161,6 +161,9 @@ class TieredMessageStore(MessageStore):
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
         return self.hot.put(topic, messages)  # the hot store's put listener dispatches to the tier
 
+    def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
+        return self.hot.put_records(topic, records, default_queue)
+
     def get(
         self,
         topic: str,

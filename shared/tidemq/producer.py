@@ -12,7 +12,6 @@ whole batch in one queue, chosen round-robin per batch; one sharding key always 
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -94,26 +93,9 @@ class Producer:
         queue: int | None = None,
         sharding_key: str | None = None,
     ) -> SendResult:
-        """Send one message now and return where it was stored."""
-        data = _as_bytes(body)
-        try:
-            text, encoding = data.decode(), "utf-8"
-        except UnicodeDecodeError:
-            text, encoding = base64.b64encode(data).decode(), "base64"
-        message = {
-            "body": text,
-            "body_encoding": encoding,
-            "keys": list(keys),
-            "tag": tag,
-            "properties": dict(properties or {}),
-            "queue": queue,
-            "sharding_key": sharding_key,
-        }
-        response = self._client.request(
-            "POST", f"/v1/topics/{segment(self.topic)}/messages", json={"messages": [message]}
-        )
-        stored = response.json()["messages"][0]
-        return SendResult(stored["msg_id"], stored["queue"], stored["offset"])
+        """Send one message now and return where it was stored (a binary batch of one, as `send_batch` sends)."""
+        message = OutgoingMessage(_as_bytes(body), tuple(keys), tag, dict(properties or {}), queue, sharding_key)
+        return self.send_batch([message])[0]
 
     def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[SendResult]:
         """Send `messages` as one binary batch, stored all or nothing; results in the same order.

@@ -64,7 +64,7 @@ class TideMQPeer(Peer):
 
     def versions(self):
         version = importlib.metadata.version("tidemq")
-        return {"server": f"tidemq {version} (SYNC)", "client": f"tidemq SDK {version} (httpx)"}
+        return {"server": f"tidemq {version} (SYNC)", "client": f"tidemq SDK {version} (http.client)"}
 
     def new_client(self) -> HttpClient:
         """A client (a connection pool of its own) signing as the gateway's first super user."""

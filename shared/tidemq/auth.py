@@ -49,8 +49,19 @@ def find_credentials(profile: str | None = None) -> Credentials | None:
     return None
 
 
+def signature_headers(credentials: Credentials, method: str, target: str, body: bytes) -> dict[str, str]:
+    """The headers that sign one request (`target`: its path as sent, percent-encoded, with its query) as the
+    credentials' user: a fresh time and nonce each call, so a retry is no replay."""
+    raw_path, _, raw_query = target.partition("?")
+    signed = signing.SignedRequest(
+        method, unquote(raw_path), raw_query, signing.body_sha256(body), now_ms(), signing.new_nonce()
+    )
+    return signing.headers(credentials.access_key, credentials.secret_key, signed)
+
+
 class RequestSigner(httpx.Auth):
-    """Signs every request (each attempt anew, so a retry is no replay) as the credentials' user."""
+    """Signs every request of an httpx client (each attempt anew) as the credentials' user: for tools and tests
+    that speak raw HTTP (the SDK's own client signs with `signature_headers`)."""
 
     requires_request_body = True
 
@@ -58,12 +69,8 @@ class RequestSigner(httpx.Auth):
         self.credentials = credentials
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        raw_path, _, raw_query = request.url.raw_path.decode("ascii").partition("?")
-        body = signing.body_sha256(request.content)
-        signed = signing.SignedRequest(
-            request.method, unquote(raw_path), raw_query, body, now_ms(), signing.new_nonce()
-        )
-        request.headers.update(signing.headers(self.credentials.access_key, self.credentials.secret_key, signed))
+        target = request.url.raw_path.decode("ascii")
+        request.headers.update(signature_headers(self.credentials, request.method, target, request.content))
         yield request
 
 

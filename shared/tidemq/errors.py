@@ -8,10 +8,10 @@ Everything else is an `ApiError`; a server that cannot be reached is a `ServerUn
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
-
-import httpx
+from typing import Any, Protocol
 
 from tidemq_store.errors import ClientError, InvalidArgument, TideMQError
 
@@ -43,7 +43,19 @@ ENGINE_ERRORS = _client_errors(ClientError)
 """Engine exception classes by name, as the API's error bodies name them."""
 
 
-def error_from_response(response: httpx.Response) -> TideMQError:
+class HttpAnswer(Protocol):
+    """What an error response is read through (`tidemq.client.Response`, or an httpx response in tools)."""
+
+    status_code: int
+    reason_phrase: str
+
+    @property
+    def text(self) -> str: ...
+
+    def json(self) -> Any: ...
+
+
+def error_from_response(response: HttpAnswer) -> TideMQError:
     """The exception an error response stands for, carrying the server's message."""
     try:
         body = response.json()
@@ -80,9 +92,9 @@ def _schema_error(detail: list[dict], fallback: str) -> InvalidArgument:
     return error
 
 
-def transport_reason(error: httpx.TransportError) -> str:
+def transport_reason(error: OSError | http.client.HTTPException) -> str:
     """A short, lower-case reason for a failed connection: "[Errno 111] Connection refused" -> "connection refused"."""
-    if isinstance(error, httpx.TimeoutException):
+    if isinstance(error, TimeoutError):
         return "timed out"
     text = re.sub(r"^\[Errno -?\d+\]\s*", "", str(error)) or type(error).__name__
     return text[:1].lower() + text[1:]

@@ -47,6 +47,7 @@ import uvicorn
 
 from functions.api import bounds
 from functions.api.auth import secret_box
+from functions.api.binary import LOCAL_API_ID
 from functions.api.errors import no_route
 from functions.logic import users
 from functions.push import trigger
@@ -127,7 +128,7 @@ def to_event(
         "pathParameters": path_parameters or None,
         "requestContext": {
             "accountId": "000000000000",
-            "apiId": "local",
+            "apiId": LOCAL_API_ID,
             "domainName": headers.get("host", "localhost"),
             "domainPrefix": "local",
             "http": {
@@ -308,7 +309,10 @@ async def app(scope, receive, send) -> None:
         await _send(send, 500, {"content-type": "application/json"}, b'{"message":"Internal Server Error"}')
         return
     payload = result.get("body") or ""
-    data = pybase64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
+    if isinstance(payload, memoryview):  # a binary reply, handed over as it is (functions/api/binary.py)
+        data = payload.obj if isinstance(payload.obj, bytes) else bytes(payload)
+    else:
+        data = pybase64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
     headers = dict(result.get("headers") or {})
     for name, values in (result.get("multiValueHeaders") or {}).items():
         headers[name] = ",".join(values)

@@ -81,7 +81,7 @@ def consume_binary(
     require((acl.topic(topic), Action.SUB))
     batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=batch.count)
-    return binary_response(codec.encode_consume(batch), codec.CONTENT_TYPE)
+    return binary_response(codec.encode_consume(batch), codec.CONTENT_TYPE, app.current_event)
 
 
 lambda_handler = lambda_entry(app)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pybase64
 import pytest
 
 from functions import store as store_module
 from functions.api.auth import secret_box
+from functions.api.binary import LOCAL_API_ID
 from functions.local_gateway import LocalContext
 from functions.logic import subscriptions, users
 from functions.logic.targets import TargetRules
@@ -17,6 +19,7 @@ from functions.maintenance import handler as maintenance_function
 from functions.push import handler as push_function
 from functions.push import trigger
 from functions.routes import handler_for, routes
+from shared import codec
 from shared.models import UserSpec
 from shared.settings import get_settings
 from tests import push_targets
@@ -106,3 +109,30 @@ def test_maintenance_sample_events_run_their_jobs(seeded_store):
         "segments_deleted": 0,
         "messages_expired": 0,
     }
+
+
+def test_one_handler_serves_binary_bodies_base64_from_api_gateway_and_as_bytes_from_the_local_gateway(seeded_store):
+    """Lambda events carry binary bodies base64-encoded both ways; the local gateway's events carry the bytes
+    (functions/api/binary.py). The same produce and consume handlers serve both."""
+    records = codec.encode_records("orders", [Message(b"records in", 2, ("order-2001",), "created")])
+    produce = SAMPLES[EVENTS / "produce_batch.json"]
+    produce = produce | {"headers": produce["headers"] | {"content-type": codec.RECORDS_CONTENT_TYPE}}
+    from_lambda = produce | {"body": pybase64.b64encode(records).decode()}
+    local_context = produce["requestContext"] | {"apiId": LOCAL_API_ID}
+    from_local = produce | {"body": records, "isBase64Encoded": False, "requestContext": local_context}
+    handler = handler_for("produce")
+    stored = [handler(event, LocalContext("tidemq-produce"))["body"].split() for event in (from_lambda, from_local)]
+    assert [(queue, offset) for _, queue, offset in stored] == [("2", "0"), ("2", "1")]
+
+    consume = SAMPLES[EVENTS / "consume_batch.json"]
+    consume = consume | {"pathParameters": {"topic": "orders", "queue": "2"}, "rawQueryString": "offset=0"}
+    consume |= {"queryStringParameters": {"offset": "0"}, "rawPath": "/v1/topics/orders/queues/2/batch"}
+    handler = handler_for("consume")
+    lambda_reply = handler(consume, LocalContext("tidemq-consume"))
+    assert lambda_reply["isBase64Encoded"] is True
+    local_event = consume | {"requestContext": consume["requestContext"] | {"apiId": LOCAL_API_ID}}
+    local_reply = handler(local_event, LocalContext("tidemq-consume"))
+    assert isinstance(local_reply["body"], memoryview)
+    assert bytes(local_reply["body"]) == pybase64.b64decode(lambda_reply["body"])
+    messages, next_offset, _, _ = codec.decode_consume(bytes(local_reply["body"]))
+    assert [m.body for m in messages] == [b"records in", b"records in"] and next_offset == 2

@@ -12,7 +12,9 @@ whole batch in one queue, chosen round-robin per batch; one sharding key always 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from shared import codec
@@ -54,6 +56,14 @@ def _as_bytes(body: bytes | str) -> bytes:
 def _stored(message: OutgoingMessage) -> Message:
     queue = -1 if message.queue is None else message.queue  # -1: the server chooses
     return Message(message.body, queue, tuple(message.keys), message.tag, message.properties)
+
+
+def _lane(batch: Sequence[OutgoingMessage]) -> int | None:
+    """The one queue every message of `batch` names (and no sharding key), else None."""
+    queues = {m.queue for m in batch}
+    if len(queues) != 1 or None in queues or any(m.sharding_key for m in batch):
+        return None
+    return queues.pop()
 
 
 def _encode(topic: str, messages: Sequence[OutgoingMessage]) -> tuple[list[bytes], str]:
@@ -107,6 +117,35 @@ class Producer:
             return []
         encoded, content_type = _encode(self.topic, messages)
         return self._post(b"".join(encoded), content_type)
+
+    def send_pipelined(
+        self, batches: Iterable[Sequence[OutgoingMessage]], in_flight: int = 4
+    ) -> Iterator[list[SendResult]]:
+        """Send `batches` with up to `in_flight` of them outstanding at once (each on a connection of its own),
+        yielding each batch's results in the order the batches came.
+
+        Order per queue is kept: a batch whose messages all name one queue goes out once no earlier batch to that
+        queue is still in flight; any other batch (the server choosing its queue, several queues, sharding keys)
+        goes out alone, once everything before it is answered, and nothing after it goes out before it is. So
+        name each batch's queue to pipeline. A batch that fails raises when its turn comes; batches sent after it
+        may have been stored (at least once, as any retried produce). Batches go out as the results are iterated:
+
+            for results in producer.send_pipelined(batches, in_flight=8):
+                ...
+        """
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be at least 1, got {in_flight}")
+        pending: deque[tuple[int | None, Future[list[SendResult]]]] = deque()
+        with ThreadPoolExecutor(in_flight, thread_name_prefix="tidemq-send") as senders:
+            for batch in batches:
+                lane = _lane(batch)
+                while pending and (
+                    len(pending) == in_flight or lane is None or any(busy in (lane, None) for busy, _ in pending)
+                ):
+                    yield pending.popleft()[1].result()
+                pending.append((lane, senders.submit(self.send_batch, list(batch))))
+            while pending:
+                yield pending.popleft()[1].result()
 
     def add(
         self,

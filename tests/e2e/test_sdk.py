@@ -121,6 +121,48 @@ def test_send_batch_is_one_atomic_request_and_limits_are_the_servers(admin, clie
     assert len(producer.flush()) == 10
 
 
+def test_a_pipelined_producer_keeps_batches_in_flight_at_once_and_order_per_queue(admin, client, monkeypatch):
+    admin.create_topic("sdk-pipeline", queues=3)
+    producer = Producer("sdk-pipeline", client=client)
+    sending, most = 0, 0
+    lock = threading.Lock()
+    send_batch = producer.send_batch
+
+    def counted(batch):  # how many batches are in flight at once, seen from the client
+        nonlocal sending, most
+        with lock:
+            sending += 1
+            most = max(most, sending)
+        try:
+            time.sleep(0.01)  # hold each request open long enough for others to start
+            return send_batch(batch)
+        finally:
+            with lock:
+                sending -= 1
+
+    monkeypatch.setattr(producer, "send_batch", counted)
+    batches = [
+        [OutgoingMessage(f"{b}:{i}".encode(), queue=None if b % 10 == 9 else b % 3) for i in range(20)]
+        for b in range(60)
+    ]
+    results = list(producer.send_pipelined(batches, in_flight=4))
+    assert most > 1  # really concurrent
+    assert len(results) == 60 and all(len(r) == 20 for r in results)  # one result list per batch, in order
+    by_queue: dict[int, list[tuple[int, str]]] = {}
+    for batch, stored in zip(batches, results, strict=True):
+        assert {r.queue for r in stored} == ({batch[0].queue} if batch[0].queue is not None else {stored[0].queue})
+        for message, result in zip(batch, stored, strict=True):
+            by_queue.setdefault(result.queue, []).append((result.offset, message.body.decode()))
+    for queue, sent in by_queue.items():  # each queue holds its batches in the order they were given
+        stored = [m.body.decode() for m in drain_queue(client, "sdk-pipeline", queue)]
+        assert stored == [body for _, body in sorted(sent)] == [body for _, body in sent]
+
+
+def drain_queue(client: HttpClient, topic: str, queue: int) -> list[StoredMessage]:
+    with Consumer(topic, client=client, queues=[queue]) as consumer:
+        return drain(consumer)
+
+
 def test_a_group_commits_reaches_lag_zero_under_a_tag_filter_and_resumes_where_it_left(admin, client):
     admin.create_topic("sdk-group", queues=4)
     with Producer("sdk-group", client=client, batch_size=50) as producer:

@@ -43,7 +43,8 @@ format: $(INSTALLED)
 bench: $(INSTALLED)
 	$(PY) bench/engine.py
 	$(PY) bench/topics.py
-	$(PY) bench/http.py
+	$(PY) bench/http_api.py
+	$(PY) bench/transport.py
 	$(PY) bench/tier.py
 	$(PY) bench/serverless.py
 

@@ -16,17 +16,13 @@ that offsets are dense and every message is there once.
 
 from __future__ import annotations
 
-import sys
-
-# bench/http.py would shadow the standard library's `http` (boto3 needs it): take bench/ off sys.path.
-sys.path[:] = [entry for entry in sys.path if entry != __file__.rpartition("/")[0]]
-
 import argparse
 import json
 import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import uuid

@@ -14,11 +14,6 @@ Prints one JSON line per result:
 
 from __future__ import annotations
 
-import sys
-
-# bench/http.py would shadow the standard library's `http` (boto3 and moto need it): take bench/ off sys.path.
-sys.path[:] = [entry for entry in sys.path if entry != __file__.rpartition("/")[0]]
-
 import argparse
 import json
 import os

@@ -20,11 +20,6 @@ counted: {"bench": "topics", "backend": "serverless", "topics": M, "creates_per_
 
 from __future__ import annotations
 
-import sys
-
-# bench/http.py would shadow the standard library's `http` (boto3 needs it): take bench/ off sys.path.
-sys.path[:] = [entry for entry in sys.path if entry != __file__.rpartition("/")[0]]
-
 import argparse
 import json
 import os

@@ -44,8 +44,8 @@ knows its offsets, gives records their offsets when it reads them by writing one
 One CRC per record rather than one per batch (Kafka's choice): a read returns any run of a queue's records,
 a message id names one record, a tag-filtered read skips records, and the tier copies each queue's records
 on their own (a put may spread over many queues). A CRC over a whole batch would make every such read fetch
-and check the whole batch; a CRC per record keeps them exact, and the broker's check is one native call per
-record.
+and check the whole batch; a CRC per record keeps them exact, and the broker's check is two native calls per
+record (measured: checking the 100 records of a 100 x 1 KiB produce takes about 0.15 ms of Python in all).
 
 Version 1 (magic 0xD1), read only:
 

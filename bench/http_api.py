@@ -10,19 +10,13 @@ With --auth it runs two gateways, one with authentication (every request signed 
 one with TIDEMQ_AUTH=off (nothing signed), the runs alternating, and adds the ratios of the medians:
   {"bench": "http_auth_vs_none", "produce_ratio": ..., "consume_ratio": ..., "send_p50_ratio": ...}
 
-    python bench/http.py                          # starts its own gateway (SYNC) on a free port in a temp dir
-    python bench/http.py -n 100000 --repeat 1 --flush ASYNC
-    python bench/http.py --auth                   # with and without authentication, in one run
-    python bench/http.py --url http://127.0.0.1:8080      # a running server (`make run`; the SDK finds credentials)
+    python bench/http_api.py                          # starts its own gateway (SYNC) on a free port in a temp dir
+    python bench/http_api.py -n 100000 --repeat 1 --flush ASYNC
+    python bench/http_api.py --auth                   # with and without authentication, in one run
+    python bench/http_api.py --url http://127.0.0.1:8080      # a running server (`make run`; the SDK finds credentials)
 """
 
 from __future__ import annotations
-
-import sys
-
-# Run as a script, this file's directory comes first on sys.path, where this file would shadow the standard
-# library's `http` package: take the directory off before anything imports it.
-sys.path[:] = [entry for entry in sys.path if entry != __file__.rpartition("/")[0]]
 
 import argparse
 import contextlib

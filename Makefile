@@ -45,6 +45,7 @@ bench: $(INSTALLED)
 	$(PY) bench/topics.py
 	$(PY) bench/http_api.py
 	$(PY) bench/transport.py
+	$(PY) bench/send_floor.py
 	$(PY) bench/tier.py
 	$(PY) bench/serverless.py
 

@@ -1,0 +1,150 @@
+"""How fast one acknowledged send can be here: the full path against a floor without the Lambda layers.
+
+In one run, on one keep-alive connection each, `--count` single 1 KiB sends (SYNC: fsync'd before the answer):
+
+    {"bench": "send_floor", "path": "bare", ...}     uvicorn (httptools) with one thread hop to
+                                                     `MessageStore.put_records`: no API Gateway event, no
+                                                     Powertools, no authentication
+    {"bench": "send_floor", "path": "gateway", ...}  the local gateway as `make run` serves it, the SDK sending
+                                                     (`Producer.send`, signed)
+    {"bench": "send_floor", "path": "fdatasync", ...}  fdatasync alone after a 1 KiB append, same disk
+
+    .venv/bin/python bench/send_floor.py                 # 3,000 sends each
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import multiprocessing
+import os
+import platform
+import socket
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import uvicorn
+
+from functions.local_gateway import running_gateway
+from shared import codec
+from shared.credentials import read_profile
+from tidemq import Admin, HttpClient, Producer
+from tidemq_store import StoreConfig, TopicConfig, open_store
+from tidemq_store.model import Message
+
+
+def serve_bare(port: int, home: str) -> None:
+    store = open_store(StoreConfig(home=Path(home)))
+    store.create_topic(TopicConfig(name="lat", queues=1))
+
+    async def app(scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body, more = body + message.get("body", b""), message.get("more_body", False)
+        stored = (await asyncio.to_thread(store.put_records, "lat", body))[0]
+        answer = f"{stored.msg_id} {stored.queue} {stored.queue_offset}\n".encode()
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"%d" % len(answer))]}
+        )
+        await send({"type": "http.response.body", "body": answer})
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def percentiles(seconds: list[float]) -> dict:
+    ordered = sorted(seconds)
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1000, 3),
+        "p99_ms": round(ordered[int(len(ordered) * 0.99)] * 1000, 3),
+    }
+
+
+def bare(count: int, payload: bytes) -> dict:
+    port = free_port()
+    server = multiprocessing.Process(target=serve_bare, args=(port, tempfile.mkdtemp(prefix="tidemq-floor-")))
+    server.start()
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port)
+                connection.connect()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        times = []
+        for _ in range(count):
+            began = time.perf_counter()
+            connection.request("POST", "/", body=codec.encode_records("lat", [Message(payload, 0)]))
+            response = connection.getresponse()
+            response.read()
+            times.append(time.perf_counter() - began)
+            assert response.status == 200
+        return percentiles(times[50:])
+    finally:
+        server.terminate()
+        server.join()
+
+
+def gateway(count: int, payload: bytes) -> dict:
+    home = Path(tempfile.mkdtemp(prefix="tidemq-floor-"))
+    with running_gateway(home) as url:
+        client = HttpClient(url, credentials=read_profile(home / "credentials"))
+        Admin(client=client).create_topic("lat", queues=1)
+        producer = Producer("lat", client=client)
+        times = []
+        for _ in range(count):
+            began = time.perf_counter()
+            producer.send(payload)
+            times.append(time.perf_counter() - began)
+        client.close()
+    return percentiles(times[50:])
+
+
+def fdatasync(count: int, payload: bytes) -> dict:
+    directory = tempfile.mkdtemp(prefix="tidemq-floor-")
+    fd = os.open(os.path.join(directory, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    times = []
+    try:
+        for _ in range(count):
+            os.write(fd, payload)
+            began = time.perf_counter()
+            os.fdatasync(fd)
+            times.append(time.perf_counter() - began)
+    finally:
+        os.close(fd)
+    return percentiles(times[50:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=3000, help="sends per path (default 3000)")
+    args = parser.parse_args()
+    payload = os.urandom(1024)
+    host = {"python": platform.python_version(), "cpus": os.cpu_count(), "loadavg": round(os.getloadavg()[0], 2)}
+    for name, run in (("bare", bare), ("gateway", gateway), ("fdatasync", fdatasync)):
+        print(
+            json.dumps({"bench": "send_floor", "path": name, "count": args.count, **run(args.count, payload), **host})
+        )
+
+
+if __name__ == "__main__":
+    main()

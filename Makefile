@@ -9,7 +9,7 @@ INSTALLED := $(VENV)/.installed
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	touch $(INSTALLED)
 
 install: $(INSTALLED)

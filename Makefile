@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run test lint format bench clean openapi
+.PHONY: install run test lint format bench clean openapi spark
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: $(INSTALLED)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
+
+## spark: run a Spark job on local[2]: make spark JOB=export ARGS="--bucket tidemq-tier --topic orders --output out"
+## (without JOB: list the jobs); S3 and DynamoDB as AWS_ENDPOINT_URL says
+spark: $(INSTALLED)
+	$(PY) -m spark_emr $(if $(JOB),run $(JOB) $(ARGS),list)
 
 ## openapi: regenerate docs/openapi.json from the handlers
 openapi: $(INSTALLED)

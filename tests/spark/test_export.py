@@ -98,18 +98,11 @@ def test_a_dry_run_writes_nothing(spark, tiered_topic, tmp_path):
 
 
 def test_spark_submit_runs_the_entry_point_and_prints_its_summary(tiered_topic, aws_env, tmp_path):
+    """`python -m spark_emr run` is spark-submit --master local[2] of the job's file, as on EMR."""
     bucket, _, expected = tiered_topic
-    submit = Path(sys.executable).with_name("spark-submit")
-    job = Path(export.__file__)
-    command = [str(submit), "--master", "local[2]", str(job), "--bucket", bucket, "--topic", "orders"]
-    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    done = subprocess.run(
-        [*command, "--output", str(tmp_path / "submitted")],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    command = [sys.executable, "-m", "spark_emr", "run", "export", "--bucket", bucket, "--topic", "orders"]
+    output = ["--output", str(tmp_path / "submitted")]
+    done = subprocess.run([*command, *output], env=dict(os.environ), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["records_out"] == len(expected)

@@ -263,7 +263,7 @@ class Maintenance:
                 continue
             for queue in range(config.queues):
                 try:
-                    deleted, expired = self._expire(config.name, queue, now - config.retention_ms)
+                    deleted, expired = self.expire_queue(config.name, queue, now - config.retention_ms)
                 except Exception:
                     log.exception("retention of %s:%s failed; the next run retries it", config.name, queue)
                     continue
@@ -271,7 +271,10 @@ class Maintenance:
                 messages += expired
         return CleanReport(segments, messages)
 
-    def _expire(self, topic: str, queue: int, cutoff: int) -> tuple[int, int]:
+    def expire_queue(self, topic: str, queue: int, cutoff: int) -> tuple[int, int]:
+        """Step 3 for one queue, under its lease (a queue being uploaded is skipped: (0, 0)): delete the cold
+        segments wholly stored before `cutoff` and move `min_offset` past every expired message; return (cold
+        segments deleted, messages expired). The Spark retention job runs it for many queues at once."""
         leased = self._lease(topic, queue)
         if leased is None:
             return 0, 0

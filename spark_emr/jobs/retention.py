@@ -1,0 +1,114 @@
+"""Retention of the serverless backend's cold tier, per queue, in parallel across topics and queues.
+
+    spark-submit --master local[2] spark_emr/jobs/retention.py --dynamodb-prefix tidemq --bucket tidemq-tier
+
+For every topic with a retention (none: it keeps everything), each queue's cold segments stored wholly before
+now - retention are deleted and the queue's `min_offset` moves past its expired messages. Each queue is one
+task running the maintenance run's own step (`Maintenance.expire_queue`) under the queue's lease, so a job never
+writes a queue's tier while an upload does (that queue is skipped and the next run takes it). Killed midway and run
+again, it deletes what is left to delete: a segment goes only after the entries pointing into it.
+
+Arguments: `--dynamodb-prefix` (TIDEMQ_DYNAMODB_PREFIX), `--bucket` / `--prefix` (the tier), `--topic` (one topic
+only), `--now-ms` (the time retention is measured from; default now), `--dry-run` (list each queue's cutoff and
+delete nothing). The last line on stdout is the job's summary as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from spark_emr.session import spark_session
+from tidemq_store import StoreConfig, open_store
+from tidemq_store.clock import now_ms
+from tidemq_store.serverless.maintenance import Maintenance
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dynamodb-prefix", required=True, help="the serverless backend's table prefix")
+    parser.add_argument("--bucket", required=True, help="the tier's S3 bucket")
+    parser.add_argument("--prefix", default="tidemq", help="the tier's key prefix (default tidemq)")
+    parser.add_argument("--topic", default=None, help="only this topic")
+    parser.add_argument("--now-ms", type=int, default=None, help="measure retention from here (default now)")
+    parser.add_argument("--dry-run", action="store_true", help="list each queue's cutoff; delete nothing")
+    return parser.parse_args(argv)
+
+
+def store_settings(args: argparse.Namespace) -> dict:
+    """What opens the backend, on the driver and on each executor (EFS is not touched by retention)."""
+    return {
+        "backend": "serverless",
+        "dynamodb_prefix": args.dynamodb_prefix,
+        "tier": "s3",
+        "tier_bucket": args.bucket,
+        "tier_prefix": args.prefix,
+    }
+
+
+def open_backend(settings: dict, endpoint_url: str | None):
+    if endpoint_url:
+        os.environ["AWS_ENDPOINT_URL"] = endpoint_url
+    scratch = Path(tempfile.mkdtemp(prefix="tidemq-retention-"))
+    return open_store(StoreConfig(home=scratch, efs_path=scratch / "efs", **settings))
+
+
+def run(spark, args: argparse.Namespace) -> dict:
+    """Apply retention as `args` say; return the summary."""
+    began = time.monotonic()
+    settings, endpoint_url = store_settings(args), os.environ.get("AWS_ENDPOINT_URL") or None
+    now = now_ms() if args.now_ms is None else args.now_ms
+    store = open_backend(settings, endpoint_url)
+    try:
+        topics = [t for t in store.all_topics() if args.topic is None or t.name == args.topic]
+    finally:
+        store.close()
+    work = [
+        (t.name, queue, now - t.retention_ms) for t in topics if t.retention_ms is not None for queue in range(t.queues)
+    ]
+    kept = sum(1 for t in topics if t.retention_ms is None)
+    print(
+        f"retention: {len(work)} queues of {len(topics) - kept} topics with a retention ({kept} keep everything)",
+        file=sys.stderr,
+        flush=True,
+    )
+    summary = {"job": "retention", "topics_in": len(topics), "queues_in": len(work), "now_ms": now}
+    if args.dry_run:
+        for topic, queue, cutoff in work:
+            print(f"retention: would expire {topic}:{queue} before {cutoff}", file=sys.stderr)
+        return summary | {"dry_run": True, "seconds": round(time.monotonic() - began, 3)}
+
+    def expire(items):
+        backend = open_backend(settings, endpoint_url)
+        try:
+            maintenance = Maintenance(backend)
+            for topic, queue, cutoff in items:
+                segments, messages = maintenance.expire_queue(topic, queue, cutoff)
+                yield topic, queue, segments, messages
+        finally:
+            backend.close()
+
+    results = spark.sparkContext.parallelize(work, max(1, min(len(work), 64))).mapPartitions(expire).collect()
+    return summary | {
+        "segments_deleted": sum(r[2] for r in results),
+        "messages_expired": sum(r[3] for r in results),
+        "seconds": round(time.monotonic() - began, 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
+    spark = spark_session("retention")
+    try:
+        print(json.dumps(run(spark, args)), flush=True)
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import sys
+from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
@@ -16,3 +19,12 @@ def spark_session(app: str) -> SparkSession:
     if "spark.master" not in SparkSession.builder._options and not os.environ.get("SPARK_MASTER"):
         builder = builder.master(os.environ.get("TIDEMQ_SPARK_MASTER", "local[2]"))
     return builder.getOrCreate()
+
+
+def run_job(app: str, run: Callable[[SparkSession, argparse.Namespace], dict], args: argparse.Namespace) -> None:
+    """A job's entry point: run it in its session, then print its summary as one JSON line on stdout."""
+    spark = spark_session(app)
+    try:
+        print(json.dumps(run(spark, args)), flush=True)
+    finally:
+        spark.stop()

@@ -18,7 +18,6 @@ The last line on stdout is the job's summary as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 
@@ -33,7 +32,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_emr.session import spark_session
+from spark_emr.session import run_job
 from spark_emr.tier import TierLocation, queue_messages, tier_queues
 
 SCHEMA = StructType(
@@ -108,12 +107,7 @@ def run(spark, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = arguments(argv)
-    spark = spark_session("export")
-    try:
-        print(json.dumps(run(spark, args)), flush=True)
-    finally:
-        spark.stop()
+    run_job("export", run, arguments(argv))
 
 
 if __name__ == "__main__":

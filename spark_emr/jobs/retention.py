@@ -16,14 +16,13 @@ delete nothing). The last line on stdout is the job's summary as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from spark_emr.session import spark_session
+from spark_emr.session import run_job
 from tidemq_store import StoreConfig, open_store
 from tidemq_store.clock import now_ms
 from tidemq_store.serverless.maintenance import Maintenance
@@ -102,12 +101,7 @@ def run(spark, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = arguments(argv)
-    spark = spark_session("retention")
-    try:
-        print(json.dumps(run(spark, args)), flush=True)
-    finally:
-        spark.stop()
+    run_job("retention", run, arguments(argv))
 
 
 if __name__ == "__main__":

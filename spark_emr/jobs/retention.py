@@ -5,7 +5,8 @@
 For every topic with a retention (none: it keeps everything), each queue's cold segments stored wholly before
 now - retention are deleted and the queue's `min_offset` moves past its expired messages. Each queue is one
 task running the maintenance run's own step (`Maintenance.expire_queue`) under the queue's lease, so a job never
-writes a queue's tier while an upload does (that queue is skipped and the next run takes it). Killed midway and run
+writes a queue's tier while an upload does: that queue is skipped, counted in `queues_skipped`, and the next run
+takes it (a run killed midway holds its queues until their lease expires, 15 minutes). Killed midway and run
 again, it deletes what is left to delete: a segment goes only after the entries pointing into it.
 
 Arguments: `--dynamodb-prefix` (TIDEMQ_DYNAMODB_PREFIX), `--bucket` / `--prefix` (the tier), `--topic` (one topic
@@ -87,15 +88,19 @@ def run(spark, args: argparse.Namespace) -> dict:
         try:
             maintenance = Maintenance(backend)
             for topic, queue, cutoff in items:
-                segments, messages = maintenance.expire_queue(topic, queue, cutoff)
-                yield topic, queue, segments, messages
+                yield topic, queue, maintenance.expire_queue(topic, queue, cutoff)
         finally:
             backend.close()
 
     results = spark.sparkContext.parallelize(work, max(1, min(len(work), 64))).mapPartitions(expire).collect()
+    skipped = [f"{topic}:{queue}" for topic, queue, report in results if report is None]
+    if skipped:
+        print(f"retention: held by another run, left for the next: {', '.join(skipped)}", file=sys.stderr)
+    done = [report for _, _, report in results if report is not None]
     return summary | {
-        "segments_deleted": sum(r[2] for r in results),
-        "messages_expired": sum(r[3] for r in results),
+        "queues_skipped": len(skipped),
+        "segments_deleted": sum(report.segments_deleted for report in done),
+        "messages_expired": sum(report.messages_expired for report in done),
         "seconds": round(time.monotonic() - began, 3),
     }
 

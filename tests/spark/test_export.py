@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -107,3 +108,33 @@ def test_spark_submit_runs_the_entry_point_and_prints_its_summary(tiered_topic, 
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["records_out"] == len(expected)
     assert exported(tmp_path / "submitted") == expected
+
+
+def kill_at(command: list[str], stage: str | None, after_s: float) -> None:
+    """Run `command` in its own process group and SIGKILL the whole group `after_s` seconds after its stderr first
+    shows `stage` (None: after it starts)."""
+    process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        if stage is not None:
+            for line in process.stderr:
+                if stage.encode() in line:
+                    break
+        time.sleep(after_s)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        process.stderr.close()
+
+
+def test_an_export_killed_midway_several_times_then_run_again_leaves_every_message_once(
+    tiered_topic, aws_env, tmp_path
+):
+    bucket, _, expected = tiered_topic
+    output = tmp_path / "killed"
+    command = [sys.executable, "-m", "spark_emr", "run", "export", "--bucket", bucket, "--topic", "orders"]
+    command += ["--output", str(output)]
+    for stage, after_s in ((None, 1.0), ("export: 3 queues", 0.0), ("export: 3 queues", 1.5)):  # JVM, listing, tasks
+        kill_at(command, stage, after_s)
+    done = subprocess.run(command, env=dict(os.environ), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert exported(output) == expected

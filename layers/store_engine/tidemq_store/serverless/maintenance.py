@@ -263,21 +263,22 @@ class Maintenance:
                 continue
             for queue in range(config.queues):
                 try:
-                    deleted, expired = self.expire_queue(config.name, queue, now - config.retention_ms)
+                    expired = self.expire_queue(config.name, queue, now - config.retention_ms)
                 except Exception:
                     log.exception("retention of %s:%s failed; the next run retries it", config.name, queue)
                     continue
-                segments += deleted
-                messages += expired
+                if expired is not None:
+                    segments += expired.segments_deleted
+                    messages += expired.messages_expired
         return CleanReport(segments, messages)
 
-    def expire_queue(self, topic: str, queue: int, cutoff: int) -> tuple[int, int]:
-        """Step 3 for one queue, under its lease (a queue being uploaded is skipped: (0, 0)): delete the cold
-        segments wholly stored before `cutoff` and move `min_offset` past every expired message; return (cold
-        segments deleted, messages expired). The Spark retention job runs it for many queues at once."""
+    def expire_queue(self, topic: str, queue: int, cutoff: int) -> CleanReport | None:
+        """Step 3 for one queue, under its lease: delete the cold segments wholly stored before `cutoff` and move
+        `min_offset` past every expired message; None when another run holds the queue (the next run takes it).
+        The Spark retention job runs it for many queues at once."""
         leased = self._lease(topic, queue)
         if leased is None:
-            return 0, 0
+            return None
         lease, state = leased
         low, segments = state.min_offset, 0
         try:
@@ -301,7 +302,7 @@ class Maintenance:
                 self.index.drop_below(topic, queue, low)
         finally:
             self._release(topic, queue, lease, max(state.hot_offset, low), state.next_offset, clean=False)
-        return segments, low - state.min_offset
+        return CleanReport(segments, low - state.min_offset)
 
     # ---- the marker ------------------------------------------------------------------------------
 

@@ -40,11 +40,18 @@ class TierLocation:
         """The tier at bucket/prefix, reached as this process reaches S3 (`AWS_ENDPOINT_URL`, region)."""
         return cls(bucket, prefix.strip("/"), os.environ.get("AWS_ENDPOINT_URL") or None, aws_region())
 
-    def driver(self) -> S3Driver:
-        client = boto3.session.Session().client(
+    def client(self):
+        """A boto3 S3 client for this tier (the engine's client settings)."""
+        return boto3.session.Session().client(
             "s3", region_name=self.region, endpoint_url=self.endpoint_url, config=CLIENT_CONFIG
         )
-        return S3Driver(client, self.bucket, self.prefix)
+
+    def driver(self) -> S3Driver:
+        return S3Driver(self.client(), self.bucket, self.prefix)
+
+    def queue_prefix(self, ref: QueueRef) -> str:
+        """The key prefix of every object of the queue's tier files (both kinds)."""
+        return f"{self.prefix}/{ref.topic}/{ref.queue}/" if self.prefix else f"{ref.topic}/{ref.queue}/"
 
     def describe(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}" + (f" via {self.endpoint_url}" if self.endpoint_url else "")

@@ -17,14 +17,11 @@ delete nothing). The last line on stdout is the job's summary as JSON.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
-from pathlib import Path
 
+from spark_emr.backend import Backend
 from spark_emr.session import run_job
-from tidemq_store import StoreConfig, open_store
 from tidemq_store.clock import now_ms
 from tidemq_store.serverless.maintenance import Maintenance
 
@@ -40,34 +37,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def store_settings(args: argparse.Namespace) -> dict:
-    """What opens the backend, on the driver and on each executor (EFS is not touched by retention)."""
-    return {
-        "backend": "serverless",
-        "dynamodb_prefix": args.dynamodb_prefix,
-        "tier": "s3",
-        "tier_bucket": args.bucket,
-        "tier_prefix": args.prefix,
-    }
-
-
-def open_backend(settings: dict, endpoint_url: str | None):
-    if endpoint_url:
-        os.environ["AWS_ENDPOINT_URL"] = endpoint_url
-    scratch = Path(tempfile.mkdtemp(prefix="tidemq-retention-"))
-    return open_store(StoreConfig(home=scratch, efs_path=scratch / "efs", **settings))
-
-
 def run(spark, args: argparse.Namespace) -> dict:
     """Apply retention as `args` say; return the summary."""
     began = time.monotonic()
-    settings, endpoint_url = store_settings(args), os.environ.get("AWS_ENDPOINT_URL") or None
+    backend = Backend.here(args.dynamodb_prefix, args.bucket, args.prefix)
     now = now_ms() if args.now_ms is None else args.now_ms
-    store = open_backend(settings, endpoint_url)
-    try:
-        topics = [t for t in store.all_topics() if args.topic is None or t.name == args.topic]
-    finally:
-        store.close()
+    topics = backend.topics(args.topic)
     work = [
         (t.name, queue, now - t.retention_ms) for t in topics if t.retention_ms is not None for queue in range(t.queues)
     ]
@@ -84,13 +59,13 @@ def run(spark, args: argparse.Namespace) -> dict:
         return summary | {"dry_run": True, "seconds": round(time.monotonic() - began, 3)}
 
     def expire(items):
-        backend = open_backend(settings, endpoint_url)
+        store = backend.open()
         try:
-            maintenance = Maintenance(backend)
+            maintenance = Maintenance(store)
             for topic, queue, cutoff in items:
                 yield topic, queue, maintenance.expire_queue(topic, queue, cutoff)
         finally:
-            backend.close()
+            store.close()
 
     results = spark.sparkContext.parallelize(work, max(1, min(len(work), 64))).mapPartitions(expire).collect()
     skipped = [f"{topic}:{queue}" for topic, queue, report in results if report is None]

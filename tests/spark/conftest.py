@@ -4,6 +4,7 @@ session's moto server: its environment is set before the JVM starts, so every Py
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -25,3 +26,13 @@ def spark(local_aws: LocalAws) -> Iterator:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+@pytest.fixture
+def serverless_backend(tmp_path, open_test_store, aws_env):
+    """A serverless store with an S3 tier of its own, and the arguments that name them to a job."""
+    prefix, bucket = f"j{uuid.uuid4().hex[:8]}", f"tier-{uuid.uuid4().hex[:12]}"
+    store = open_test_store(
+        backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=prefix, tier="s3", tier_bucket=bucket
+    )
+    return store, ["--dynamodb-prefix", prefix, "--bucket", bucket]

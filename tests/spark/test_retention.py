@@ -5,7 +5,6 @@ everything; a rerun changes nothing more; a dry run changes nothing."""
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 
@@ -18,19 +17,16 @@ from ..tier_reads import read_all
 
 
 @pytest.fixture
-def backend(tmp_path, open_test_store, aws_env):
-    """A serverless store whose two topics are in the S3 tier: `short` (1 s retention, 3 queues) and `forever`."""
-    prefix, bucket = f"r{uuid.uuid4().hex[:8]}", f"tier-{uuid.uuid4().hex[:12]}"
-    store = open_test_store(
-        backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=prefix, tier="s3", tier_bucket=bucket
-    )
+def backend(serverless_backend):
+    """Two topics in the S3 tier: `short` (1 s retention, 3 queues) and `forever` (no retention)."""
+    store, args = serverless_backend
     store.create_topic(TopicConfig(name="short", queues=3, retention_ms=1000))
     store.create_topic(TopicConfig(name="forever", queues=1, retention_ms=None))
     for b in range(4):
         store.put("short", [Message(b"old %d-%d" % (b, i), queue=i % 3) for i in range(30)])
         store.put("forever", [Message(b"kept %d-%d" % (b, i)) for i in range(10)])
         Maintenance(store).run()  # one cold segment per queue and batch
-    return store, ["--dynamodb-prefix", prefix, "--bucket", bucket]
+    return store, args
 
 
 def ranges(store, topic: str) -> list[tuple[int, int]]:

@@ -1,0 +1,50 @@
+"""The serverless backend as a job sees it: its topics (DynamoDB) and its cold tier (S3), opened alike on the
+driver and on each executor. The endpoint (`AWS_ENDPOINT_URL` on the driver) travels with the job, as in tier.py.
+A job touches no EFS file: the store is opened over a scratch directory."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidemq_store import StoreConfig, TopicConfig, open_store
+from tidemq_store.serverless.store import ServerlessMessageStore
+
+from .tier import TierLocation
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """A serverless backend: its DynamoDB table prefix and its tier."""
+
+    dynamodb_prefix: str
+    tier: TierLocation
+
+    @classmethod
+    def here(cls, dynamodb_prefix: str, bucket: str, prefix: str) -> Backend:
+        return cls(dynamodb_prefix, TierLocation.here(bucket, prefix))
+
+    def open(self) -> ServerlessMessageStore:
+        if self.tier.endpoint_url:
+            os.environ["AWS_ENDPOINT_URL"] = self.tier.endpoint_url  # pynamodb reads it here
+        scratch = Path(tempfile.mkdtemp(prefix="tidemq-job-"))
+        config = StoreConfig(
+            home=scratch,
+            backend="serverless",
+            efs_path=scratch / "efs",
+            dynamodb_prefix=self.dynamodb_prefix,
+            tier="s3",
+            tier_bucket=self.tier.bucket,
+            tier_prefix=self.tier.prefix,
+        )
+        return open_store(config)
+
+    def topics(self, topic: str | None = None) -> list[TopicConfig]:
+        """Every topic (or just `topic`), read once on the driver."""
+        store = self.open()
+        try:
+            return [t for t in store.all_topics() if topic is None or t.name == topic]
+        finally:
+            store.close()

@@ -4,6 +4,7 @@ A job touches no EFS file: the store is opened over a scratch directory."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 from dataclasses import dataclass
@@ -48,3 +49,16 @@ class Backend:
             return [t for t in store.all_topics() if topic is None or t.name == topic]
         finally:
             store.close()
+
+
+def backend_arguments(doc: str, now_help: str, dry_run_help: str) -> argparse.ArgumentParser:
+    """The parser of a job over the serverless backend: where it is (`--dynamodb-prefix`, `--bucket`, `--prefix`),
+    `--topic` (one topic only), `--now-ms` and `--dry-run`."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dynamodb-prefix", required=True, help="the serverless backend's table prefix")
+    parser.add_argument("--bucket", required=True, help="the tier's S3 bucket")
+    parser.add_argument("--prefix", default="tidemq", help="the tier's key prefix (default tidemq)")
+    parser.add_argument("--topic", default=None, help="only this topic")
+    parser.add_argument("--now-ms", type=int, default=None, help=now_help)
+    parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    return parser

@@ -20,20 +20,16 @@ import argparse
 import sys
 import time
 
-from spark_emr.backend import Backend
+from spark_emr.backend import Backend, backend_arguments
 from spark_emr.session import run_job
 from tidemq_store.clock import now_ms
 from tidemq_store.serverless.maintenance import Maintenance
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dynamodb-prefix", required=True, help="the serverless backend's table prefix")
-    parser.add_argument("--bucket", required=True, help="the tier's S3 bucket")
-    parser.add_argument("--prefix", default="tidemq", help="the tier's key prefix (default tidemq)")
-    parser.add_argument("--topic", default=None, help="only this topic")
-    parser.add_argument("--now-ms", type=int, default=None, help="measure retention from here (default now)")
-    parser.add_argument("--dry-run", action="store_true", help="list each queue's cutoff; delete nothing")
+    parser = backend_arguments(
+        __doc__, "measure retention from here (default now)", "list each queue's cutoff; delete nothing"
+    )
     return parser.parse_args(argv)
 
 

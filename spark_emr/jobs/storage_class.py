@@ -23,7 +23,7 @@ import time
 
 from botocore.exceptions import ClientError
 
-from spark_emr.backend import Backend
+from spark_emr.backend import Backend, backend_arguments
 from spark_emr.session import run_job
 from spark_emr.tier import QueueRef
 from tidemq_store.clock import now_ms
@@ -35,13 +35,9 @@ DEFAULT_AFTER_MS = 30 * 24 * 3600 * 1000
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dynamodb-prefix", required=True, help="the serverless backend's table prefix")
-    parser.add_argument("--bucket", required=True, help="the tier's S3 bucket")
-    parser.add_argument("--prefix", default="tidemq", help="the tier's key prefix (default tidemq)")
-    parser.add_argument("--topic", default=None, help="only this topic")
-    parser.add_argument("--now-ms", type=int, default=None, help="measure segment age from here (default now)")
-    parser.add_argument("--dry-run", action="store_true", help="count what would move; move nothing")
+    parser = backend_arguments(
+        __doc__, "measure segment age from here (default now)", "count what would move; move nothing"
+    )
     return parser.parse_args(argv)
 
 

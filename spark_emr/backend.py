@@ -1,6 +1,7 @@
 """The serverless backend as a job sees it: its topics (DynamoDB) and its cold tier (S3), opened alike on the
 driver and on each executor. The endpoint (`AWS_ENDPOINT_URL` on the driver) travels with the job, as in tier.py.
-A job touches no EFS file: the store is opened over a scratch directory."""
+A job that reads no EFS file opens the store over a scratch directory; one that moves EFS data to S3 names the
+shared directory (`efs_path`), mounted alike on the driver and the executors."""
 
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ class Backend:
 
     dynamodb_prefix: str
     tier: TierLocation
+    efs_path: str | None = None
 
     @classmethod
-    def here(cls, dynamodb_prefix: str, bucket: str, prefix: str) -> Backend:
-        return cls(dynamodb_prefix, TierLocation.here(bucket, prefix))
+    def here(cls, dynamodb_prefix: str, bucket: str, prefix: str, efs_path: str | None = None) -> Backend:
+        return cls(dynamodb_prefix, TierLocation.here(bucket, prefix), efs_path)
 
     def open(self) -> ServerlessMessageStore:
         if self.tier.endpoint_url:
@@ -34,7 +36,7 @@ class Backend:
         config = StoreConfig(
             home=scratch,
             backend="serverless",
-            efs_path=scratch / "efs",
+            efs_path=Path(self.efs_path) if self.efs_path else scratch / "efs",
             dynamodb_prefix=self.dynamodb_prefix,
             tier="s3",
             tier_bucket=self.tier.bucket,
@@ -51,14 +53,15 @@ class Backend:
             store.close()
 
 
-def backend_arguments(doc: str, now_help: str, dry_run_help: str) -> argparse.ArgumentParser:
+def backend_arguments(doc: str, now_help: str | None, dry_run_help: str) -> argparse.ArgumentParser:
     """The parser of a job over the serverless backend: where it is (`--dynamodb-prefix`, `--bucket`, `--prefix`),
-    `--topic` (one topic only), `--now-ms` and `--dry-run`."""
+    `--topic` (one topic only), `--now-ms` (with `now_help`: the job measures time) and `--dry-run`."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dynamodb-prefix", required=True, help="the serverless backend's table prefix")
     parser.add_argument("--bucket", required=True, help="the tier's S3 bucket")
     parser.add_argument("--prefix", default="tidemq", help="the tier's key prefix (default tidemq)")
     parser.add_argument("--topic", default=None, help="only this topic")
-    parser.add_argument("--now-ms", type=int, default=None, help=now_help)
+    if now_help is not None:
+        parser.add_argument("--now-ms", type=int, default=None, help=now_help)
     parser.add_argument("--dry-run", action="store_true", help=dry_run_help)
     return parser

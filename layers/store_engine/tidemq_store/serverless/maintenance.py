@@ -99,18 +99,27 @@ class Maintenance:
     def upload(self, topic: str | None = None) -> RunReport:
         """Step 1 for every dirty queue (or every queue of `topic`)."""
         if topic is None:
-            keys = [item.key for item in self.queues.by_dirty.query(DIRTY)]
+            queues = self.dirty_queues()
         else:
-            keys = [queue_key(topic, queue) for queue in range(self.store.get_topic(topic).queues)]
+            queues = [(topic, queue) for queue in range(self.store.get_topic(topic).queues)]
         report = RunReport()
-        for key in keys:
-            name, _, queue = key.rpartition("|")
-            try:
-                self._upload_queue(name, int(queue), report)
-            except Exception:
-                log.exception("maintenance of %s failed; the next run retries it", key)
-                report.failed.append(key)
+        for name, queue in queues:
+            self.upload_queue(name, queue, report)
         return report
+
+    def dirty_queues(self) -> list[tuple[str, int]]:
+        """(topic, queue) of every queue with messages not uploaded yet (the `by_dirty` index)."""
+        keys = [item.key for item in self.queues.by_dirty.query(DIRTY)]
+        return [(name, int(queue)) for name, _, queue in (key.rpartition("|") for key in keys)]
+
+    def upload_queue(self, topic: str, queue: int, report: RunReport) -> None:
+        """Step 1 for one queue, into `report` (a failure is logged and listed in `report.failed`, for the next run
+        to retry). The Spark migration job runs it for many queues at once."""
+        try:
+            self._upload_queue(topic, queue, report)
+        except Exception:
+            log.exception("maintenance of %s failed; the next run retries it", queue_key(topic, queue))
+            report.failed.append(queue_key(topic, queue))
 
     def _upload_queue(self, topic: str, queue: int, report: RunReport) -> None:
         leased = self._lease(topic, queue)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tidemq_store import StoreConfig, TopicConfig, open_store
+from tidemq_store.serverless.maintenance import Maintenance
 from tidemq_store.serverless.store import ServerlessMessageStore
 
 from .tier import TierLocation
@@ -43,6 +45,22 @@ class Backend:
             tier_prefix=self.tier.prefix,
         )
         return open_store(config)
+
+    def per_queue(self, step: Callable[[Maintenance, tuple], object]) -> Callable[[Iterable[tuple]], Iterator]:
+        """A partition function for `mapPartitions`: opens the backend once per partition and yields
+        `step(maintenance, item)` for each of its items (a queue's work)."""
+        backend = self
+
+        def partition(items: Iterable[tuple]) -> Iterator:
+            store = backend.open()
+            try:
+                maintenance = Maintenance(store)
+                for item in items:
+                    yield step(maintenance, item)
+            finally:
+                store.close()
+
+        return partition
 
     def topics(self, topic: str | None = None) -> list[TopicConfig]:
         """Every topic (or just `topic`), read once on the driver."""

@@ -6,7 +6,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 
 from pyspark.sql import SparkSession
 
@@ -28,3 +29,10 @@ def run_job(app: str, run: Callable[[SparkSession, argparse.Namespace], dict], a
         print(json.dumps(run(spark, args)), flush=True)
     finally:
         spark.stop()
+
+
+def dry_run(job: str, would: Iterable[str], summary: dict, began: float) -> dict:
+    """A dry run's end: each thing the job would do on stderr, then its summary."""
+    for line in would:
+        print(f"{job}: would {line}", file=sys.stderr)
+    return summary | {"dry_run": True, "seconds": round(time.monotonic() - began, 3)}

@@ -19,7 +19,7 @@ import sys
 import time
 
 from spark_emr.backend import Backend, backend_arguments
-from spark_emr.session import run_job
+from spark_emr.session import dry_run, run_job
 from tidemq_store.serverless.maintenance import Maintenance, RunReport
 
 
@@ -45,22 +45,15 @@ def run(spark, args: argparse.Namespace) -> dict:
     print(f"migrate: {len(queues)} queues to move to {backend.tier.describe()}", file=sys.stderr, flush=True)
     summary = {"job": "migrate", "tier": backend.tier.describe(), "queues_in": len(queues)}
     if args.dry_run:
-        for topic, queue in queues:
-            print(f"migrate: would move {topic}:{queue}", file=sys.stderr)
-        return summary | {"dry_run": True, "seconds": round(time.monotonic() - began, 3)}
+        return dry_run("migrate", (f"move {topic}:{queue}" for topic, queue in queues), summary, began)
 
-    def upload(items):
-        opened = backend.open()
-        try:
-            maintenance = Maintenance(opened)
-            for topic, queue in items:
-                report = RunReport()
-                maintenance.upload_queue(topic, queue, report)
-                yield report.queues, report.messages, report.left_work, report.failed, report.touched_files
-        finally:
-            opened.close()
+    def upload(maintenance: Maintenance, item: tuple[str, int]) -> tuple:
+        report = RunReport()
+        maintenance.upload_queue(*item, report)
+        return report.queues, report.messages, report.left_work, report.failed, report.touched_files
 
-    results = spark.sparkContext.parallelize(queues, max(1, min(len(queues), 64))).mapPartitions(upload).collect()
+    partitions = max(1, min(len(queues), 64))
+    results = spark.sparkContext.parallelize(queues, partitions).mapPartitions(backend.per_queue(upload)).collect()
     touched = set().union(*(r[4] for r in results)) if results else set()
     failed = [key for r in results for key in r[3]]
     store = backend.open()

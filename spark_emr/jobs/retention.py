@@ -21,7 +21,7 @@ import sys
 import time
 
 from spark_emr.backend import Backend, backend_arguments
-from spark_emr.session import run_job
+from spark_emr.session import dry_run, run_job
 from tidemq_store.clock import now_ms
 from tidemq_store.serverless.maintenance import Maintenance
 
@@ -50,20 +50,15 @@ def run(spark, args: argparse.Namespace) -> dict:
     )
     summary = {"job": "retention", "topics_in": len(topics), "queues_in": len(work), "now_ms": now}
     if args.dry_run:
-        for topic, queue, cutoff in work:
-            print(f"retention: would expire {topic}:{queue} before {cutoff}", file=sys.stderr)
-        return summary | {"dry_run": True, "seconds": round(time.monotonic() - began, 3)}
+        would = (f"expire {topic}:{queue} before {cutoff}" for topic, queue, cutoff in work)
+        return dry_run("retention", would, summary, began)
 
-    def expire(items):
-        store = backend.open()
-        try:
-            maintenance = Maintenance(store)
-            for topic, queue, cutoff in items:
-                yield topic, queue, maintenance.expire_queue(topic, queue, cutoff)
-        finally:
-            store.close()
+    def expire(maintenance: Maintenance, item: tuple[str, int, int]) -> tuple:
+        topic, queue, cutoff = item
+        return topic, queue, maintenance.expire_queue(topic, queue, cutoff)
 
-    results = spark.sparkContext.parallelize(work, max(1, min(len(work), 64))).mapPartitions(expire).collect()
+    partitions = max(1, min(len(work), 64))
+    results = spark.sparkContext.parallelize(work, partitions).mapPartitions(backend.per_queue(expire)).collect()
     skipped = [f"{topic}:{queue}" for topic, queue, report in results if report is None]
     if skipped:
         print(f"retention: held by another run, left for the next: {', '.join(skipped)}", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -132,6 +133,9 @@ def test_two_readers_of_the_same_missing_range_cause_one_fetch(make_cache):
     results = []
     second = threading.Thread(target=lambda: results.append(cache.read(tier, 5, 5, tier.length)))
     second.start()
+    deadline = time.monotonic() + 5  # hold the fetch until the second reader is in (a busy machine may start it
+    while not cache.stats["waits"] and time.monotonic() < deadline:  # late: it would find the block, not wait)
+        time.sleep(0.001)
     tier.gate.set()
     first.join(5)
     second.join(5)

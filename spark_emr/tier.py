@@ -82,8 +82,6 @@ def queue_messages(
     end = high if to_ms is None else tiered.first_offset_stored_at(to_ms, low, high)
     offset = low
     while offset < end:
-        entries = tiered.entries(offset, min(end, offset + READ_ENTRIES))
-        first, last = entries[0], entries[len(entries) - 1]
-        records = tiered.read(first.position, last.end - first.position)
-        yield from decode_run(records, ref.topic, ref.queue, offset)
-        offset += len(entries)
+        run = tiered.run(offset, min(end, offset + READ_ENTRIES))
+        yield from decode_run(run.records, ref.topic, ref.queue, offset)
+        offset += len(run.entries)

@@ -9,6 +9,7 @@ import pytest
 
 from tidemq_store.cq_entry import CqEntries, pack_entry
 from tidemq_store.tiered.cache import ReadAheadCache
+from tidemq_store.tiered.container import TierRun
 
 SIZE = 10  # bytes per fake record
 
@@ -37,6 +38,11 @@ class FakeQueue:
 
     def read(self, position: int, length: int) -> bytes:
         return b"".join(f"{i:09d}|".encode() for i in range(position // SIZE, (position + length) // SIZE))
+
+    def run(self, first: int, end: int) -> TierRun:
+        entries = self.entries(first, end)
+        start = entries[0].position
+        return TierRun(first, entries, self.read(start, entries[len(entries) - 1].end - start))
 
     def segment_end_offset(self, offset: int) -> int:
         return (offset // self.segment + 1) * self.segment

@@ -435,13 +435,15 @@ def decode_message(buf: bytes, pos: int = 0) -> StoredMessage:
 
 
 def decode_run(data: bytes, topic: str, queue: int, first_offset: int) -> list[StoredMessage]:
-    """Decode adjacent records of one queue, verifying each and that they hold offsets first_offset, +1, ..."""
+    """Decode adjacent records of one queue, verifying each and that they hold increasing offsets from
+    first_offset (consecutive but where key compaction removed some)."""
     return decode_records(data, (topic, queue, first_offset))
 
 
 def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> list[StoredMessage]:
     """Decode and verify every record in `data` (records back to back, either version), in one pass. With `expect`
-    = (topic, queue, first offset), also check that they are that queue's records at consecutive offsets."""
+    = (topic, queue, first offset), also check that they are that queue's records at increasing offsets from there
+    (consecutive but where key compaction removed some)."""
     expected_topic, expected_queue, expected = expect or ("", 0, 0)
     view, end_of_data = memoryview(data), len(data)
     unpack_v2, unpack_v1 = HEADER.unpack_from, HEADER_V1.unpack_from
@@ -474,12 +476,12 @@ def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> l
                 raw_topic = data[start : start + tlen]
                 topic = raw_topic.decode()
             if expect is not None:
-                if offset != expected or queue != expected_queue or topic != expected_topic:
+                if offset < expected or queue != expected_queue or topic != expected_topic:
                     raise CorruptStore(
                         f"ConsumeQueue entry {expected_topic}:{expected_queue}:{expected} "
                         "points at a record of another queue"
                     )
-                expected += 1
+                expected = offset + 1
             start += tlen
             keys, tag, props = decode_properties(data[start : start + plen]) if plen else ((), None, {})
             msg_id = ((physical << 32) | size).to_bytes(12, "big").hex()

@@ -72,7 +72,8 @@ def select_runs(
     """Choose from `entries` (the first one being `offset`'s) what a read returns.
 
     Records ending past `readable` (written but not acknowledged; None: no such bound) stop the read. The first
-    record is taken even above `max_bytes`.
+    record is taken even above `max_bytes`. An entry of size 0 is an offset key compaction removed: it is passed
+    over, and ends the run before it (the records after it are at later offsets).
     """
     codes = tag_filter.codes if tag_filter else None
     runs = Runs()
@@ -82,6 +83,12 @@ def select_runs(
     for queue_offset, (position, size, tag_code, _) in enumerate(entries.fields(), offset):
         if readable is not None and position + size > readable:
             break
+        if not size:  # removed by key compaction (a compacted topic): the read goes on past it
+            if run_end >= 0:
+                add_length(run_end - run_start)
+                run_end = -1
+            next_offset = queue_offset + 1
+            continue
         if codes is None or tag_code in codes:
             if taken and taken_bytes + size > max_bytes:
                 break

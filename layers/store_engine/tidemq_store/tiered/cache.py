@@ -87,10 +87,10 @@ class QueueCache:
 
 
 def fetch_block(tiered: TieredQueue, first: int, end: int) -> Block:
-    """Read offsets [first, end) from the tier: one read of entries, one of records."""
-    entries = tiered.entries(first, end)
-    start = entries[0].position
-    return Block(first, entries, tiered.read(start, entries[-1].end - start))
+    """Read offsets [first, end) (or fewer, see `TieredQueue.run`) from the tier: one read of entries, one of
+    records."""
+    run = tiered.run(first, end)
+    return Block(first, run.entries, run.records)
 
 
 class ReadAheadCache:

@@ -12,18 +12,27 @@ its tier position. An upload appends the records to the commit log, then their e
 ConsumeQueue, and commits in that order: the ConsumeQueue is the commit point. A crash can leave
 commit-log bytes no entry points to (recovery drops them) but never an entry without its record, so
 after recovery the tier holds every uploaded message exactly once.
+
+Compaction replaces the front of both files with large segments that a per-queue manifest lists (manifest.py);
+a queue is read as its manifest's segments, then the plain segments from the manifest's boundary on.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ..cq_entry import ENTRY_SIZE, CqEntries, pack_entry
 from ..errors import CorruptStore
-from .segment import FileSegment, TierDriver
+from .manifest import KINDS, Manifest, load_manifest, write_manifest
+from .segment import FileSegment, SegmentGone, TierDriver
+
+LISTING_RETRIES = 3
+"""Times a read lists the queue again after finding a segment replaced under it."""
 
 log = logging.getLogger("tidemq.tier")
 
@@ -33,9 +42,18 @@ class FileQueue:
 
     def __init__(self, driver: TierDriver, path: str, segment_bytes: int) -> None:
         self.driver, self.path, self.segment_bytes = driver, path, segment_bytes
-        self._segments: list[FileSegment] = driver.segments(path)
-        self._bases = [segment.base for segment in self._segments]
+        self._segments: list[FileSegment] = []
+        self._bases: list[int] = []
         self._lock = threading.Lock()
+
+    def reload(self, segments: list[FileSegment]) -> None:
+        """Take `segments` as the file's committed segments, keeping a last segment still being written."""
+        with self._lock:
+            last = self._segments[-1] if self._segments else None
+            if last is not None and (last.pending_bytes or not last.size):
+                segments = [segment for segment in segments if segment.base < last.base] + [last]
+            self._segments = segments
+            self._bases = [segment.base for segment in segments]
 
     @property
     def empty(self) -> bool:
@@ -50,14 +68,16 @@ class FileQueue:
         """Just past the last committed byte (None while the file holds nothing)."""
         return self._segments[-1].end if self._segments else None
 
-    def append(self, data: bytes, position: int) -> None:
-        """Buffer `data` to go at `position`, which must follow everything appended so far."""
+    def append(self, data: bytes, position: int, *, after_gap: bool = False) -> None:
+        """Buffer `data` to go at `position`, which must follow everything appended so far (or, `after_gap`, come
+        later: a key-compacted front ends before the positions the plain file goes on from)."""
         with self._lock:
             last = self._segments[-1] if self._segments else None
             expected = last.end + last.pending_bytes if last else position
-            if position != expected:
+            gap = after_gap and last is not None and not last.pending_bytes and position > expected
+            if position != expected and not gap:
                 raise CorruptStore(f"{self.path}: append at {position}, but the file ends at {expected}")
-            if last is None or last.sealed or (last.size and not self.driver.appendable):
+            if gap or last is None or last.sealed or (last.size and not self.driver.appendable):
                 last = self._add(position)
             elif last.size + last.pending_bytes >= self.segment_bytes and not last.pending_bytes:
                 last.seal()
@@ -128,18 +148,70 @@ class FileQueue:
             return list(self._segments)
 
 
+class TierRun(NamedTuple):
+    """Consecutive offsets from `first` with their records (`records` starts at `entries[0].position`)."""
+
+    first: int
+    entries: CqEntries
+    records: bytes
+
+
 class TieredQueue:
     """One queue in the tier: its commit log and ConsumeQueue (see the module docstring)."""
 
     def __init__(self, driver: TierDriver, topic: str, queue: int, segment_bytes: int, *, writer: bool = True) -> None:
         """`writer=False` opens a read-only view for a process that does not upload: it leaves an unfinished
         upload's bytes alone (recovering would race the uploader that is finishing it)."""
-        self.topic, self.queue = topic, queue
-        base = f"{topic}/{queue}"
-        self.commitlog = FileQueue(driver, f"{base}/commitlog", segment_bytes)
-        self.consumequeue = FileQueue(driver, f"{base}/consumequeue", segment_bytes // 16 or ENTRY_SIZE)
+        self.driver, self.topic, self.queue = driver, topic, queue
+        self.path = f"{topic}/{queue}"
+        self.commitlog = FileQueue(driver, f"{self.path}/commitlog", segment_bytes)
+        self.consumequeue = FileQueue(driver, f"{self.path}/consumequeue", segment_bytes // 16 or ENTRY_SIZE)
+        self.manifest: Manifest | None = None
+        self._listing = 0  # odd while a listing is being taken in: reads that saw it change read again
+        self.refresh()
         if writer:
             self.recover()
+
+    def refresh(self) -> None:
+        """List the queue's files again: the plain segments first, then the manifest (see manifest.py)."""
+        plain = [self.driver.segments(self.commitlog.path), self.driver.segments(self.consumequeue.path)]
+        manifest = load_manifest(self.driver, self.path)
+        self._listing += 1
+        try:
+            for file, segments, kind in zip((self.commitlog, self.consumequeue), plain, KINDS, strict=True):
+                if manifest is not None:
+                    listed = [self.driver.segment(file.path, s.name, s.base, s.size) for s in manifest.segments(kind)]
+                    segments = listed + [s for s in segments if s.base >= manifest.boundary(kind)]
+                file.reload(segments)
+            self.manifest = manifest
+        finally:
+            self._listing += 1
+
+    def run(self, first: int, end: int) -> TierRun:
+        """Offsets [first, end) with their records, in two reads. A run that starts in a key-compacted region
+        stops at its end, where records stop lying back to back. Read as one listing of the queue saw it: a
+        segment replaced meanwhile (compaction) makes it list again and read again."""
+        for attempt in range(LISTING_RETRIES + 1):
+            listing = self._listing
+            manifest = self.manifest
+            stop = end
+            if manifest is not None and manifest.key_compacted:
+                boundary = manifest.consumequeue_from // ENTRY_SIZE
+                stop = min(end, boundary) if first < boundary else end
+            try:
+                entries = self.entries(first, stop)
+                start = entries[0].position
+                records = self.read(start, entries[len(entries) - 1].end - start)
+            except (SegmentGone, CorruptStore):
+                if listing == self._listing and attempt < LISTING_RETRIES:
+                    self.refresh()
+                    continue
+                if attempt < LISTING_RETRIES:
+                    continue
+                raise
+            if listing % 2 == 0 and listing == self._listing:
+                return TierRun(first, entries, records)
+        raise CorruptStore(f"tier {self.topic}:{self.queue}: the listing kept changing under a read at {first}")
 
     # ---- offsets ----
 
@@ -186,13 +258,26 @@ class TieredQueue:
         max_offset = self.max_offset
         if max_offset is not None and first_offset != max_offset:
             raise CorruptStore(f"tier {self.topic}:{self.queue} ends at {max_offset}, cannot append {first_offset}")
-        position = self.commitlog.end or 0
+        start = position = self.commitlog_end
         packed = []
         for entry in entries:
             packed.append(pack_entry(position, entry.size, entry.tag_code, entry.store_timestamp))
             position += entry.size
-        self.commitlog.append(records, self.commitlog.end or 0)
+        self.commitlog.append(records, start, after_gap=start == self._resume_at)
         self.consumequeue.append(b"".join(packed), first_offset * ENTRY_SIZE)
+
+    @property
+    def _resume_at(self) -> int | None:
+        """Where the plain commit log goes on after a key-compacted front (None: no such front)."""
+        manifest = self.manifest
+        return manifest.commitlog_from if manifest is not None and manifest.key_compacted else None
+
+    @property
+    def commitlog_end(self) -> int:
+        """Where the next uploaded record goes in the tier commit log."""
+        end = self.commitlog.end or 0
+        resume = self._resume_at
+        return end if resume is None or self.commitlog.pending else max(end, resume)
 
     def commit(self) -> None:
         """Upload what `append` buffered: records first, then the entries that make them visible."""
@@ -232,21 +317,35 @@ class TieredQueue:
 
     def delete_expired(self, before_timestamp: int) -> int:
         """Delete segments whose every message was stored before `before_timestamp`; return how many
-        messages went. ConsumeQueue segments go first, so no entry ever points to a deleted record."""
+        messages went. ConsumeQueue segments go first, so no entry ever points to a deleted record; segments a
+        manifest lists leave it first (a new manifest generation), or stay if another writer switched it."""
+        self.refresh()
         last_end = 0
-        deleted = 0
-
-        def expired(segment: FileSegment) -> bool:
-            if segment.size < ENTRY_SIZE:
-                return False
+        doomed: list[FileSegment] = []
+        for segment in self.consumequeue.first_segments():
+            if segment.size < ENTRY_SIZE or segment.pending_bytes:
+                break
             last = CqEntries(segment.read(segment.end - ENTRY_SIZE, ENTRY_SIZE))[0]
             if last.store_timestamp >= before_timestamp:
-                return False
-            nonlocal last_end, deleted
+                break
             last_end = last.end
-            deleted += segment.size // ENTRY_SIZE
-            return True
-
-        if self.consumequeue.delete_through(expired):
-            self.commitlog.delete_through(lambda segment: segment.end <= last_end)
-        return deleted
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        manifest = self.manifest
+        if manifest is not None and doomed[0].base < manifest.consumequeue_from:
+            cut = doomed[-1].end
+            kept = dataclasses.replace(
+                manifest,
+                generation=manifest.generation + 1,
+                consumequeue=tuple(s for s in manifest.consumequeue if s.base >= cut),
+                commitlog=tuple(s for s in manifest.commitlog if s.end > last_end),
+            )
+            if not write_manifest(self.driver, self.path, kept):
+                return 0  # compaction switched the queue meanwhile: the next run looks again
+        doomed_bases = {segment.base for segment in doomed}
+        deleted = self.consumequeue.delete_through(lambda segment: segment.base in doomed_bases)
+        self.commitlog.delete_through(lambda segment: segment.end <= last_end)
+        if manifest is not None:
+            self.refresh()
+        return sum(segment.size for segment in deleted) // ENTRY_SIZE

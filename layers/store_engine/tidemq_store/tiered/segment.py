@@ -12,7 +12,10 @@ Layout, the same on every medium (`path` is `<topic>/<queue>/<kind>`, kind `comm
     s3:     s3://<bucket>/<prefix>/<topic>/<queue>/<kind>/<base:020d>
 
 so `aws s3 ls s3://bucket/prefix/orders/3/commitlog/` lists queue 3's segments in order, and a segment's
-name says where its bytes belong. S3 objects cannot be appended to: an S3 segment is written once, by its
+name says where its bytes belong. Compaction (manifest.py) adds large segments named `<base:020d>.g<generation>...`,
+which a plain listing skips: only the queue's manifest makes them part of the file.
+
+S3 objects cannot be appended to: an S3 segment is written once, by its
 one `commit`, and is sealed from then on (`TierDriver.appendable` is False), so the file queue starts a new
 segment for every upload. A POSIX segment grows by appends until it is full.
 """
@@ -22,7 +25,10 @@ from __future__ import annotations
 import os
 import shutil
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
+
+from botocore.exceptions import ClientError
 
 from ..errors import CorruptStore
 
@@ -31,6 +37,20 @@ NAME_DIGITS = 20
 
 def segment_name(base: int) -> str:
     return f"{base:0{NAME_DIGITS}d}"
+
+
+class SegmentGone(CorruptStore):
+    """A segment's object is no longer there: compaction replaced it (or retention removed it) after this
+    process listed it. The reader lists the queue again and retries (container.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    """An object of the tier, by its key under the driver's root."""
+
+    key: str
+    size: int
+    modified_s: float
 
 
 class FileSegment(ABC):
@@ -76,6 +96,11 @@ class FileSegment(ABC):
     def seal(self) -> None:
         self.sealed = True
 
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The segment's file or object name within its logical file's directory."""
+
     @abstractmethod
     def _write(self, data: bytes) -> None:
         """Durably add `data` after the committed bytes."""
@@ -103,7 +128,30 @@ class TierDriver(ABC):
         """The segments of the file at `path`, in order (committed, not sealed unless the medium seals)."""
 
     @abstractmethod
-    def create(self, path: str, base: int) -> FileSegment: ...
+    def create(self, path: str, base: int, name: str | None = None) -> FileSegment:
+        """A new, empty segment of the file at `path` starting at `base` (named `name`, else by its base)."""
+
+    @abstractmethod
+    def segment(self, path: str, name: str, base: int, size: int) -> FileSegment:
+        """The committed segment `name` of the file at `path` (one a manifest lists)."""
+
+    # whole small objects: the manifests, and what compaction lists to delete
+
+    @abstractmethod
+    def create_object(self, key: str, data: bytes) -> bool:
+        """Write object `key` unless it exists (False then): the one atomic create-only write."""
+
+    @abstractmethod
+    def read_object(self, key: str) -> bytes | None:
+        """The object's bytes (None: there is no such object)."""
+
+    @abstractmethod
+    def objects(self, prefix: str) -> list[StoredObject]:
+        """Every object whose key starts with `prefix`, in key order."""
+
+    @abstractmethod
+    def delete_object(self, key: str) -> None:
+        """Remove the object (no error when it is already gone)."""
 
     @abstractmethod
     def queues(self) -> list[tuple[str, int]]:
@@ -124,6 +172,10 @@ class PosixSegment(FileSegment):
         super().__init__(base, size, sealed)
         self.file = file
 
+    @property
+    def name(self) -> str:
+        return self.file.name
+
     def _write(self, data: bytes) -> None:
         fd = os.open(self.file, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
@@ -135,8 +187,11 @@ class PosixSegment(FileSegment):
             os.close(fd)
 
     def _read(self, offset: int, length: int) -> bytes:
-        with open(self.file, "rb", buffering=0) as file:
-            return os.pread(file.fileno(), length, offset)
+        try:
+            with open(self.file, "rb", buffering=0) as file:
+                return os.pread(file.fileno(), length, offset)
+        except FileNotFoundError:
+            raise SegmentGone(f"tier file {self.file} is gone") from None
 
     def truncate(self, size: int) -> None:
         os.truncate(self.file, size)
@@ -163,12 +218,52 @@ class PosixDriver(TierDriver):
         files = sorted(f for f in directory.iterdir() if f.name.isdigit())
         return [PosixSegment(f, int(f.name), f.stat().st_size) for f in files]
 
-    def create(self, path: str, base: int) -> FileSegment:
+    def create(self, path: str, base: int, name: str | None = None) -> FileSegment:
         directory = self._dir(path)
         directory.mkdir(parents=True, exist_ok=True)
-        file = directory / segment_name(base)
+        file = directory / (name or segment_name(base))
         file.touch()
         return PosixSegment(file, base, 0)
+
+    def segment(self, path: str, name: str, base: int, size: int) -> FileSegment:
+        return PosixSegment(self._dir(path) / name, base, size, sealed=True)
+
+    def create_object(self, key: str, data: bytes) -> bool:
+        file = self.directory / key
+        file.parent.mkdir(parents=True, exist_ok=True)
+        scratch = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+        scratch.write_bytes(data)
+        with open(scratch, "rb") as handle:
+            os.fsync(handle.fileno())
+        try:
+            os.link(scratch, file)  # atomic, and fails if `file` exists
+        except FileExistsError:
+            return False
+        finally:
+            scratch.unlink(missing_ok=True)
+        return True
+
+    def read_object(self, key: str) -> bytes | None:
+        try:
+            return (self.directory / key).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def objects(self, prefix: str) -> list[StoredObject]:
+        directory = prefix.rpartition("/")[0]
+        root = self.directory / directory
+        if not root.is_dir():
+            return []
+        found = []
+        for file in root.rglob("*"):
+            key = file.relative_to(self.directory).as_posix()
+            if file.is_file() and key.startswith(prefix) and not file.name.startswith("."):
+                stat = file.stat()
+                found.append(StoredObject(key, stat.st_size, stat.st_mtime))
+        return sorted(found, key=lambda o: o.key)
+
+    def delete_object(self, key: str) -> None:
+        (self.directory / key).unlink(missing_ok=True)
 
     def queues(self) -> list[tuple[str, int]]:
         return sorted(
@@ -189,10 +284,18 @@ class PosixDriver(TierDriver):
 # ---- S3 (or anything speaking its API: LocalStack, MinIO, moto) ------------------------------------
 
 
+def _missing(error: ClientError) -> bool:
+    return error.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound")
+
+
 class S3Segment(FileSegment):
     def __init__(self, driver: S3Driver, key: str, base: int, size: int) -> None:
         super().__init__(base, size, sealed=size > 0)
         self.driver, self.key = driver, key
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
 
     def _write(self, data: bytes) -> None:
         if self.size:
@@ -205,9 +308,14 @@ class S3Segment(FileSegment):
             self.sealed = True
 
     def _read(self, offset: int, length: int) -> bytes:
-        reply = self.driver.client.get_object(
-            Bucket=self.driver.bucket, Key=self.key, Range=f"bytes={offset}-{offset + length - 1}"
-        )
+        try:
+            reply = self.driver.client.get_object(
+                Bucket=self.driver.bucket, Key=self.key, Range=f"bytes={offset}-{offset + length - 1}"
+            )
+        except ClientError as error:
+            if _missing(error):
+                raise SegmentGone(f"tier object s3://{self.driver.bucket}/{self.key} is gone") from None
+            raise
         return reply["Body"].read()
 
     def truncate(self, size: int) -> None:
@@ -246,8 +354,42 @@ class S3Driver(TierDriver):
                     found.append(S3Segment(self, item["Key"], int(name), item["Size"]))
         return sorted(found, key=lambda segment: segment.base)
 
-    def create(self, path: str, base: int) -> FileSegment:
-        return S3Segment(self, self._key(path) + segment_name(base), base, 0)
+    def create(self, path: str, base: int, name: str | None = None) -> FileSegment:
+        return S3Segment(self, self._key(path) + (name or segment_name(base)), base, 0)
+
+    def segment(self, path: str, name: str, base: int, size: int) -> FileSegment:
+        return S3Segment(self, self._key(path) + name, base, size)
+
+    def _full(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def create_object(self, key: str, data: bytes) -> bool:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=data, IfNoneMatch="*")
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+                return False  # the object exists
+            raise
+        return True
+
+    def read_object(self, key: str) -> bytes | None:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._full(key))["Body"].read()
+        except ClientError as error:
+            if _missing(error):
+                return None
+            raise
+
+    def objects(self, prefix: str) -> list[StoredObject]:
+        root = len(self._full(""))
+        return [
+            StoredObject(item["Key"][root:], item["Size"], item["LastModified"].timestamp())
+            for page in self._list(self._full(prefix))
+            for item in page.get("Contents", ())
+        ]
+
+    def delete_object(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self._full(key))
 
     def queues(self) -> list[tuple[str, int]]:
         root = f"{self.prefix}/" if self.prefix else ""

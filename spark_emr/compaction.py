@@ -1,0 +1,325 @@
+"""Compaction of one queue's tier files, the work of one Spark task (and of the benchmark's one-process baseline).
+
+Segment compaction merges runs of small segments (an upload makes one of each kind) into segments of about
+`target_bytes`, byte for byte; key compaction (a topic with `cleanup.policy=COMPACTION`) keeps only the newest
+message of each key and drops tombstones older than their grace. Either way every record's CRC is checked on the
+way, the new segments are written under names of their own, and a new manifest generation switches readers to
+them atomically (tidemq_store.tiered.manifest, which documents the protocol); what it replaced is deleted once the
+switch is older than the grace period, by this run or the next. The uploader keeps appending meanwhile: the work
+covers the committed front of the files only, up to a boundary where both end a segment.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tidemq_store.cq_entry import ENTRY_SIZE, CqEntries, CqEntry, pack_entry
+from tidemq_store.errors import CorruptStore
+from tidemq_store.record import decode_records
+from tidemq_store.tiered.container import TieredQueue
+from tidemq_store.tiered.manifest import Manifest, SegmentRef, compacted_name, garbage, write_manifest
+from tidemq_store.tiered.segment import FileSegment, TierDriver
+
+from .tier import READ_ENTRIES, QueueRef, TierLocation
+
+CLEANUP_POLICY = "cleanup.policy"
+POLICIES = ("DELETE", "COMPACTION")
+TOMBSTONE_GRACE_MS = "compaction.tombstone_grace_ms"
+DEFAULT_TOMBSTONE_GRACE_MS = 24 * 3600 * 1000  # Kafka's delete.retention.ms
+DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
+DEFAULT_GRACE_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What to do to a queue: `key_compaction` (else segment compaction), how large a segment to make, the
+    tombstone grace (key compaction), when it is, how long replaced objects stay, and whether to write."""
+
+    key_compaction: bool = False
+    target_bytes: int = DEFAULT_TARGET_BYTES
+    tombstone_grace_ms: int = DEFAULT_TOMBSTONE_GRACE_MS
+    now_ms: int = 0
+    grace_s: float = DEFAULT_GRACE_S
+    dry_run: bool = False
+
+
+@dataclass(slots=True)
+class QueueCompaction:
+    """What compacting one queue did (or, in a dry run, would do)."""
+
+    topic: str
+    queue: int
+    objects_in: int = 0
+    bytes_in: int = 0
+    records_in: int = 0
+    objects_out: int = 0
+    bytes_out: int = 0
+    records_out: int = 0
+    records_removed: int = 0
+    objects_deleted: int = 0
+    switched: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """The committed front of a queue's files that a compaction covers: segments of each kind up to boundaries
+    where both end one."""
+
+    consumequeue: list[FileSegment]
+    commitlog: list[FileSegment]
+
+    @property
+    def consumequeue_end(self) -> int:
+        return self.consumequeue[-1].end
+
+    @property
+    def commitlog_end(self) -> int:
+        return self.commitlog[-1].end
+
+
+def region(tiered: TieredQueue) -> Region | None:
+    """The largest front of the queue's files where the ConsumeQueue's last entry ends a commit-log segment."""
+    consumequeue = tiered.consumequeue.first_segments()
+    commitlog = tiered.commitlog.first_segments()
+    commitlog_ends = {segment.end: index for index, segment in enumerate(commitlog)}
+    for index in range(len(consumequeue) - 1, -1, -1):
+        segment = consumequeue[index]
+        if segment.size < ENTRY_SIZE:
+            continue
+        last = CqEntries(segment.read(segment.end - ENTRY_SIZE, ENTRY_SIZE))[0]
+        if last.end in commitlog_ends:
+            return Region(consumequeue[: index + 1], commitlog[: commitlog_ends[last.end] + 1])
+    return None
+
+
+def groups(segments: list[FileSegment], target: int) -> list[list[FileSegment]]:
+    """Consecutive segments packed into groups of at most `target` bytes (a larger segment alone)."""
+    packed: list[list[FileSegment]] = []
+    size = 0
+    for segment in segments:
+        if packed and size + segment.size <= target:
+            packed[-1].append(segment)
+            size += segment.size
+        else:
+            packed.append([segment])
+            size = segment.size
+    return packed
+
+
+def compact_queue(location: TierLocation, ref: QueueRef, plan: Plan) -> QueueCompaction:
+    """Compact one queue as `plan` says (see the module docstring)."""
+    driver = location.driver()
+    tiered = TieredQueue(driver, ref.topic, ref.queue, segment_bytes=1, writer=False)
+    result = QueueCompaction(ref.topic, ref.queue)
+    manifest, found = tiered.manifest, region(tiered)
+    if manifest is not None and manifest.key_compacted and not plan.key_compaction:
+        result.note = "key-compacted before: segment compaction leaves it to key compaction"
+    elif found is not None:
+        attempt = uuid.uuid4().hex[:8]
+        generation = (manifest.generation if manifest else 0) + 1
+        if plan.key_compaction:
+            switched = _compact_keys(driver, tiered, found, plan, generation, attempt, result)
+        else:
+            switched = _merge_segments(driver, tiered, found, plan, generation, attempt, result)
+        if switched is not None and not plan.dry_run:
+            if write_manifest(driver, tiered.path, switched):
+                result.switched, manifest = True, switched
+            else:
+                result.note = "another compaction switched the queue first; its work stands"
+                manifest = None
+    if manifest is not None and not plan.dry_run:
+        doomed = garbage(driver, tiered.path, manifest, time.time(), plan.grace_s)
+        for item in doomed:
+            driver.delete_object(item.key)
+        result.objects_deleted = len(doomed)
+    return result
+
+
+def _merge_segments(
+    driver: TierDriver,
+    tiered: TieredQueue,
+    found: Region,
+    plan: Plan,
+    generation: int,
+    attempt: str,
+    result: QueueCompaction,
+) -> Manifest | None:
+    """Segment compaction: each run of small segments becomes one, byte for byte (CRC-checked)."""
+    targets = {"commitlog": plan.target_bytes, "consumequeue": max(ENTRY_SIZE, plan.target_bytes // 16)}
+    refs: dict[str, list[SegmentRef]] = {}
+    merged = False
+    for kind, file, segments in (
+        ("commitlog", tiered.commitlog, found.commitlog),
+        ("consumequeue", tiered.consumequeue, found.consumequeue),
+    ):
+        refs[kind] = []
+        for group in groups(segments, targets[kind]):
+            first = group[0]
+            if len(group) == 1:
+                refs[kind].append(SegmentRef(first.name, first.base, first.size))
+                continue
+            merged = True
+            data = b"".join(segment.read(segment.base, segment.size) for segment in group)
+            result.objects_in += len(group)
+            result.bytes_in += len(data)
+            if kind == "commitlog":
+                result.records_in += _verify_records(data, tiered, first.base)
+            elif len(data) % ENTRY_SIZE:
+                raise CorruptStore(f"{file.path}: segments from {first.base} hold a torn entry")
+            name = compacted_name(first.base, generation, attempt)
+            if not plan.dry_run:
+                _write(driver, file.path, name, first.base, data)
+            result.objects_out += 1
+            result.bytes_out += len(data)
+            refs[kind].append(SegmentRef(name, first.base, len(data)))
+    result.records_out = result.records_in
+    if not merged:
+        return None
+    return Manifest(
+        generation,
+        tuple(refs["consumequeue"]),
+        tuple(refs["commitlog"]),
+        found.consumequeue_end,
+        found.commitlog_end,
+    )
+
+
+def _compact_keys(
+    driver: TierDriver,
+    tiered: TieredQueue,
+    found: Region,
+    plan: Plan,
+    generation: int,
+    attempt: str,
+    result: QueueCompaction,
+) -> Manifest | None:
+    """Key compaction: keep the newest message of each key (and every message without a key); drop a tombstone
+    (an empty body) with everything before it once it is older than the grace; offsets stay, and a removed
+    offset's entry gets size 0 (reads pass over it)."""
+    first, end = found.consumequeue[0].base // ENTRY_SIZE, found.consumequeue_end // ENTRY_SIZE
+    newest: dict[str, int] = {}
+    expired: set[int] = set()  # tombstones past their grace
+    keyless = 0
+    for offset, _, message in _records(tiered, first, end):
+        if message is None:
+            continue
+        result.records_in += 1
+        if not message.keys:
+            keyless += 1
+            continue
+        newest[message.keys[0]] = offset
+        if not message.body and message.store_timestamp + plan.tombstone_grace_ms <= plan.now_ms:
+            expired.add(offset)
+    result.records_out = keyless + sum(1 for offset in newest.values() if offset not in expired)
+    result.records_removed = result.records_in - result.records_out
+    result.objects_in = len(found.consumequeue) + len(found.commitlog)
+    result.bytes_in = sum(s.size for s in found.consumequeue) + sum(s.size for s in found.commitlog)
+    if result.records_removed == 0 and len(groups(found.commitlog, plan.target_bytes)) == len(found.commitlog):
+        return None  # nothing to remove, nothing to merge
+    output = _Output(driver, tiered, generation, attempt, plan, found.commitlog[0].base, first)
+    for offset, entry, message in _records(tiered, first, end):
+        keep = message is not None and (
+            not message.keys or (newest[message.keys[0]] == offset and offset not in expired)
+        )
+        output.add(entry, message.raw if keep else None)
+    commitlog, consumequeue = output.finish()
+    result.objects_out = len(commitlog) + len(consumequeue)
+    result.bytes_out = sum(s.size for s in commitlog) + sum(s.size for s in consumequeue)
+    return Manifest(
+        generation, consumequeue, commitlog, found.consumequeue_end, found.commitlog_end, key_compacted=True
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One stored message of a queue, with its record's bytes as stored."""
+
+    keys: tuple[str, ...]
+    body: bytes
+    store_timestamp: int
+    raw: bytes
+
+
+def _records(tiered: TieredQueue, first: int, end: int) -> Iterator[tuple[int, CqEntry, Record | None]]:
+    """(offset, entry, record) of offsets [first, end), each record CRC-checked; None for an offset key
+    compaction removed before."""
+    offset = first
+    while offset < end:
+        run = tiered.run(offset, min(end, offset + READ_ENTRIES))
+        messages = iter(decode_records(run.records, (tiered.topic, tiered.queue, offset)))
+        start = run.entries[0].position
+        for index, entry in enumerate(run.entries):
+            if not entry.size:
+                yield offset + index, entry, None
+                continue
+            message = next(messages)
+            if message.queue_offset != offset + index:
+                raise CorruptStore(f"tier {tiered.topic}:{tiered.queue}: entry {offset + index} points elsewhere")
+            raw = run.records[entry.position - start : entry.end - start]
+            yield offset + index, entry, Record(message.keys, message.body, message.store_timestamp, raw)
+        offset += len(run.entries)
+
+
+class _Output:
+    """The new segments of a key compaction: survivors back to back from the region's first commit-log position,
+    an entry per offset (size 0 where removed), each file cut into segments of about the target size."""
+
+    def __init__(
+        self, driver: TierDriver, tiered: TieredQueue, generation: int, attempt: str, plan: Plan, base: int, first: int
+    ) -> None:
+        self.driver, self.tiered, self.plan = driver, tiered, plan
+        self.generation, self.attempt = generation, attempt
+        self.position = base
+        self.targets = {"commitlog": plan.target_bytes, "consumequeue": max(ENTRY_SIZE, plan.target_bytes // 16)}
+        self.bases = {"commitlog": base, "consumequeue": first * ENTRY_SIZE}
+        self.parts: dict[str, list[bytes]] = {"commitlog": [], "consumequeue": []}
+        self.sizes = {"commitlog": 0, "consumequeue": 0}
+        self.refs: dict[str, list[SegmentRef]] = {"commitlog": [], "consumequeue": []}
+
+    def add(self, entry: CqEntry, raw: bytes | None) -> None:
+        size = len(raw) if raw is not None else 0
+        self._put("consumequeue", pack_entry(self.position, size, entry.tag_code, entry.store_timestamp))
+        if raw is not None:
+            self._put("commitlog", raw)
+            self.position += size
+
+    def _put(self, kind: str, data: bytes) -> None:
+        self.parts[kind].append(data)
+        self.sizes[kind] += len(data)
+        if self.sizes[kind] >= self.targets[kind]:
+            self._flush(kind)
+
+    def _flush(self, kind: str) -> None:
+        if not self.sizes[kind]:
+            return
+        data, base = b"".join(self.parts[kind]), self.bases[kind]
+        name = compacted_name(base, self.generation, self.attempt)
+        if not self.plan.dry_run:
+            path = self.tiered.commitlog.path if kind == "commitlog" else self.tiered.consumequeue.path
+            _write(self.driver, path, name, base, data)
+        self.refs[kind].append(SegmentRef(name, base, len(data)))
+        self.bases[kind] += len(data)
+        self.parts[kind], self.sizes[kind] = [], 0
+
+    def finish(self) -> tuple[tuple[SegmentRef, ...], tuple[SegmentRef, ...]]:
+        self._flush("commitlog")
+        self._flush("consumequeue")
+        return tuple(self.refs["commitlog"]), tuple(self.refs["consumequeue"])
+
+
+def _verify_records(data: bytes, tiered: TieredQueue, base: int) -> int:
+    """Check every record of a commit-log group (CRC, queue); return how many there are."""
+    try:
+        return len(decode_records(data))
+    except CorruptStore as error:
+        raise CorruptStore(f"tier {tiered.topic}:{tiered.queue}: commit log from {base}: {error}") from None
+
+
+def _write(driver: TierDriver, path: str, name: str, base: int, data: bytes) -> None:
+    segment = driver.create(path, base, name)
+    segment.append(data)
+    segment.commit()

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run test lint format bench clean openapi spark
+.PHONY: install run test lint format bench clean openapi spark spark-package
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,15 @@ test: $(INSTALLED)
 ## (without JOB: list the jobs); S3 and DynamoDB as AWS_ENDPOINT_URL says
 spark: $(INSTALLED)
 	$(PY) -m spark_emr $(if $(JOB),run $(JOB) $(ARGS),list)
+
+## spark-package: what EMR Serverless runs, into SPARK_PACKAGE (default dist/spark): each job's entry point, a zip of
+## the project code the jobs import, a Python environment archive of wheels fetched for EMR_PLATFORM (aarch64 or
+## x86_64; default TIDEMQ_EMR_PLATFORM, else aarch64) and EMR_PYTHON (default TIDEMQ_EMR_PYTHON_VERSION, else 3.11),
+## and manifest.json; `python -m spark_emr upload` then copies it to TIDEMQ_EMR_PACKAGE_URI
+SPARK_PACKAGE ?= dist/spark
+spark-package: $(INSTALLED)
+	$(PY) -m spark_emr package --output $(SPARK_PACKAGE) $(if $(EMR_PLATFORM),--platform $(EMR_PLATFORM)) \
+		$(if $(EMR_PYTHON),--python-version $(EMR_PYTHON))
 
 ## openapi: regenerate docs/openapi.json from the handlers
 openapi: $(INSTALLED)

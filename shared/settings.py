@@ -41,9 +41,17 @@ class LocalAwsMode(StrEnum):
     MOTO = "moto"
 
 
+class EmrPlatform(StrEnum):
+    """The CPU architecture of an EMR Serverless application (its `architecture`: ARM64 or X86_64), as manylinux
+    wheel tags name it."""
+
+    AARCH64 = "aarch64"
+    X86_64 = "x86_64"
+
+
 class Settings(StoreConfig):
-    """Process settings: the local gateway, request and consume limits, where AWS is, push delivery, plus every
-    `StoreConfig` field."""
+    """Process settings: the local gateway, request and consume limits, where AWS is, push delivery, the Spark jobs
+    on EMR Serverless, plus every `StoreConfig` field."""
 
     host: str = Field(default="127.0.0.1", description="Address the local gateway listens on.")
     port: int = Field(default=8080, ge=0, le=65535, description="Port the local gateway listens on.")
@@ -117,6 +125,26 @@ class Settings(StoreConfig):
     )
     auth_cache_ttl_s: float = Field(
         default=10.0, ge=0, description="How long a process trusts a user's record (policies, secret) it read."
+    )
+
+    emr_application_id: str | None = Field(
+        default=None, min_length=1, description="The EMR Serverless application `run --emr` starts job runs on."
+    )
+    emr_role_arn: str | None = Field(
+        default=None, min_length=1, description="The IAM role a job run executes as (S3, DynamoDB access)."
+    )
+    emr_package_uri: str | None = Field(
+        default=None,
+        pattern=r"^s3://[^/]+(/.*)?$",
+        description="Where `python -m spark_emr upload` puts the Spark package and job runs read it (s3://bucket/prefix).",
+    )
+    emr_platform: EmrPlatform = Field(
+        default=EmrPlatform.AARCH64, description="The Spark package's target architecture (the application's)."
+    )
+    emr_python_version: str = Field(
+        default="3.11",
+        pattern=r"^3\.\d{1,2}$",
+        description="The Python (major.minor) of the application's image that runs the jobs.",
     )
 
 

@@ -1,4 +1,4 @@
-"""The `tidemq` command line: topics, groups, messages, produce and consume over the HTTP API.
+"""The `tidemq` command line: topics, groups, messages, produce and consume over the HTTP API; the Spark jobs.
 
 Errors end the command with one line on stderr, `tidemq: <what went wrong>`, and exit code 1 (the
 API or the connection failed) or 2 (the command line itself is wrong); never a traceback.
@@ -20,6 +20,7 @@ from .consume import consume
 from .group import group
 from .message import message
 from .produce import produce
+from .spark import spark
 from .topic import topic
 
 
@@ -69,7 +70,7 @@ def cli(ctx: click.Context, url: str, timeout: float, retries: int, profile: str
     ctx.obj = ctx.with_resource(client)
 
 
-for command in (topic, group, produce, consume, message, user, acl):
+for command in (topic, group, produce, consume, message, user, acl, spark):
     cli.add_command(command)
 
 

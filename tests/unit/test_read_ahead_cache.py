@@ -18,6 +18,7 @@ class FakeQueue:
     """A tier queue of `length` records of SIZE bytes; counts the fetches; can be held or made to fail."""
 
     topic, queue = "t", 0
+    key_compacted_end = 0
 
     def __init__(self, length: int = 100_000, segment: int = 10**9) -> None:
         self.length, self.segment = length, segment

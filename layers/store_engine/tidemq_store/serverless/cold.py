@@ -10,6 +10,7 @@ boundary shows that an upload went further than the view. Reads go through the r
 from __future__ import annotations
 
 import threading
+import time
 from typing import NamedTuple
 
 from ..config import StoreConfig
@@ -18,6 +19,13 @@ from ..model import TagFilter
 from ..tiered import open_driver
 from ..tiered.cache import ReadAheadCache, read_cold
 from ..tiered.container import TieredQueue
+
+VIEW_TTL_S = 5.0
+"""How long a view stands before it is listed again, whatever it holds: how soon a compaction is seen."""
+
+
+def generation(view: TieredQueue) -> int:
+    return view.manifest.generation if view.manifest is not None else 0
 
 
 class ColdRecords(NamedTuple):
@@ -41,19 +49,23 @@ class ColdTier:
         self.driver = open_driver(config)
         self.medium = self.driver.describe()
         self.cache = ReadAheadCache(config.tier_cache_bytes, config.tier_cache_ttl_s)
-        self._views: dict[tuple[str, int], TieredQueue] = {}
+        self._views: dict[tuple[str, int], tuple[TieredQueue, float]] = {}  # view, when listed
         self._lock = threading.Lock()
 
     def view(self, topic: str, queue: int, holds_until: int | None = None) -> TieredQueue:
         """This process's read-only view of the queue's tier files, listed again if it ends before
-        `holds_until` (None: list again now)."""
+        `holds_until` (None: list again now) or is `VIEW_TTL_S` old (a compaction switched the queue, say: what
+        was cached from the generation before is dropped then)."""
         key = (topic, queue)
+        now = time.monotonic()
         with self._lock:
-            view = self._views.get(key)
-        if view is None or holds_until is None or (view.max_offset or 0) < holds_until:
-            view = TieredQueue(self.driver, topic, queue, self.config.tier_segment_bytes, writer=False)
+            view, listed_at = self._views.get(key, (None, 0.0))
+        if view is None or holds_until is None or (view.max_offset or 0) < holds_until or now - listed_at > VIEW_TTL_S:
+            old, view = view, TieredQueue(self.driver, topic, queue, self.config.tier_segment_bytes, writer=False)
+            if old is not None and generation(old) != generation(view):
+                self.cache.forget(topic, queue)
             with self._lock:
-                self._views[key] = view
+                self._views[key] = (view, now)
         return view
 
     def writer(self, topic: str, queue: int) -> TieredQueue:

@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 from ..cq_entry import CqEntries
 from ..model import TagFilter
-from ..selection import Selection, scan_size, select_runs
+from ..selection import SCAN_LIMIT, Selection, scan_size, select_runs
 from .container import TieredQueue
 
 QueueKey = tuple[str, int]
@@ -316,10 +316,10 @@ class ReadAheadCache:
         cache.blocks.remove(block)
         self._bytes -= block.nbytes
 
-    def forget(self, topic: str) -> None:
-        """Drop everything cached for a topic (deleted, or its tier segments expired)."""
+    def forget(self, topic: str, queue: int | None = None) -> None:
+        """Drop everything cached for a topic (deleted, or its tier segments expired), or one of its queues."""
         with self._lock:
-            for key in [k for k in self._queues if k[0] == topic]:
+            for key in [k for k in self._queues if k[0] == topic and queue in (None, k[1])]:
                 for block in list(self._queues[key].blocks):
                     self._drop(self._queues[key], block)
                 del self._queues[key]
@@ -349,7 +349,10 @@ def read_cold(
     """One read of a queue's tier files through the read-ahead cache, as the embedded engine's and the serverless
     backend's cold reads both make it."""
     end = tiered.max_offset
-    scan_end = min(end, offset + scan_size(max_messages, tag_filter))
+    scan = scan_size(max_messages, tag_filter)
+    if offset < tiered.key_compacted_end:  # removed offsets are passed over: look as far as a filtered read does
+        scan = max(scan, SCAN_LIMIT)
+    scan_end = min(end, offset + scan)
     block = cache.read(tiered, offset, scan_end - offset, end)
     entries = block.entries[offset - block.first : scan_end - block.first]
     selection = select_runs(entries, offset, max_messages, max_bytes, tag_filter)

@@ -193,11 +193,8 @@ class TieredQueue:
         segment replaced meanwhile (compaction) makes it list again and read again."""
         for attempt in range(LISTING_RETRIES + 1):
             listing = self._listing
-            manifest = self.manifest
-            stop = end
-            if manifest is not None and manifest.key_compacted:
-                boundary = manifest.consumequeue_from // ENTRY_SIZE
-                stop = min(end, boundary) if first < boundary else end
+            boundary = self.key_compacted_end
+            stop = min(end, boundary) if first < boundary else end
             try:
                 entries = self.entries(first, stop)
                 start = entries[0].position
@@ -265,6 +262,12 @@ class TieredQueue:
             position += entry.size
         self.commitlog.append(records, start, after_gap=start == self._resume_at)
         self.consumequeue.append(b"".join(packed), first_offset * ENTRY_SIZE)
+
+    @property
+    def key_compacted_end(self) -> int:
+        """The offset where a key-compacted front ends (0: none)."""
+        manifest = self.manifest
+        return manifest.consumequeue_from // ENTRY_SIZE if manifest is not None and manifest.key_compacted else 0
 
     @property
     def _resume_at(self) -> int | None:

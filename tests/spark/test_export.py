@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from spark_emr.jobs import export
 from tidemq_store import Message, TopicConfig
 
 from ..tier_reads import read_all
+from .processes import kill_at
 
 
 @pytest.fixture
@@ -108,22 +108,6 @@ def test_spark_submit_runs_the_entry_point_and_prints_its_summary(tiered_topic, 
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["records_out"] == len(expected)
     assert exported(tmp_path / "submitted") == expected
-
-
-def kill_at(command: list[str], stage: str | None, after_s: float) -> None:
-    """Run `command` in its own process group and SIGKILL the whole group `after_s` seconds after its stderr first
-    shows `stage` (None: after it starts)."""
-    process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        if stage is not None:
-            for line in process.stderr:
-                if stage.encode() in line:
-                    break
-        time.sleep(after_s)
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        process.stderr.close()
 
 
 def test_an_export_killed_midway_several_times_then_run_again_leaves_every_message_once(

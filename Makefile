@@ -53,7 +53,8 @@ format: $(INSTALLED)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-## bench: the engine, metadata and HTTP benchmarks (JSON lines on stdout); bench/peers.sh runs the peers
+## bench: the engine, metadata, HTTP, tier and Spark compaction benchmarks (JSON lines on stdout); bench/peers.sh
+## runs the peers
 bench: $(INSTALLED)
 	$(PY) bench/engine.py
 	$(PY) bench/topics.py
@@ -62,6 +63,7 @@ bench: $(INSTALLED)
 	$(PY) bench/send_floor.py
 	$(PY) bench/tier.py
 	$(PY) bench/serverless.py
+	$(PY) bench/spark_compaction.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out

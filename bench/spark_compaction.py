@@ -194,13 +194,13 @@ def baseline(job: argparse.Namespace) -> dict:
     of its queues in turn; the job's summary counts."""
     backend = Backend.here(job.dynamodb_prefix, job.bucket, job.prefix)
     base = Plan(target_bytes=job.target_bytes, now_ms=job.now_ms, grace_s=job.grace_s)
-    results = []
+    results, driver = [], backend.tier.driver()
     for topic in backend.topics(job.topic):
         plan = compaction.topic_plan(topic.attributes, base)
         if isinstance(plan, str):
             raise SystemExit(f"topic {topic.name}: {plan}")
         for queue in range(topic.queues):
-            results.append(asdict(compact_queue(backend.tier, QueueRef(topic.name, queue), plan)))
+            results.append(asdict(compact_queue(driver, QueueRef(topic.name, queue), plan)))
     summary = {name: sum(r[name] for r in results) for name in compaction.COUNTS}
     return summary | {"queues_switched": sum(r["switched"] for r in results)}
 

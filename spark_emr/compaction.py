@@ -23,7 +23,7 @@ from tidemq_store.tiered.container import TieredQueue
 from tidemq_store.tiered.manifest import Manifest, SegmentRef, compacted_name, garbage, write_manifest
 from tidemq_store.tiered.segment import FileSegment, TierDriver
 
-from .tier import READ_ENTRIES, QueueRef, TierLocation
+from .tier import READ_ENTRIES, QueueRef
 
 CLEANUP_POLICY = "cleanup.policy"
 POLICIES = ("DELETE", "COMPACTION")
@@ -110,21 +110,16 @@ def groups(segments: list[FileSegment], target: int) -> list[list[FileSegment]]:
     return packed
 
 
-def compact_queue(location: TierLocation, ref: QueueRef, plan: Plan) -> QueueCompaction:
-    """Compact one queue as `plan` says (see the module docstring)."""
-    driver = location.driver()
+def compact_queue(driver: TierDriver, ref: QueueRef, plan: Plan) -> QueueCompaction:
+    """Compact one queue of the tier `driver` reaches as `plan` says (see the module docstring)."""
     tiered = TieredQueue(driver, ref.topic, ref.queue, segment_bytes=1, writer=False)
     result = QueueCompaction(ref.topic, ref.queue)
     manifest, found = tiered.manifest, region(tiered)
     if manifest is not None and manifest.key_compacted and not plan.key_compaction:
         result.note = "key-compacted before: segment compaction leaves it to key compaction"
     elif found is not None:
-        attempt = uuid.uuid4().hex[:8]
-        generation = (manifest.generation if manifest else 0) + 1
-        if plan.key_compaction:
-            switched = _compact_keys(driver, tiered, found, plan, generation, attempt, result)
-        else:
-            switched = _merge_segments(driver, tiered, found, plan, generation, attempt, result)
+        rewrite = _Rewrite(tiered, found, plan, tiered.generation + 1, uuid.uuid4().hex[:8])
+        switched = _compact_keys(rewrite, result) if plan.key_compaction else _merge_segments(rewrite, result)
         if switched is not None and not plan.dry_run:
             if write_manifest(driver, tiered.path, switched):
                 result.switched, manifest = True, switched
@@ -139,17 +134,43 @@ def compact_queue(location: TierLocation, ref: QueueRef, plan: Plan) -> QueueCom
     return result
 
 
-def _merge_segments(
-    driver: TierDriver,
-    tiered: TieredQueue,
-    found: Region,
-    plan: Plan,
-    generation: int,
-    attempt: str,
-    result: QueueCompaction,
-) -> Manifest | None:
+@dataclass(frozen=True, slots=True)
+class _Rewrite:
+    """One compaction of a queue: its files, the front it covers, the plan, and the names its segments get."""
+
+    tiered: TieredQueue
+    found: Region
+    plan: Plan
+    generation: int
+    attempt: str
+
+    def target(self, kind: str) -> int:
+        """The size of segment to make (a ConsumeQueue's is a 16th, as the tier's own segments)."""
+        return self.plan.target_bytes if kind == "commitlog" else max(ENTRY_SIZE, self.plan.target_bytes // 16)
+
+    def write(self, kind: str, base: int, data: bytes) -> SegmentRef:
+        """Write a new segment of `kind` holding bytes [base, base + len(data)) (not in a dry run)."""
+        name = compacted_name(base, self.generation, self.attempt)
+        if not self.plan.dry_run:
+            segment = self.tiered.driver.create(f"{self.tiered.path}/{kind}", base, name)
+            segment.append(data)
+            segment.commit()
+        return SegmentRef(name, base, len(data))
+
+    def manifest(self, consumequeue: list[SegmentRef], commitlog: list[SegmentRef]) -> Manifest:
+        return Manifest(
+            self.generation,
+            tuple(consumequeue),
+            tuple(commitlog),
+            self.found.consumequeue_end,
+            self.found.commitlog_end,
+            key_compacted=self.plan.key_compaction,
+        )
+
+
+def _merge_segments(rewrite: _Rewrite, result: QueueCompaction) -> Manifest | None:
     """Segment compaction: each run of small segments becomes one, byte for byte (CRC-checked)."""
-    targets = {"commitlog": plan.target_bytes, "consumequeue": max(ENTRY_SIZE, plan.target_bytes // 16)}
+    tiered, found = rewrite.tiered, rewrite.found
     refs: dict[str, list[SegmentRef]] = {}
     merged = False
     for kind, file, segments in (
@@ -157,7 +178,7 @@ def _merge_segments(
         ("consumequeue", tiered.consumequeue, found.consumequeue),
     ):
         refs[kind] = []
-        for group in groups(segments, targets[kind]):
+        for group in groups(segments, rewrite.target(kind)):
             first = group[0]
             if len(group) == 1:
                 refs[kind].append(SegmentRef(first.name, first.base, first.size))
@@ -170,36 +191,18 @@ def _merge_segments(
                 result.records_in += _verify_records(data, tiered, first.base)
             elif len(data) % ENTRY_SIZE:
                 raise CorruptStore(f"{file.path}: segments from {first.base} hold a torn entry")
-            name = compacted_name(first.base, generation, attempt)
-            if not plan.dry_run:
-                _write(driver, file.path, name, first.base, data)
             result.objects_out += 1
             result.bytes_out += len(data)
-            refs[kind].append(SegmentRef(name, first.base, len(data)))
+            refs[kind].append(rewrite.write(kind, first.base, data))
     result.records_out = result.records_in
-    if not merged:
-        return None
-    return Manifest(
-        generation,
-        tuple(refs["consumequeue"]),
-        tuple(refs["commitlog"]),
-        found.consumequeue_end,
-        found.commitlog_end,
-    )
+    return rewrite.manifest(refs["consumequeue"], refs["commitlog"]) if merged else None
 
 
-def _compact_keys(
-    driver: TierDriver,
-    tiered: TieredQueue,
-    found: Region,
-    plan: Plan,
-    generation: int,
-    attempt: str,
-    result: QueueCompaction,
-) -> Manifest | None:
+def _compact_keys(rewrite: _Rewrite, result: QueueCompaction) -> Manifest | None:
     """Key compaction: keep the newest message of each key (and every message without a key); drop a tombstone
     (an empty body) with everything before it once it is older than the grace; offsets stay, and a removed
     offset's entry gets size 0 (reads pass over it)."""
+    tiered, found, plan = rewrite.tiered, rewrite.found, rewrite.plan
     first, end = found.consumequeue[0].base // ENTRY_SIZE, found.consumequeue_end // ENTRY_SIZE
     newest: dict[str, int] = {}
     expired: set[int] = set()  # tombstones past their grace
@@ -220,7 +223,7 @@ def _compact_keys(
     result.bytes_in = sum(s.size for s in found.consumequeue) + sum(s.size for s in found.commitlog)
     if result.records_removed == 0 and len(groups(found.commitlog, plan.target_bytes)) == len(found.commitlog):
         return None  # nothing to remove, nothing to merge
-    output = _Output(driver, tiered, generation, attempt, plan, found.commitlog[0].base, first)
+    output = _Output(rewrite, found.commitlog[0].base, first)
     for offset, entry, message in _records(tiered, first, end):
         keep = message is not None and (
             not message.keys or (newest[message.keys[0]] == offset and offset not in expired)
@@ -229,9 +232,7 @@ def _compact_keys(
     commitlog, consumequeue = output.finish()
     result.objects_out = len(commitlog) + len(consumequeue)
     result.bytes_out = sum(s.size for s in commitlog) + sum(s.size for s in consumequeue)
-    return Manifest(
-        generation, consumequeue, commitlog, found.consumequeue_end, found.commitlog_end, key_compacted=True
-    )
+    return rewrite.manifest(consumequeue, commitlog)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,13 +269,9 @@ class _Output:
     """The new segments of a key compaction: survivors back to back from the region's first commit-log position,
     an entry per offset (size 0 where removed), each file cut into segments of about the target size."""
 
-    def __init__(
-        self, driver: TierDriver, tiered: TieredQueue, generation: int, attempt: str, plan: Plan, base: int, first: int
-    ) -> None:
-        self.driver, self.tiered, self.plan = driver, tiered, plan
-        self.generation, self.attempt = generation, attempt
+    def __init__(self, rewrite: _Rewrite, base: int, first: int) -> None:
+        self.rewrite = rewrite
         self.position = base
-        self.targets = {"commitlog": plan.target_bytes, "consumequeue": max(ENTRY_SIZE, plan.target_bytes // 16)}
         self.bases = {"commitlog": base, "consumequeue": first * ENTRY_SIZE}
         self.parts: dict[str, list[bytes]] = {"commitlog": [], "consumequeue": []}
         self.sizes = {"commitlog": 0, "consumequeue": 0}
@@ -290,36 +287,29 @@ class _Output:
     def _put(self, kind: str, data: bytes) -> None:
         self.parts[kind].append(data)
         self.sizes[kind] += len(data)
-        if self.sizes[kind] >= self.targets[kind]:
+        if self.sizes[kind] >= self.rewrite.target(kind):
             self._flush(kind)
 
     def _flush(self, kind: str) -> None:
         if not self.sizes[kind]:
             return
-        data, base = b"".join(self.parts[kind]), self.bases[kind]
-        name = compacted_name(base, self.generation, self.attempt)
-        if not self.plan.dry_run:
-            path = self.tiered.commitlog.path if kind == "commitlog" else self.tiered.consumequeue.path
-            _write(self.driver, path, name, base, data)
-        self.refs[kind].append(SegmentRef(name, base, len(data)))
+        data = b"".join(self.parts[kind])
+        self.refs[kind].append(self.rewrite.write(kind, self.bases[kind], data))
         self.bases[kind] += len(data)
         self.parts[kind], self.sizes[kind] = [], 0
 
-    def finish(self) -> tuple[tuple[SegmentRef, ...], tuple[SegmentRef, ...]]:
+    def finish(self) -> tuple[list[SegmentRef], list[SegmentRef]]:
         self._flush("commitlog")
         self._flush("consumequeue")
-        return tuple(self.refs["commitlog"]), tuple(self.refs["consumequeue"])
+        return self.refs["commitlog"], self.refs["consumequeue"]
 
 
 def _verify_records(data: bytes, tiered: TieredQueue, base: int) -> int:
-    """Check every record of a commit-log group (CRC, queue); return how many there are."""
+    """Check every record of a commit-log group (CRC, and that it is this queue's); return how many there are."""
     try:
-        return len(decode_records(data))
+        messages = decode_records(data)
     except CorruptStore as error:
         raise CorruptStore(f"tier {tiered.topic}:{tiered.queue}: commit log from {base}: {error}") from None
-
-
-def _write(driver: TierDriver, path: str, name: str, base: int, data: bytes) -> None:
-    segment = driver.create(path, base, name)
-    segment.append(data)
-    segment.commit()
+    if any(m.topic != tiered.topic or m.queue != tiered.queue for m in messages):
+        raise CorruptStore(f"tier {tiered.topic}:{tiered.queue}: commit log from {base} holds another queue's records")
+    return len(messages)

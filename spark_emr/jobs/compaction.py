@@ -93,8 +93,9 @@ def run(spark, args: argparse.Namespace) -> dict:
     location = backend.tier
 
     def compact(items):
+        driver = location.driver()  # one S3 client per partition
         for ref, plan in items:
-            done = compact_queue(location, ref, plan)
+            done = compact_queue(driver, ref, plan)
             what = "key" if plan.key_compaction else "segment"
             print(
                 f"compaction: {ref.topic}:{ref.queue} {what}: {done.objects_in} objects -> {done.objects_out}, "

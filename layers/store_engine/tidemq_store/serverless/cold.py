@@ -24,10 +24,6 @@ VIEW_TTL_S = 5.0
 """How long a view stands before it is listed again, whatever it holds: how soon a compaction is seen."""
 
 
-def generation(view: TieredQueue) -> int:
-    return view.manifest.generation if view.manifest is not None else 0
-
-
 class ColdRecords(NamedTuple):
     records: bytes
     count: int
@@ -62,7 +58,7 @@ class ColdTier:
             view, listed_at = self._views.get(key, (None, 0.0))
         if view is None or holds_until is None or (view.max_offset or 0) < holds_until or now - listed_at > VIEW_TTL_S:
             old, view = view, TieredQueue(self.driver, topic, queue, self.config.tier_segment_bytes, writer=False)
-            if old is not None and generation(old) != generation(view):
+            if old is not None and old.generation != view.generation:
                 self.cache.forget(topic, queue)
             with self._lock:
                 self._views[key] = (view, now)

@@ -264,6 +264,11 @@ class TieredQueue:
         self.consumequeue.append(b"".join(packed), first_offset * ENTRY_SIZE)
 
     @property
+    def generation(self) -> int:
+        """The generation of the manifest this listing found (0: the queue was never compacted)."""
+        return self.manifest.generation if self.manifest is not None else 0
+
+    @property
     def key_compacted_end(self) -> int:
         """The offset where a key-compacted front ends (0: none)."""
         manifest = self.manifest

@@ -23,7 +23,7 @@ reads the old objects meanwhile; one that finds an object gone (`SegmentGone`) l
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from ..errors import CorruptStore
 from .segment import NAME_DIGITS, StoredObject, TierDriver, segment_name
@@ -55,8 +55,6 @@ class Manifest:
     commitlog_from: int
     """Where the plain commit log takes over."""
     key_compacted: bool = False
-    written_ms: int = 0
-    notes: dict[str, int] = field(default_factory=dict)
 
     def segments(self, kind: str) -> tuple[SegmentRef, ...]:
         return self.consumequeue if kind == "consumequeue" else self.commitlog

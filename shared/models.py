@@ -22,7 +22,16 @@ from pydantic_core import PydanticCustomError
 from tidemq_store import model
 from tidemq_store.acl import MAX_POLICY_ENTRIES, AclEntry, UserName, UserType
 from tidemq_store.config import StoreConfig
-from tidemq_store.model import HOUR_MS, MAX_QUEUES, NAME_RULE, Attributes, MessageType, StoredMessage, TagFilter
+from tidemq_store.model import (
+    HOUR_MS,
+    MAX_QUEUES,
+    NAME_RULE,
+    Attributes,
+    MessageType,
+    StoredMessage,
+    TagFilter,
+    TopicAttributes,
+)
 
 from .push_target import TARGET_FORMS, checked_push_target, shown_target
 
@@ -172,10 +181,15 @@ class TopicSpec(ApiModel):
         default=72 * HOUR_MS, ge=1000, le=MAX_JSON_INTEGER, description="null keeps messages forever."
     )
     message_type: MessageType = MessageType.NORMAL
-    attributes: Attributes = Field(default_factory=dict)
+    attributes: TopicAttributes = Field(
+        default_factory=dict,
+        description="Free-form, except the ones TideMQ reads: cleanup.policy (DELETE or COMPACTION), "
+        "compaction.tombstone_grace_ms, tier.storage_class (STANDARD_IA or GLACIER_IR), tier.storage_class_after_ms.",
+    )
 
 
 class TopicView(TopicSpec):
+    attributes: Attributes = Field(default_factory=dict)  # as stored: a view is never refused
     created_at: int
 
 
@@ -225,7 +239,7 @@ class TopicChange(ApiModel):
     queues: int | None = Field(
         default=None, ge=1, le=MAX_QUEUES, description="Queues can grow, not shrink (fewer than now: 409)."
     )
-    attributes: Attributes | None = None
+    attributes: TopicAttributes | None = Field(default=None, description="Replace the attributes (as at create).")
 
 
 # ---- messages ------------------------------------------------------------------------------------

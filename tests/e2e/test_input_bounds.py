@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from shared import codec
+from shared.models import TopicChange
 from tests.gateways import gateway_as_admin
 from tests.raw_requests import RawApi
 from tidemq import Admin, Producer
@@ -163,6 +164,36 @@ def test_attributes_over_their_bounds_are_a_422_naming_the_field_and_nothing_is_
         assert response.json()["detail"][0]["loc"][:2] == ["body", "attributes"]
     assert admin.describe_topic(topic).attributes == {}
     assert name not in {t.name for t in admin.iter_topics()} | {g.name for g in admin.iter_groups()}
+
+
+BAD_POLICY = {
+    "an unknown cleanup policy": ({"cleanup.policy": "compact"}, "cleanup.policy='compact' must be one of DELETE"),
+    "a grace that is not a number": (
+        {"cleanup.policy": "COMPACTION", "compaction.tombstone_grace_ms": "1d"},
+        "compaction.tombstone_grace_ms='1d' must be a number of milliseconds",
+    ),
+    "an unknown storage class": ({"tier.storage_class": "GLACIER"}, "tier.storage_class='GLACIER' must be one of"),
+    "a negative age": ({"tier.storage_class_after_ms": "-1"}, "tier.storage_class_after_ms='-1' must be a number"),
+}
+
+
+@pytest.mark.parametrize(("given", "says"), BAD_POLICY.values(), ids=BAD_POLICY.keys())
+def test_an_attribute_tidemq_reads_with_a_bad_value_is_a_422_saying_so_and_nothing_is_stored(
+    raw, admin, topic, given, says
+):
+    name = f"attrs-{uuid.uuid4().hex[:8]}"
+    for method, path, body in (
+        ("POST", "/v1/topics", {"name": name, "attributes": given}),
+        ("PATCH", f"/v1/topics/{topic}", {"attributes": given}),
+    ):
+        response = raw.request(method, path, json=body)
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"][0]["loc"][:2] == ["body", "attributes"]
+        assert says in response.json()["detail"][0]["msg"]
+    assert admin.describe_topic(topic).attributes == {}
+    assert name not in {t.name for t in admin.iter_topics()}
+    good = {"cleanup.policy": "COMPACTION", "tier.storage_class": "GLACIER_IR", "tier.storage_class_after_ms": "0"}
+    assert admin.change_topic(topic, TopicChange(attributes=good)).attributes == good
 
 
 def test_the_largest_attributes_allowed_are_taken(admin):

@@ -19,7 +19,10 @@ KILLS = 24
 
 
 def read_all(store) -> dict[tuple[int, int], object]:
+    """Every message of the topic; none while no writer has lived long enough to create it (a kill in start-up)."""
     found = {}
+    if "crash" not in {topic.name for topic in store.list_topics()}:
+        return found
     for queue in range(QUEUES):
         offset = 0
         while True:

@@ -4,29 +4,43 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run test lint format bench clean openapi spark spark-package
+.PHONY: install run test test-localstack localstack lint format bench clean openapi spark spark-package synth deploy destroy
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	$(PY) -m pip install --quiet -e '.[dev,spark,infra]'
 	touch $(INSTALLED)
 
 install: $(INSTALLED)
 
 ## run: the local platform on 127.0.0.1:8080 (embedded store under ./.tidemq), in the foreground; S3 (and DynamoDB)
-## from an embedded moto server unless AWS_ENDPOINT_URL is set or TIDEMQ_LOCAL_AWS=off (AWS itself); webhooks may
-## reach 127.0.0.1 (local demos) unless TIDEMQ_PUSH_ALLOWED_HOSTS says otherwise
+## from an embedded moto server, or with TIDEMQ_LOCAL_AWS=localstack a LocalStack it installs on first use and starts,
+## unless AWS_ENDPOINT_URL is set or TIDEMQ_LOCAL_AWS=off (AWS itself); webhooks may reach 127.0.0.1 (local demos)
+## unless TIDEMQ_PUSH_ALLOWED_HOSTS says otherwise
 run: $(INSTALLED)
+	@if [ "$${TIDEMQ_LOCAL_AWS:-moto}" = localstack ] && [ -z "$${AWS_ENDPOINT_URL:-}" ]; then \
+		$(PY) -m shared.localstack install; fi
 	TIDEMQ_TIER=$${TIDEMQ_TIER:-s3} TIDEMQ_LOCAL_AWS=$${TIDEMQ_LOCAL_AWS:-moto} \
 		TIDEMQ_PUSH_ALLOWED_HOSTS=$${TIDEMQ_PUSH_ALLOWED_HOSTS-127.0.0.1} $(PY) -m functions.local_gateway
 
-## test: lint (ruff, the import-linter layering contracts), then the whole suite (unit, integration, end-to-end)
+## test: lint (ruff, the import-linter layering contracts), then the whole suite (unit, integration, end-to-end,
+## Spark) on TEST_WORKERS pytest-xdist workers (default 2: one a core here; tests/conftest.py says how work is split)
+TEST_WORKERS ?= 2
 test: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15
+
+## test-localstack: the tests that use S3 or DynamoDB (tier, serverless backend, push, maintenance, Spark jobs), on
+## LocalStack instead of moto; installs LocalStack on first use (into .venv-localstack and .localstack: ~2 min)
+test-localstack: $(INSTALLED) localstack
+	TIDEMQ_LOCAL_AWS=localstack $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
+## localstack: install LocalStack for TIDEMQ_LOCAL_AWS=localstack (make run and make test-localstack do it themselves)
+localstack: $(INSTALLED)
+	$(PY) -m shared.localstack install
 
 ## spark: run a Spark job on local[2]: make spark JOB=export ARGS="--bucket tidemq-tier --topic orders --output out"
 ## (without JOB: list the jobs); S3 and DynamoDB as AWS_ENDPOINT_URL says
@@ -41,6 +55,27 @@ SPARK_PACKAGE ?= dist/spark
 spark-package: $(INSTALLED)
 	$(PY) -m spark_emr package --output $(SPARK_PACKAGE) $(if $(EMR_PLATFORM),--platform $(EMR_PLATFORM)) \
 		$(if $(EMR_PYTHON),--python-version $(EMR_PYTHON))
+
+## The CDK CLI (aws-cdk@2 from npm: 3.x rejects aws-cdk-lib v2), installed under build/ (ignored by git)
+CDK_CLI := build/cdk-cli/node_modules/.bin/cdk
+CDK := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(CDK_CLI) --no-notices
+
+$(CDK_CLI):
+	npm install --prefix build/cdk-cli --no-audit --no-fund --loglevel=error aws-cdk@2
+
+## synth: the CDK app (infra_cdk/) into cdk.out/, the cdk-nag checks included; offline, no AWS credentials needed
+## (CDK_ARGS="-c key=value ...": docs/deploy.md lists the settings)
+synth: $(INSTALLED) $(CDK_CLI)
+	AWS_EC2_METADATA_DISABLED=true $(CDK) synth --quiet $(CDK_ARGS)
+
+## deploy, destroy: the stack in the account and region of the AWS profile (docs/deploy.md: what it costs at rest and
+## per million messages); destroy keeps the data unless the stack was deployed with CDK_ARGS="-c retain_data=false"
+deploy: $(INSTALLED) $(CDK_CLI)
+	$(CDK) bootstrap $(CDK_ARGS)
+	$(CDK) deploy $(CDK_ARGS)
+
+destroy: $(INSTALLED) $(CDK_CLI)
+	$(CDK) destroy --force $(CDK_ARGS)
 
 ## openapi: regenerate docs/openapi.json from the handlers
 openapi: $(INSTALLED)
@@ -66,4 +101,4 @@ bench: $(INSTALLED)
 	$(PY) bench/spark_compaction.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache cdk.out
+	rm -rf $(VENV) .venv-localstack .localstack .pytest_cache .ruff_cache cdk.out build/infra_cdk build/cdk-cli

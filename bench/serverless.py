@@ -1,10 +1,11 @@
-"""The serverless backend with 1, 4 and 8 concurrent producer processes on one queue (DynamoDB on a moto server).
+"""The serverless backend with 1, 4 and 8 concurrent producer processes on one queue (DynamoDB on a moto server, or
+on LocalStack with `--local-aws localstack`).
 
 Prints one JSON line per producer count:
   {"bench": "serverless", "producers": P, "produce_msgs_per_s": ..., "consume_msgs_per_s": ...,
    "dynamodb_requests_per_message": ...,   (target: <= 0.05 at batch 100)
-   "moto_cpu_ms_per_request": ..., "moto_busy": ...}   (how much of the produce time the moto server was busy:
-                                                        near 1.0, moto is the bottleneck, not the protocol)
+   "aws_cpu_ms_per_request": ..., "aws_busy": ...}   (how much of the produce time the local AWS was busy:
+                                                      near 1.0, it is the bottleneck, not the protocol)
 
 Each producer is its own process (as concurrent Lambda invocations are) writing B-message batches of S bytes
 to one queue of one topic; then one reader consumes the queue from offset 0, 1,000 messages a read, checking
@@ -12,6 +13,7 @@ that offsets are dense and every message is there once.
 
     python bench/serverless.py                      # 1, 4, 8 producers x 100 batches of 100 x 1 KiB
     python bench/serverless.py --producers 8 --batches 300
+    python bench/serverless.py --local-aws localstack   # the same on LocalStack (installed on first use)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import uuid
 from pathlib import Path
 
 from shared.local_aws import LocalAws
+from shared.localstack import LocalStack
 from tidemq_store import StoreConfig, TopicConfig, open_store
 
 TOPIC = "bench"
@@ -48,7 +51,7 @@ print(store.requests, flush=True)
 """
 
 
-def run(args, producers: int, aws: LocalAws, work: Path) -> dict:
+def run(args, producers: int, aws: LocalAws | LocalStack, work: Path) -> dict:
     efs, prefix = work / f"efs-{producers}", f"bench{uuid.uuid4().hex[:8]}"
     config = StoreConfig(home=work, backend="serverless", efs_path=efs, dynamodb_prefix=prefix)
     store = open_store(config)
@@ -93,9 +96,9 @@ def run(args, producers: int, aws: LocalAws, work: Path) -> dict:
         "produce_msgs_per_s": round(total / produce_s),
         "consume_msgs_per_s": round(total / consume_s),
         "dynamodb_requests_per_message": round(requests / total, 4),
-        "moto_cpu_ms_per_request": round(server_cpu * 1000 / requests, 2),
-        "moto_busy": round(server_cpu / produce_s, 2),
-        "dynamodb": "moto server over HTTP",
+        "aws_cpu_ms_per_request": round(server_cpu * 1000 / requests, 2),
+        "aws_busy": round(server_cpu / produce_s, 2),
+        "local_aws": args.local_aws,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
     }
@@ -107,10 +110,13 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=100, help="batches per producer")
     parser.add_argument("-b", "--batch", type=int, default=100, help="messages per batch")
     parser.add_argument("-s", "--size", type=int, default=1024, help="payload bytes")
+    parser.add_argument(
+        "--local-aws", choices=("moto", "localstack"), default="moto", help="DynamoDB's server (default moto)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tidemq-bench-serverless-"))
     try:
-        with LocalAws() as aws:
+        with LocalStack(work / "localstack") if args.local_aws == "localstack" else LocalAws() as aws:
             os.environ.update(aws.env)
             for producers in args.producers:
                 print(json.dumps(run(args, producers, aws, work)), flush=True)

@@ -28,6 +28,7 @@ import functools
 import ipaddress
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -356,6 +357,9 @@ def main() -> None:
     settings = get_settings()
     check_exposure(settings)
     print(f"TideMQ local gateway on http://{settings.host}:{settings.port} (data in {settings.home.resolve()})")
+    # Once shut down, uvicorn raises again the signal that stopped it: as SystemExit, so that this process's atexit
+    # hooks run (the store closed, a LocalStack it started stopped with its JVM) instead of dying with them undone.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
 
 
@@ -374,7 +378,7 @@ def running_gateway(
     with log.open("ab") as output:
         server = subprocess.Popen([sys.executable, *command], env=environment, stdout=output, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # a gateway that starts LocalStack takes 10-20 s, more on busy cores
     try:
         while True:
             try:
@@ -389,7 +393,7 @@ def running_gateway(
     finally:
         server.terminate()
         try:
-            server.wait(timeout=30)
+            server.wait(timeout=90)  # its own shutdown: a LocalStack it started takes up to ~25 s to stop
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()

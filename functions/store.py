@@ -28,7 +28,7 @@ def get_store() -> MessageStore:
             if _store is None:
                 settings = get_settings()
                 if settings.tier is TierMedium.S3 or settings.backend is Backend.SERVERLESS:
-                    _aws = local_aws.connect(settings.local_aws)
+                    _aws = local_aws.connect(settings.local_aws, settings.home)
                 _store = open_store(settings)
                 atexit.register(_store.close)
     return _store

@@ -29,19 +29,40 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shared.settings import LocalAwsMode
 from tidemq_store.errors import InvalidConfiguration
+
+if TYPE_CHECKING:
+    from shared.localstack import LocalStack
 
 PR_SET_PDEATHSIG = 1
 LAMBDA_FUNCTION_VARIABLE = "AWS_LAMBDA_FUNCTION_NAME"  # set by the Lambda runtime in every execution environment
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
 
 
+# Servers started here listen on ports below Linux's ephemeral range (32768-60999), so no client connection of any
+# process can take a port between free_port choosing it and the server binding it; each process walks the range
+# from its own pid-derived start, so processes running side by side (parallel test workers, a gateway and the moto
+# server it starts) do not pick the same port either.
+PORT_RANGE = range(10000, 32768)
+_next_port = PORT_RANGE.start + (os.getpid() * 7919) % len(PORT_RANGE)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port no one listens on, for a server about to start."""
+    global _next_port
+    for _ in range(len(PORT_RANGE)):
+        port, _next_port = _next_port, PORT_RANGE.start + (_next_port + 1 - PORT_RANGE.start) % len(PORT_RANGE)
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # in use
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {PORT_RANGE.start}-{PORT_RANGE.stop - 1}")
 
 
 def _die_with_parent() -> None:
@@ -103,33 +124,41 @@ class LocalAws:
 
 @dataclass(frozen=True)
 class AwsEndpoint:
-    """Where this process reaches S3 and DynamoDB: `url` (None: AWS itself), and the embedded moto server when it
-    is that endpoint."""
+    """Where this process reaches S3 and DynamoDB: `url` (None: AWS itself), and the local AWS this process started
+    when it is that endpoint (the embedded moto server, or LocalStack)."""
 
     url: str | None
-    embedded: LocalAws | None = None
+    embedded: LocalAws | LocalStack | None = None
 
     def __str__(self) -> str:
-        if self.embedded is not None:
+        if isinstance(self.embedded, LocalAws):
             return f"{self.url} (the embedded moto server: in memory, gone when this process stops)"
+        if self.embedded is not None:
+            return f"{self.url} (LocalStack, started by this process: gone when it stops; log {self.embedded.log_path})"
         return self.url or "AWS"
 
 
-def connect(mode: LocalAwsMode) -> AwsEndpoint:
+def connect(mode: LocalAwsMode, home: Path = Path(".tidemq")) -> AwsEndpoint:
     """Point this process's boto3 where S3 and DynamoDB are, before a store that needs them opens: an
-    `AWS_ENDPOINT_URL` that is set (LocalStack, a test's moto server); else with `mode` moto, an embedded moto server
-    started now; else AWS itself. Raises InvalidConfiguration for moto inside AWS Lambda, and for AWS itself with no
-    credentials to reach it (rather than failing at the first request, or worse, succeeding somewhere else)."""
-    if mode is LocalAwsMode.MOTO and os.environ.get(LAMBDA_FUNCTION_VARIABLE):
+    `AWS_ENDPOINT_URL` that is set (a LocalStack or moto server someone else runs, a test's); else with `mode` moto
+    or localstack, that local AWS started now (LocalStack with its files under `home`); else AWS itself. Raises
+    InvalidConfiguration for a local AWS inside AWS Lambda, and for AWS itself with no credentials to reach it
+    (rather than failing at the first request, or worse, succeeding somewhere else)."""
+    if mode is not LocalAwsMode.OFF and os.environ.get(LAMBDA_FUNCTION_VARIABLE):
         raise InvalidConfiguration(
-            f"TIDEMQ_LOCAL_AWS=moto inside AWS Lambda ({LAMBDA_FUNCTION_VARIABLE} is set): the embedded moto server "
-            "keeps S3 and DynamoDB in memory and is for local runs only; unset TIDEMQ_LOCAL_AWS"
+            f"TIDEMQ_LOCAL_AWS={mode} inside AWS Lambda ({LAMBDA_FUNCTION_VARIABLE} is set): a local AWS keeps S3 and "
+            "DynamoDB on this machine and is for local runs only; unset TIDEMQ_LOCAL_AWS"
         )
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
         return AwsEndpoint(endpoint)
-    if mode is LocalAwsMode.MOTO:
-        local = LocalAws().start()
+    if mode is not LocalAwsMode.OFF:
+        if mode is LocalAwsMode.LOCALSTACK:
+            from shared.localstack import LocalStack  # only when asked for: it imports this module
+
+            local = LocalStack(home).start()  # installs on first use, saying each step on stderr
+        else:
+            local = LocalAws().start()
         for name, value in local.env.items():
             if name == "AWS_ENDPOINT_URL" or not os.environ.get(name):
                 os.environ[name] = value

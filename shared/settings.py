@@ -33,12 +33,14 @@ class AuthMode(StrEnum):
 
 
 class LocalAwsMode(StrEnum):
-    """Where S3 and DynamoDB come from when no `AWS_ENDPOINT_URL` names an endpoint: AWS itself (`off`), or a moto
-    server this process starts on a loopback port (`moto`: in memory, gone when the process stops; for local runs and
-    tests only, and refused inside AWS Lambda)."""
+    """Where S3 and DynamoDB come from when no `AWS_ENDPOINT_URL` names an endpoint: AWS itself (`off`), a moto
+    server this process starts on a loopback port (`moto`: in memory), or LocalStack started the same way
+    (`localstack`: installed on first use into .venv-localstack, its files under TIDEMQ_HOME). Either one's state is
+    gone when the process stops; both are for local runs and tests only, and refused inside AWS Lambda."""
 
     OFF = "off"
     MOTO = "moto"
+    LOCALSTACK = "localstack"
 
 
 class EmrPlatform(StrEnum):
@@ -70,8 +72,9 @@ class Settings(StoreConfig):
     )
     local_aws: LocalAwsMode = Field(
         default=LocalAwsMode.OFF,
-        description="moto: S3 and DynamoDB from an embedded moto server unless AWS_ENDPOINT_URL is set (local runs; "
-        "an error inside Lambda); off: AWS_ENDPOINT_URL, else AWS itself.",
+        description="moto or localstack: S3 and DynamoDB from an embedded moto server or a LocalStack this process "
+        "starts, unless AWS_ENDPOINT_URL is set (local runs; an error inside Lambda); off: AWS_ENDPOINT_URL, else AWS "
+        "itself.",
     )
 
     max_get_bytes: int = Field(

@@ -2,13 +2,50 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from shared.local_aws import LocalAws
+from shared.localstack import LocalStack
 from tidemq_store import MessageStore, StoreConfig, open_store
+
+LOCAL_AWS = os.environ.get("TIDEMQ_LOCAL_AWS") or "moto"
+"""This run's local AWS: moto (`make test`), or LocalStack (`make test-localstack`: TIDEMQ_LOCAL_AWS=localstack)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On LocalStack, the run holds the tests that use the session's local AWS (the fixture `local_aws`) and the
+    ones marked `localstack` or `local_aws`, less those marked `moto` (they need what only moto serves: EMR
+    Serverless); on moto, every test but those marked `localstack`.
+
+    `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`). Each test file is one unit
+    of work, so its module fixtures (a gateway, a moto server's tables) start once; the Spark tests are one unit,
+    so one Spark session serves them all. Units holding slow tests are handed out first, so the two workers end
+    together instead of one finishing a long crash test alone."""
+    left_out = [item for item in items if not in_this_run(item)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if in_this_run(item)]
+    for item in items:
+        group = "spark" if item.path.parent.name == "spark" else str(item.path.relative_to(item.config.rootpath))
+        item.add_marker(pytest.mark.xdist_group(group))
+    slow = {group_of(item) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: (group_of(item) != "spark", group_of(item) not in slow))
+
+
+def in_this_run(item: pytest.Item) -> bool:
+    if LOCAL_AWS == "localstack":
+        marked = item.get_closest_marker("localstack") or item.get_closest_marker("local_aws")
+        return ("local_aws" in item.fixturenames or marked is not None) and not item.get_closest_marker("moto")
+    return not item.get_closest_marker("localstack")
+
+
+def group_of(item: pytest.Item) -> str:
+    return item.get_closest_marker("xdist_group").args[0]
 
 
 @pytest.fixture
@@ -44,23 +81,27 @@ def store(open_test_store) -> MessageStore:
 
 @pytest.fixture(scope="session", autouse=True)
 def local_aws_asked_for() -> Iterator[None]:
-    """The tests ask for the embedded moto server (TIDEMQ_LOCAL_AWS=moto), as `make run` does: a gateway (or store
-    of `functions.store`) that needs S3 or DynamoDB, with no AWS_ENDPOINT_URL set, starts one. Nothing else ever
-    starts it; tests of that undo this with monkeypatch."""
+    """The tests ask for a local AWS (TIDEMQ_LOCAL_AWS: moto unless the run is on LocalStack), as `make run` does: a
+    gateway (or store of `functions.store`) that needs S3 or DynamoDB, with no AWS_ENDPOINT_URL set, starts one.
+    Nothing else ever starts it; tests of that undo this with monkeypatch."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TIDEMQ_LOCAL_AWS", "moto")
+        patch.setenv("TIDEMQ_LOCAL_AWS", LOCAL_AWS)
         yield
 
 
 @pytest.fixture(scope="session")
-def local_aws() -> Iterator[LocalAws]:
-    """A moto server over HTTP on a free loopback port, for the whole session."""
-    with LocalAws() as aws:
-        yield aws
+def local_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalAws | LocalStack]:
+    """The session's local AWS over HTTP on a free loopback port: a moto server, or LocalStack on a LocalStack run."""
+    if LOCAL_AWS == "localstack":
+        with LocalStack(tmp_path_factory.mktemp("localstack")) as aws:
+            yield aws
+    else:
+        with LocalAws() as aws:
+            yield aws
 
 
 @pytest.fixture
-def aws_env(local_aws: LocalAws, monkeypatch: pytest.MonkeyPatch) -> LocalAws:
+def aws_env(local_aws: LocalAws | LocalStack, monkeypatch: pytest.MonkeyPatch) -> LocalAws | LocalStack:
     """boto3 in this test points at the session's moto server (AWS_ENDPOINT_URL and test credentials)."""
     for name, value in local_aws.env.items():
         monkeypatch.setenv(name, value)

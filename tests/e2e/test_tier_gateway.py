@@ -1,4 +1,6 @@
-"""`make run`'s cold tier: with TIDEMQ_TIER=s3 and no AWS_ENDPOINT_URL the gateway starts its own S3 (moto)."""
+"""`make run`'s cold tier: with TIDEMQ_TIER=s3 and no AWS_ENDPOINT_URL the gateway starts its own local AWS, as
+TIDEMQ_LOCAL_AWS says (moto in `make test`, LocalStack in `make test-localstack`), and stopping the gateway stops it:
+no process of its home is left."""
 
 from __future__ import annotations
 
@@ -7,10 +9,28 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.gateways import gateway_as_admin
 from tidemq import Admin, Consumer, OutgoingMessage, Producer
 
 TIDEMQ = Path(os.environ.get("VIRTUAL_ENV", Path(__file__).parents[2] / ".venv")) / "bin" / "tidemq"
+
+pytestmark = pytest.mark.local_aws  # make test-localstack runs these too
+
+
+def processes_of(home: Path) -> list[str]:
+    """The processes (pid and command) whose environment names `home` as TIDEMQ_HOME: a gateway and what it
+    started (a moto server; LocalStack and its DynamoDB Local JVM)."""
+    found, wanted = [], f"TIDEMQ_HOME={home}".encode()
+    for process in Path("/proc").iterdir():
+        try:
+            if process.name.isdigit() and wanted in (process / "environ").read_bytes().split(b"\0"):
+                command = (process / "cmdline").read_bytes().replace(b"\0", b" ")[:200]
+                found.append(f"{process.name} {command!r}")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
 
 
 def test_the_gateway_serves_messages_from_its_embedded_s3_once_the_hot_segments_are_gone(tmp_path, monkeypatch):
@@ -56,6 +76,7 @@ def test_the_gateway_serves_messages_from_its_embedded_s3_once_the_hot_segments_
         expected = {(r.queue, r.offset) for i, r in enumerate(sent) if i % 3 == 1}
         assert {(m.queue, m.queue_offset) for m in received} == expected
         assert all(m.body.startswith(b"order ") and m.tag == "t1" for m in received)
+    assert processes_of(tmp_path / "data") == []
 
 
 def test_the_serverless_gateway_moves_messages_to_its_embedded_s3_on_its_own_schedule(tmp_path, monkeypatch):
@@ -77,3 +98,4 @@ def test_the_serverless_gateway_moves_messages_to_its_embedded_s3_on_its_own_sch
             while not consumer.drained:
                 received += consumer.poll()
         assert sorted(m.body for m in received) == sorted(b"order %d" % i for i in range(300))
+    assert processes_of(tmp_path / "data") == []

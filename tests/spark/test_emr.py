@@ -8,7 +8,11 @@ from __future__ import annotations
 import re
 import shlex
 
+import pytest
+
 from tests.spark.conftest import EMR_SETTINGS, aws_client, spark_emr, without_emr_settings
+
+pytestmark = pytest.mark.moto  # LocalStack's free edition has no EMR Serverless
 
 EXPORT = ["export", "--bucket", "tidemq-tier", "--topic", "orders", "--output", "s3://analytics/orders/"]
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.spark.conftest import EMR_SETTINGS, without_emr_settings
 
 TIDEMQ = Path(sys.executable).parent / "tidemq"
@@ -31,6 +33,7 @@ def test_spark_run_hands_the_job_its_own_arguments_through_spark_submit():
     assert "--output" in done.stdout and "Parquet" in done.stdout  # the export job's own help
 
 
+@pytest.mark.moto  # LocalStack's free edition has no EMR Serverless
 def test_spark_run_emr_starts_a_job_run_and_follows_it_to_success(emr_env):
     done = tidemq_spark("run", "--emr", *RETENTION, env=emr_env)
     assert done.returncode == 0, done.stderr

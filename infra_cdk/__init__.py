@@ -1,4 +1,12 @@
-"""AWS CDK app for TideMQ (HTTP API, functions + store_engine layer, EFS, S3, DynamoDB, EMR Serverless).
+"""The AWS CDK app of TideMQ (docs/deploy.md): `app.py` builds one stack of six constructs, one per concern:
 
-Built by the infrastructure issue; `cdk.json` already points at `infra_cdk.app`.
+    network.py     VPC without NAT, gateway endpoints for S3 and DynamoDB, the Lambda interface endpoint
+    storage.py     EFS and its access point, the buckets, the DynamoDB tables (from the pynamodb models), the auth key
+    functions.py   the Lambda functions, their layers, roles and schedules
+    api.py         the HTTP API: functions/routes.py's routes, the authorizer, throttling
+    pipeline.py    EMR Serverless, the Spark package, the job schedules
+    monitoring.py  alarms, their topic, the dashboard
+
+config.py reads the CDK context; assets.py builds the function code and layers without Docker; permissions.py says
+what each principal may do. `cdk.json` runs `python -m infra_cdk.app`.
 """

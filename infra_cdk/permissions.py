@@ -1,0 +1,88 @@
+"""Least privilege, written down once: what each principal (a function, the Spark jobs) does to each table and
+bucket, and the IAM statements that allow exactly that.
+
+Table access follows what the store engine calls for each use (tidemq_store/serverless/store.py, queue_index.py,
+maintenance.py): opening a store describes every table (`Tables.create_missing`); a read is GetItem, BatchGetItem
+or Query, a write PutItem, UpdateItem, DeleteItem or BatchWriteItem (TransactWriteItems is authorized per item,
+with ConditionCheckItem for its conditions). Each statement names the table's ARN and each of its indexes' ARNs,
+never `*`. Bucket access is object actions under the tier's prefix (object keys are not known in advance) and
+ListBucket on the bucket (listing segments; the store's HeadBucket at start needs it too).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+
+from .storage import TableRef
+
+
+class TableUse(Enum):
+    """What a principal does with one table."""
+
+    OPEN = ("dynamodb:DescribeTable",)
+    READ = (*OPEN, "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:ConditionCheckItem")
+    WRITE = (*READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
+
+
+class BucketUse(Enum):
+    """What a principal does with objects under a prefix of a bucket."""
+
+    LIST = ()
+    READ = ("s3:GetObject",)
+    WRITE = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
+    PUT = ("s3:PutObject",)
+
+
+OPEN, READ, WRITE = TableUse.OPEN, TableUse.READ, TableUse.WRITE
+
+# Per function, the tables it touches beyond opening them all (every store opens all six).
+FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
+    # produce: the topic (cached), who pushes from it (groups), the caller (users); sequencing and indexing a
+    # batch write the queue's item and the batch items
+    "produce": {"topics": READ, "groups": READ, "users": READ, "queues": WRITE, "batches": WRITE},
+    # consume: the queue's item and batch items, read; long polls BatchGetItem the queues' items
+    "consume": {"topics": READ, "users": READ, "queues": READ, "batches": READ},
+    # admin: every route of the admin API (topics, groups, users, offsets, tier upload now)
+    "admin": {name: WRITE for name in ("topics", "groups", "users", "offsets", "queues", "batches")},
+    # push: reads the group and what it delivers, commits offsets (a transaction conditioned on the group's item),
+    # and dead-letters (a put to the DLQ topic, which it may create)
+    "push": {"topics": WRITE, "groups": READ, "offsets": WRITE, "queues": WRITE, "batches": WRITE},
+    # maintenance: each dirty queue's item (lease, hot boundary), its batch items (indexing, retention), topics'
+    # retention
+    "maintenance": {"topics": READ, "queues": WRITE, "batches": WRITE},
+    # the authorizer: the caller's user record
+    "authorizer": {"users": READ},
+}
+FUNCTION_TIER: dict[str, BucketUse] = {
+    "produce": BucketUse.LIST,  # the store checks the bucket at start; a produce reads no segment
+    "consume": BucketUse.READ,
+    "admin": BucketUse.WRITE,  # upload now, delete a topic
+    "push": BucketUse.READ,
+    "maintenance": BucketUse.WRITE,
+}
+JOB_TABLES: dict[str, TableUse] = {"topics": READ, "queues": WRITE, "batches": WRITE}
+"""The Spark jobs (compaction, retention, migration): topics' attributes, queues' leases and bounds, batch items."""
+
+
+def table_statements(tables: dict[str, TableRef], uses: dict[str, TableUse]) -> list[iam.PolicyStatement]:
+    """Statements for `uses`, and DescribeTable on every other table (a store opens them all)."""
+    statements = []
+    for use in TableUse:
+        names = [name for name in sorted(tables) if uses.get(name, OPEN) is use]
+        if names:
+            resources = [arn for name in names for arn in tables[name].arns]
+            statements.append(iam.PolicyStatement(actions=list(use.value), resources=resources))
+    return statements
+
+
+def bucket_statements(bucket: s3.IBucket, prefix: str, use: BucketUse) -> list[iam.PolicyStatement]:
+    """ListBucket on `bucket` and `use`'s object actions under `prefix`/."""
+    statements = [iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn])]
+    if use.value:
+        statements.append(
+            iam.PolicyStatement(actions=list(use.value), resources=[bucket.arn_for_objects(f"{prefix}/*")])
+        )
+    return statements

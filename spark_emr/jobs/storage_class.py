@@ -27,11 +27,8 @@ from spark_emr.backend import Backend, backend_arguments
 from spark_emr.session import run_job
 from spark_emr.tier import QueueRef
 from tidemq_store.clock import now_ms
-
-STORAGE_CLASS = "tier.storage_class"
-AFTER_MS = "tier.storage_class_after_ms"
-CLASSES = ("STANDARD_IA", "GLACIER_IR")
-DEFAULT_AFTER_MS = 30 * 24 * 3600 * 1000
+from tidemq_store.errors import InvalidArgument
+from tidemq_store.model import TopicPolicy
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -42,17 +39,15 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def policy(attributes: dict[str, str]) -> tuple[str, int] | str | None:
-    """(storage class, age in ms) a topic's attributes ask for; None when they ask nothing; a string saying
-    what is wrong with them otherwise."""
-    wanted = attributes.get(STORAGE_CLASS)
-    if wanted is None:
+    """(storage class, age in ms) a topic's attributes ask for; None when they ask nothing; what is wrong with them
+    otherwise (a topic created before the API checked them, or through the engine directly)."""
+    try:
+        wanted = TopicPolicy.of(attributes)
+    except InvalidArgument as error:
+        return str(error)
+    if wanted.storage_class is None:
         return None
-    if wanted not in CLASSES:
-        return f"{STORAGE_CLASS}={wanted!r} is not one of {', '.join(CLASSES)}"
-    after = attributes.get(AFTER_MS, str(DEFAULT_AFTER_MS))
-    if not after.isdigit():
-        return f"{AFTER_MS}={after!r} is not a number of milliseconds"
-    return wanted, int(after)
+    return wanted.storage_class.value, wanted.storage_class_after_ms
 
 
 def run(spark, args: argparse.Namespace) -> dict:

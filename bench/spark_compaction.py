@@ -49,11 +49,12 @@ from pathlib import Path
 
 from shared.local_aws import LocalAws
 from spark_emr.backend import Backend
-from spark_emr.compaction import CLEANUP_POLICY, Plan, compact_queue
+from spark_emr.compaction import Plan, compact_queue, tier_driver
 from spark_emr.jobs import compaction
 from spark_emr.session import spark_session
 from spark_emr.tier import QueueRef
 from tidemq_store import Message, StoreConfig, TopicConfig, open_store
+from tidemq_store.model import TopicPolicy
 from tidemq_store.serverless.maintenance import Maintenance
 from tidemq_store.tiered.s3 import s3_client
 
@@ -131,7 +132,7 @@ def build(args, work: Path) -> tuple[str, str, dict]:
     )
     store = open_store(config)
     for kind in args.compaction:
-        attributes = {CLEANUP_POLICY: CLEANUP[kind]}
+        attributes = {TopicPolicy.CLEANUP: CLEANUP[kind]}
         store.create_topic(TopicConfig(name=TOPICS[kind], queues=args.queues, attributes=attributes))
     rng = random.Random(args.seed)
     pending: list[list[Message]] = [[] for _ in range(args.queues)]
@@ -194,7 +195,7 @@ def baseline(job: argparse.Namespace) -> dict:
     of its queues in turn; the job's summary counts."""
     backend = Backend.here(job.dynamodb_prefix, job.bucket, job.prefix)
     base = Plan(target_bytes=job.target_bytes, now_ms=job.now_ms, grace_s=job.grace_s)
-    results, driver = [], backend.tier.driver()
+    results, driver = [], tier_driver(backend.tier)
     for topic in backend.topics(job.topic):
         plan = compaction.topic_plan(topic.attributes, base)
         if isinstance(plan, str):

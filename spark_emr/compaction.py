@@ -11,6 +11,7 @@ covers the committed front of the files only, up to a boundary where both end a 
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,17 +19,14 @@ from dataclasses import dataclass
 
 from tidemq_store.cq_entry import ENTRY_SIZE, CqEntries, CqEntry, pack_entry
 from tidemq_store.errors import CorruptStore
-from tidemq_store.record import decode_records
+from tidemq_store.model import TopicPolicy
+from tidemq_store.record import VerifiedRecords, decode_records, verify_records
 from tidemq_store.tiered.container import TieredQueue
 from tidemq_store.tiered.manifest import Manifest, SegmentRef, compacted_name, garbage, write_manifest
 from tidemq_store.tiered.segment import FileSegment, TierDriver
 
-from .tier import READ_ENTRIES, QueueRef
+from .tier import READ_ENTRIES, QueueRef, TierLocation
 
-CLEANUP_POLICY = "cleanup.policy"
-POLICIES = ("DELETE", "COMPACTION")
-TOMBSTONE_GRACE_MS = "compaction.tombstone_grace_ms"
-DEFAULT_TOMBSTONE_GRACE_MS = 24 * 3600 * 1000  # Kafka's delete.retention.ms
 DEFAULT_TARGET_BYTES = 128 * 1024 * 1024
 DEFAULT_GRACE_S = 600.0
 
@@ -40,7 +38,7 @@ class Plan:
 
     key_compaction: bool = False
     target_bytes: int = DEFAULT_TARGET_BYTES
-    tombstone_grace_ms: int = DEFAULT_TOMBSTONE_GRACE_MS
+    tombstone_grace_ms: int = TopicPolicy().tombstone_grace_ms
     now_ms: int = 0
     grace_s: float = DEFAULT_GRACE_S
     dry_run: bool = False
@@ -110,6 +108,13 @@ def groups(segments: list[FileSegment], target: int) -> list[list[FileSegment]]:
     return packed
 
 
+@functools.lru_cache(maxsize=8)
+def tier_driver(location: TierLocation) -> TierDriver:
+    """This process's driver for the tier at `location`, made once: a Spark worker runs one task after another, and
+    each new boto3 client costs about 0.15 s of CPU (it parses its service model again)."""
+    return location.driver()
+
+
 def compact_queue(driver: TierDriver, ref: QueueRef, plan: Plan) -> QueueCompaction:
     """Compact one queue of the tier `driver` reaches as `plan` says (see the module docstring)."""
     tiered = TieredQueue(driver, ref.topic, ref.queue, segment_bytes=1, writer=False)
@@ -169,10 +174,12 @@ class _Rewrite:
 
 
 def _merge_segments(rewrite: _Rewrite, result: QueueCompaction) -> Manifest | None:
-    """Segment compaction: each run of small segments becomes one, byte for byte (CRC-checked)."""
+    """Segment compaction: each run of small segments becomes one, byte for byte, every record checked (its CRCs,
+    and that it is one of the queue's own at an offset above the one before)."""
     tiered, found = rewrite.tiered, rewrite.found
     refs: dict[str, list[SegmentRef]] = {}
     merged = False
+    next_offset = 0  # the offset the next record must reach: offsets increase across the groups too
     for kind, file, segments in (
         ("commitlog", tiered.commitlog, found.commitlog),
         ("consumequeue", tiered.consumequeue, found.consumequeue),
@@ -184,18 +191,31 @@ def _merge_segments(rewrite: _Rewrite, result: QueueCompaction) -> Manifest | No
                 refs[kind].append(SegmentRef(first.name, first.base, first.size))
                 continue
             merged = True
-            data = b"".join(segment.read(segment.base, segment.size) for segment in group)
+            parts = []
+            for segment in group:
+                part = segment.read(segment.base, segment.size)
+                if kind == "commitlog":  # each segment as it comes (an upload's records end with its segment)
+                    records, next_offset = _verify_segment(tiered, segment, part, next_offset)
+                    result.records_in += records
+                parts.append(part)
+            data = b"".join(parts)
+            if kind == "consumequeue" and len(data) % ENTRY_SIZE:
+                raise CorruptStore(f"{file.path}: segments from {first.base} hold a torn entry")
             result.objects_in += len(group)
             result.bytes_in += len(data)
-            if kind == "commitlog":
-                result.records_in += _verify_records(data, tiered, first.base)
-            elif len(data) % ENTRY_SIZE:
-                raise CorruptStore(f"{file.path}: segments from {first.base} hold a torn entry")
             result.objects_out += 1
             result.bytes_out += len(data)
             refs[kind].append(rewrite.write(kind, first.base, data))
     result.records_out = result.records_in
     return rewrite.manifest(refs["consumequeue"], refs["commitlog"]) if merged else None
+
+
+def _verify_segment(tiered: TieredQueue, segment: FileSegment, data: bytes, first_offset: int) -> VerifiedRecords:
+    """Check the records of one commit-log segment (`record.verify_records`), naming the segment when one fails."""
+    try:
+        return verify_records(data, tiered.topic, tiered.queue, first_offset)
+    except CorruptStore as error:
+        raise CorruptStore(f"tier {tiered.topic}:{tiered.queue}: commit-log segment {segment.name}: {error}") from None
 
 
 def _compact_keys(rewrite: _Rewrite, result: QueueCompaction) -> Manifest | None:
@@ -302,14 +322,3 @@ class _Output:
         self._flush("commitlog")
         self._flush("consumequeue")
         return self.refs["commitlog"], self.refs["consumequeue"]
-
-
-def _verify_records(data: bytes, tiered: TieredQueue, base: int) -> int:
-    """Check every record of a commit-log group (CRC, and that it is this queue's); return how many there are."""
-    try:
-        messages = decode_records(data)
-    except CorruptStore as error:
-        raise CorruptStore(f"tier {tiered.topic}:{tiered.queue}: commit log from {base}: {error}") from None
-    if any(m.topic != tiered.topic or m.queue != tiered.queue for m in messages):
-        raise CorruptStore(f"tier {tiered.topic}:{tiered.queue}: commit log from {base} holds another queue's records")
-    return len(messages)

@@ -28,18 +28,17 @@ from dataclasses import asdict, replace
 
 from spark_emr.backend import Backend, backend_arguments
 from spark_emr.compaction import (
-    CLEANUP_POLICY,
     DEFAULT_GRACE_S,
     DEFAULT_TARGET_BYTES,
-    DEFAULT_TOMBSTONE_GRACE_MS,
-    POLICIES,
-    TOMBSTONE_GRACE_MS,
     Plan,
     compact_queue,
+    tier_driver,
 )
 from spark_emr.session import dry_run, run_job
 from spark_emr.tier import QueueRef
 from tidemq_store.clock import now_ms
+from tidemq_store.errors import InvalidArgument
+from tidemq_store.model import CleanupPolicy, TopicPolicy
 
 COUNTS = ("objects_in", "bytes_in", "records_in", "objects_out", "bytes_out", "records_out", "records_removed")
 
@@ -61,14 +60,14 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def topic_plan(attributes: dict[str, str], base: Plan) -> Plan | str:
-    """The plan a topic's attributes ask for, or what is wrong with them."""
-    policy = attributes.get(CLEANUP_POLICY, "DELETE")
-    if policy not in POLICIES:
-        return f"{CLEANUP_POLICY}={policy!r} is not one of {', '.join(POLICIES)}"
-    grace = attributes.get(TOMBSTONE_GRACE_MS, str(DEFAULT_TOMBSTONE_GRACE_MS))
-    if not grace.isdigit():
-        return f"{TOMBSTONE_GRACE_MS}={grace!r} is not a number of milliseconds"
-    return replace(base, key_compaction=policy == "COMPACTION", tombstone_grace_ms=int(grace))
+    """The plan a topic's attributes ask for, or what is wrong with them (a topic whose attributes were stored
+    unchecked: before the API checked them, or through the engine directly)."""
+    try:
+        policy = TopicPolicy.of(attributes)
+    except InvalidArgument as error:
+        return str(error)
+    compacted = policy.cleanup is CleanupPolicy.COMPACTION
+    return replace(base, key_compaction=compacted, tombstone_grace_ms=policy.tombstone_grace_ms)
 
 
 def run(spark, args: argparse.Namespace) -> dict:
@@ -93,7 +92,7 @@ def run(spark, args: argparse.Namespace) -> dict:
     location = backend.tier
 
     def compact(items):
-        driver = location.driver()  # one S3 client per partition
+        driver = tier_driver(location)  # one S3 client per Python worker, kept for its next tasks
         for ref, plan in items:
             done = compact_queue(driver, ref, plan)
             what = "key" if plan.key_compaction else "segment"

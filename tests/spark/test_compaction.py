@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from spark_emr.jobs import compaction
 from tidemq_store import Message, TopicConfig
 from tidemq_store.serverless.cold import ColdTier
@@ -108,4 +110,33 @@ def test_compaction_while_a_consumer_reads_and_the_uploader_appends(spark, serve
         assert sorted(objects) == sorted(listed)  # every replaced object is gone (grace 0)
         assert sum(key.rsplit("/", 1)[-1].isdigit() for key in objects) <= 2  # at most the tail of each kind
     fresh.close()
+    reader.close()
+
+
+def test_a_changed_byte_in_any_record_stops_segment_compaction_and_nothing_switches(spark, serverless_backend):
+    store, args = serverless_backend
+    store.create_topic(TopicConfig(name="damaged", queues=1))
+    for b in range(12):  # an upload per batch
+        store.put("damaged", [Message(b"m %d-%d " % (b, i) + bytes(200), queue=0) for i in range(20)])
+        Maintenance(store).run()
+    reader = ColdTier(store.config)
+    victim = segments(reader, "damaged", 0)[0][7]  # in the middle of the queue: earlier runs get merged first
+    data, position = bytearray(victim.read(victim.base, victim.size)), 0
+    while position + int.from_bytes(data[position : position + 4], "little") <= len(data) // 2:
+        position += int.from_bytes(data[position : position + 4], "little")
+    data[position + int.from_bytes(data[position : position + 4], "little") - 1] ^= 0x01  # a body's last byte
+    driver = reader.driver
+    driver.client.put_object(Bucket=driver.bucket, Key=victim.key, Body=bytes(data))
+    before = {o.key: o.size for o in driver.objects("damaged/0/")}
+
+    job = compaction.arguments([*args, "--topic", "damaged", "--target-bytes", str(TARGET), "--grace-s", "0"])
+    with pytest.raises(
+        Exception,
+        match=rf"damaged:0: commit-log segment {victim.name}: record at byte {position} fails its CRC32C check",
+    ):
+        compaction.run(spark, job)
+    after = {o.key: o.size for o in driver.objects("damaged/0/")}
+    assert load_manifest(driver, "damaged/0") is None  # readers still read the plain segments
+    assert {key: size for key, size in after.items() if key in before} == before  # every one of them is there
+    assert all(".g1." in key for key in after.keys() - before.keys())  # the attempt's, listed by no manifest
     reader.close()

@@ -20,7 +20,10 @@ from tidemq_store.record import (
     read_header,
     record_size,
     scan_batches,
+    verify_records,
 )
+
+from ..legacy_records import encode_v1_batch
 
 
 def encode(n: int = 3, start: int = 1000, props: bytes = b"") -> tuple[bytes, list[int]]:
@@ -64,6 +67,47 @@ def test_any_flipped_byte_is_detected(position):
     with pytest.raises(CorruptStore):
         decode_run(bytes(damaged), "orders", 2, 10)
     assert list(scan_batches(bytes(damaged), 1000)) == []
+
+
+def test_verifying_records_counts_them_and_says_where_the_next_offset_may_start():
+    data, _ = encode()  # offsets 10, 11, 12 of orders:2
+    assert verify_records(data, "orders", 2, 10) == (3, 13)
+    assert verify_records(data, "orders", 2) == (3, 13)  # from offset 0: increasing is enough
+    assert verify_records(b"", "orders", 2, 7) == (0, 7)
+    old = encode_v1_batch(b"orders", [PendingRecord(2, 13 + i, 111, b"", b"old") for i in range(2)], 0, 222)
+    assert verify_records(data + old, "orders", 2, 10) == (5, 15)  # version 1 records beside version 2
+
+
+@pytest.mark.parametrize(("topic", "queue"), [("payments", 2), ("order", 2), ("orders", 3)])
+def test_verifying_refuses_another_queues_records(topic, queue):
+    data, _ = encode()
+    with pytest.raises(CorruptStore, match=f"record at byte 0 is not one of {topic}:{queue}'s at an offset from 10"):
+        verify_records(data, topic, queue, 10)
+
+
+def test_verifying_refuses_offsets_that_do_not_increase():
+    data, sizes = encode()
+    with pytest.raises(CorruptStore, match="record at byte 0 is not one of orders:2's at an offset from 11"):
+        verify_records(data, "orders", 2, 11)
+    with pytest.raises(CorruptStore, match=f"record at byte {sizes[0]} is not one of orders:2's at an offset from 11"):
+        verify_records(data[: sizes[0]] * 2, "orders", 2)  # offset 10 twice
+
+
+@pytest.mark.parametrize("position", [0, 4, 5, 6, 10, 20, 30, 34, CRC_START, 45, 50, 52, HEADER_SIZE, -1])
+def test_verifying_detects_any_flipped_byte_of_any_record(position):
+    data, sizes = encode(n=3)
+    at = sizes[0] + (position % sizes[1])  # in the middle record
+    damaged = bytearray(data)
+    damaged[at] ^= 0x04
+    with pytest.raises(CorruptStore, match=f"record at byte {sizes[0]}"):
+        verify_records(bytes(damaged), "orders", 2, 10)
+
+
+def test_verifying_detects_a_cut_record():
+    data, sizes = encode(n=2)
+    for cut in (1, 5, HEADER_SIZE, sizes[1] - 1):
+        with pytest.raises(CorruptStore, match=f"record at byte {sizes[0]}"):
+            verify_records(data[: sizes[0] + cut], "orders", 2)
 
 
 def test_scan_keeps_complete_batches_and_stops_at_a_torn_one():

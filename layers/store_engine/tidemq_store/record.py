@@ -114,6 +114,7 @@ _COVERED = struct.Struct("<QBHI")  # version 2 from born_timestamp to body_lengt
 QUEUE_AT, QUEUE_OFFSET_AT, PHYSICAL_AT, STORE_TIMESTAMP_AT = 6, 10, 18, 26  # version 2
 _V1_QUEUE_OFFSET_AT, _V1_PHYSICAL_AT, _V1_STORE_TIMESTAMP_AT = 14, 22, 38
 _QUEUE = struct.Struct("<I")
+_CHECKED = struct.Struct("<IBxIQ16xII8xBHI")  # what verify_records reads of a version 2 header, the rest skipped
 
 
 class RecordHeader(NamedTuple):
@@ -492,6 +493,59 @@ def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> l
     except (struct.error, IndexError):
         raise CorruptStore(f"record at batch position {position} is cut short") from None
     return messages
+
+
+class VerifiedRecords(NamedTuple):
+    """What `verify_records` found: how many records, and the offset after the last one (where the next run's
+    records may start)."""
+
+    records: int
+    next_offset: int
+
+
+def verify_records(data: bytes | bytearray, topic: str, queue: int, first_offset: int = 0) -> VerifiedRecords:
+    """Check every record in `data` (records back to back, either version) as `decode_records` with `expect` checks
+    them, building nothing: magic, sizes, both CRC32Cs, and that each is a record of `topic`'s queue `queue` at an
+    offset increasing from `first_offset`; CorruptStore names the first that fails (its byte position in `data`).
+    For a pass that copies records without reading them (segment compaction), where decoding every record's
+    properties into a message would cost several times the checks."""
+    raw_topic = topic.encode()
+    topic_length, topic_is = len(raw_topic), data.startswith
+    view, end_of_data, expected, count, position = memoryview(data), len(data), first_offset, 0, 0
+    unpack_v2, unpack_v1 = _CHECKED.unpack_from, HEADER_V1.unpack_from
+    try:
+        while position < end_of_data:
+            magic = data[position + 4]
+            if magic == MAGIC:
+                size, _, record_queue, offset, broker_crc, crc, tlen, plen, blen = unpack_v2(data, position)
+                if crc32c(view[position + _BROKER_AT : position + BROKER_CRC_AT]) != broker_crc:
+                    raise CorruptStore(f"record at byte {position} fails its broker fields' CRC32C")
+                crc_start, header = CRC_START, HEADER_SIZE
+            elif magic == MAGIC_V1:
+                size, _, crc, _, record_queue, offset, _, _, _, tlen, plen, blen = unpack_v1(data, position)
+                crc_start, header = CRC_START_V1, HEADER_SIZE_V1
+            else:
+                raise CorruptStore(f"record at byte {position} has magic {magic:#x}")
+            end = position + size
+            if size != header + tlen + plen + blen or end > end_of_data:
+                raise CorruptStore(f"record at byte {position} is damaged")
+            if crc32c(view[position + crc_start : end]) != crc:
+                raise CorruptStore(f"record at byte {position} fails its CRC32C check")
+            if (
+                record_queue != queue
+                or offset < expected
+                or tlen != topic_length
+                or not topic_is(raw_topic, position + header)
+            ):
+                raise CorruptStore(
+                    f"record at byte {position} is not one of {topic}:{queue}'s at an offset from {expected}"
+                )
+            expected = offset + 1
+            count += 1
+            position = end
+    except (struct.error, IndexError):
+        raise CorruptStore(f"record at byte {position} is cut short") from None
+    return VerifiedRecords(count, expected)
 
 
 def read_header(buf: bytes, pos: int = 0) -> RecordHeader:

@@ -10,9 +10,10 @@ import pytest
 
 from shared.local_aws import LocalAws
 from shared.localstack import LocalStack
+from shared.settings import LocalAwsMode
 from tidemq_store import MessageStore, StoreConfig, open_store
 
-LOCAL_AWS = os.environ.get("TIDEMQ_LOCAL_AWS") or "moto"
+LOCAL_AWS = LocalAwsMode(os.environ.get("TIDEMQ_LOCAL_AWS") or LocalAwsMode.MOTO)
 """This run's local AWS: moto (`make test`), or LocalStack (`make test-localstack`: TIDEMQ_LOCAL_AWS=localstack)."""
 
 
@@ -38,7 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def in_this_run(item: pytest.Item) -> bool:
-    if LOCAL_AWS == "localstack":
+    if LOCAL_AWS is LocalAwsMode.LOCALSTACK:
         marked = item.get_closest_marker("localstack") or item.get_closest_marker("local_aws")
         return ("local_aws" in item.fixturenames or marked is not None) and not item.get_closest_marker("moto")
     return not item.get_closest_marker("localstack")
@@ -92,7 +93,7 @@ def local_aws_asked_for() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def local_aws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalAws | LocalStack]:
     """The session's local AWS over HTTP on a free loopback port: a moto server, or LocalStack on a LocalStack run."""
-    if LOCAL_AWS == "localstack":
+    if LOCAL_AWS is LocalAwsMode.LOCALSTACK:
         with LocalStack(tmp_path_factory.mktemp("localstack")) as aws:
             yield aws
     else:

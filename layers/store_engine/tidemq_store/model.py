@@ -51,6 +51,7 @@ Attributes = Annotated[
 
 
 DAY_MS = 24 * HOUR_MS
+MAX_ATTRIBUTE_MS = 100 * 365 * DAY_MS  # the longest duration an attribute may give
 
 
 class CleanupPolicy(StrEnum):
@@ -106,15 +107,13 @@ class TopicPolicy:
                 )
             return int(value)
 
+        default = cls()
         return cls(
-            cleanup=choice(cls.CLEANUP, CleanupPolicy) or CleanupPolicy.DELETE,
-            tombstone_grace_ms=milliseconds(cls.TOMBSTONE_GRACE_MS, DAY_MS),
+            cleanup=choice(cls.CLEANUP, CleanupPolicy) or default.cleanup,
+            tombstone_grace_ms=milliseconds(cls.TOMBSTONE_GRACE_MS, default.tombstone_grace_ms),
             storage_class=choice(cls.STORAGE_CLASS, StorageClass),
-            storage_class_after_ms=milliseconds(cls.STORAGE_CLASS_AFTER_MS, 30 * DAY_MS),
+            storage_class_after_ms=milliseconds(cls.STORAGE_CLASS_AFTER_MS, default.storage_class_after_ms),
         )
-
-
-MAX_ATTRIBUTE_MS = 100 * 365 * DAY_MS
 
 
 def check_topic_attributes(attributes: dict[str, str]) -> dict[str, str]:

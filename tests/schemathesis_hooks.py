@@ -103,16 +103,3 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
     replaced goes as it is."""
     if (case.headers or {}).get("Authorization", "").endswith(SIGNED_LATER):
         kwargs["auth"] = RequestsSigner()
-    if case.path_parameters:
-        case.path_parameters = {name: as_sent(value) for name, value in case.path_parameters.items()}
-
-
-ESCAPE_LIKE = re.compile(r"%(?=[0-9A-Fa-f]{2})")
-
-
-def as_sent(value: Any) -> Any:
-    """A path parameter as Schemathesis must be given it to send it as it is. Schemathesis takes a value as maybe
-    escaped already (it unquotes, then quotes), so a topic named `a%7Db` (RocketMQ's rule allows '%'), say one a
-    link carried over from the topic it created, would go as `a}b`, a name the server rightly refuses: escaping the
-    '%' of each escape-like triple makes it go as `a%257Db`, which the server reads back as `a%7Db`."""
-    return ESCAPE_LIKE.sub("%25", value) if isinstance(value, str) else value

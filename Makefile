@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run test test-localstack localstack lint format bench clean openapi spark spark-package synth deploy destroy
+.PHONY: install run test test-localstack localstack lint format bench clean openapi spark spark-package synth deploy destroy first-user
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -73,6 +73,10 @@ synth: $(INSTALLED) $(CDK_CLI)
 deploy: $(INSTALLED) $(CDK_CLI)
 	$(CDK) bootstrap $(CDK_ARGS)
 	$(CDK) deploy $(CDK_ARGS)
+
+## first-user: the deployed stack's first super user, into ~/.tidemq/credentials (once; docs/deploy.md)
+first-user: $(INSTALLED)
+	$(VENV)/bin/python -m infra_cdk.first_user $(FIRST_USER_ARGS)
 
 destroy: $(INSTALLED) $(CDK_CLI)
 	$(CDK) destroy --force $(CDK_ARGS)

@@ -61,7 +61,6 @@ from tidemq_store import Backend, MessageStore
 from tidemq_store.clock import now_ms
 from tidemq_store.errors import InvalidConfiguration, Overloaded, RequestTooLarge
 
-SUPER_USER = "admin"
 TEXT_TYPES = ("text/", "application/json", "application/x-ndjson", "application/xml")
 
 
@@ -326,7 +325,7 @@ def first_super_user(store: MessageStore) -> None:
     settings = get_settings()
     if settings.auth is AuthMode.OFF:
         return
-    created = users.bootstrap_super_user(store, secret_box(), SUPER_USER)
+    created = users.bootstrap_super_user(store, secret_box(), users.FIRST_SUPER_USER)
     path = settings.home / "credentials"
     if created is None:
         if not path.exists():

@@ -7,6 +7,8 @@ packages as two layers (assets.py), configured through the settings model's own 
     maintenance               on two EventBridge schedules: every minute the scheduled event (upload to the cold
                               tier), every hour {"job": "retention"} (functions/maintenance/handler.py)
     authorizer                the HTTP API's Lambda authorizer (api.py); outside the VPC: it reads users only
+    bootstrap                 makes the first super user, invoked once by an operator (`make first-user`); no
+                              route reaches it; outside the VPC: it writes users only
 
 Each function has a role of its own with the table and bucket access of permissions.py, writes to a log group of its
 own, and sends what its asynchronous invocations could not handle to one dead-letter queue.
@@ -38,6 +40,9 @@ from .storage import Storage
 
 STORE_FUNCTIONS = (*API_FUNCTIONS, "push", "maintenance")
 AUTHORIZER = "authorizer"
+BOOTSTRAP = "bootstrap"
+USERS_ONLY = (AUTHORIZER, BOOTSTRAP)
+"""Functions that touch the users table alone: outside the VPC, no shared directory, no cold tier."""
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
 HOME = "/tmp/tidemq"  # the only writable directory in Lambda; the serverless store keeps nothing there
@@ -73,7 +78,7 @@ class Functions(Construct):
     def __init__(self, scope: Construct, id: str, *, config: DeployConfig, network: Network, storage: Storage) -> None:
         super().__init__(scope, id)
         self.config, self.network, self.storage = config, network, storage
-        wanted = [*STORE_FUNCTIONS, *([AUTHORIZER] if config.authorizer == "lambda" else [])]
+        wanted = [*STORE_FUNCTIONS, BOOTSTRAP, *([AUTHORIZER] if config.authorizer == "lambda" else [])]
         self.assets = assets.build_lambda_assets(wanted)
         self.code = lambda_.Code.from_asset(str(self.assets.code))
         self.layers = [
@@ -142,10 +147,11 @@ class Functions(Construct):
             if name in API_FUNCTIONS:
                 extra["max_request_bytes"] = config.max_request_bytes
             self.functions[name] = self._function(name, settings_environment(**store, **extra), in_vpc=True)
-        if config.authorizer == "lambda":
-            # Reads one table: no shared directory (a scratch one in /tmp, never written), no cold tier, no VPC.
-            environment = settings_environment(**common, efs_path=f"{HOME}/efs", tier="off")
-            self.functions[AUTHORIZER] = self._function(AUTHORIZER, environment, in_vpc=False)
+        # One table: no shared directory (a scratch one in /tmp, never written), no cold tier, no VPC.
+        users_only = settings_environment(**common, efs_path=f"{HOME}/efs", tier="off")
+        for name in USERS_ONLY:
+            if name in wanted:
+                self.functions[name] = self._function(name, users_only, in_vpc=False)
         for notifier in ("produce", "admin", "push"):  # set push delivery going (push: its continuations)
             self.functions[notifier].add_to_role_policy(
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.push_arn])
@@ -227,6 +233,7 @@ class Functions(Construct):
             "push": config.push_timeout_s,
             "maintenance": config.maintenance_timeout_s,
             AUTHORIZER: 10,
+            BOOTSTRAP: 30,
         }.get(name, FUNCTION_TIMEOUT_S.get(name))
         function = lambda_.Function(
             self,
@@ -238,7 +245,7 @@ class Functions(Construct):
             handler=handler(name),
             code=self.code,
             layers=self.layers,
-            memory_size=config.memory(name) if name != AUTHORIZER else 512,
+            memory_size=512 if name in USERS_ONLY else config.memory(name),
             timeout=Duration.seconds(timeout),
             environment={
                 **environment,

@@ -1,10 +1,10 @@
 """Operations: CloudWatch alarms to one SNS topic, and a dashboard of the same figures.
 
-    <function>-errors       any function's errors (5 minutes)
+    <function>-errors       any function's errors (5 minutes), but bootstrap's (invoked by hand, once)
     <function>-throttles    any function's throttles, but push's, whose reserved concurrency of 1 queues its
                             asynchronous invocations by design: for it, events Lambda dropped unprocessed
-    upload-lag              a queue's upload lag (TierUploadLagSeconds, emitted when tier status is read) above
-                            `upload_lag_alarm_s`
+    upload-lag              the oldest message not yet in the cold tier (TierUploadLagSeconds, emitted by every
+                            maintenance run and every tier-status read) older than `upload_lag_alarm_s`
     maintenance-failing     queues a maintenance run had to leave for the next one, three periods running
     push-dead-lettered      messages push delivery gave up on (moved to a dead-letter topic)
     push-failing-calls      push target calls failing (`push_failed_calls_alarm` in 5 minutes)
@@ -27,7 +27,7 @@ from constructs import Construct
 
 from .api import Api
 from .config import DeployConfig
-from .functions import NAMESPACE, SERVICE, Functions
+from .functions import BOOTSTRAP, NAMESPACE, SERVICE, Functions
 from .pipeline import Pipeline
 
 PERIOD = Duration.minutes(5)
@@ -75,6 +75,8 @@ class Monitoring(Construct):
         self.alarms: dict[str, cloudwatch.Alarm] = {}
 
         for name, function in functions.functions.items():
+            if name == BOOTSTRAP:  # invoked by hand, once: its caller sees its answer
+                continue
             self._alarm(f"{name}-errors", function.metric_errors(period=PERIOD, statistic="Sum"), 1)
             if name == "push":
                 dropped = function.metric("AsyncEventsDropped", period=PERIOD, statistic="Sum")

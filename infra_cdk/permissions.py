@@ -55,6 +55,8 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
     "maintenance": {"topics": READ, "queues": WRITE, "batches": WRITE},
     # the authorizer: the caller's user record
     "authorizer": {"users": READ},
+    # bootstrap: lists users, and makes the first (a create-only put)
+    "bootstrap": {"users": WRITE},
 }
 FUNCTION_TIER: dict[str, BucketUse] = {
     "produce": BucketUse.LIST,  # the store checks the bucket at start; a produce reads no segment

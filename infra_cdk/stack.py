@@ -50,6 +50,10 @@ class TideMQStack(Stack):
             "EmrPackageUri": (self.pipeline.package.uri(""), "TIDEMQ_EMR_PACKAGE_URI"),
             "AlarmTopicArn": (self.monitoring.topic.topic_arn, "Subscribe to be told of alarms"),
             "AuthKeySecretArn": (self.storage.auth_key.secret_arn, "TIDEMQ_AUTH_KEY (key + 'A=')"),
+            "BootstrapFunctionName": (
+                self.functions.functions["bootstrap"].function_name,
+                "Makes the first super user (make first-user)",
+            ),
         }
         for name, (value, description) in outputs.items():
             CfnOutput(self, name, value=value, description=description)

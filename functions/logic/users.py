@@ -20,6 +20,8 @@ from tidemq_store import MessageStore
 from tidemq_store.acl import MAX_POLICY_ENTRIES, AclEntry, UserRecord, UserType
 from tidemq_store.errors import PolicyConflict, UserExists
 
+FIRST_SUPER_USER = "admin"
+"""The super user a store gets when it has no user yet (the local gateway's first start, or the bootstrap function)."""
 SEALED_VERSION = "v1:"
 KEY_BYTES = 32
 

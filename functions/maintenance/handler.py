@@ -3,7 +3,8 @@
     every minute   the schedule's own event (any EventBridge "Scheduled Event"): a maintenance run, which
                    uploads every queue with new messages to the cold tier, moves the hot boundary and deletes
                    files nothing references (tidemq_store.serverless.maintenance); when nothing was produced
-                   since the last run it returns at once, without a request to DynamoDB or S3
+                   since the last run it returns at once, without a request to DynamoDB or S3. Its metric
+                   TierUploadLagSeconds is the age of the oldest message it found not yet uploaded
     every hour     the constant input {"job": "retention"}: topic retention
 
 The embedded engine does both in its own threads; there a run reports `skipped`.
@@ -45,6 +46,7 @@ def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
         metrics.add_metric(name="MessagesUploaded", unit=MetricUnit.Count, value=report.messages_uploaded)
         metrics.add_metric(name="SegmentFilesDeleted", unit=MetricUnit.Count, value=report.files_deleted)
         metrics.add_metric(name="MaintenanceFailures", unit=MetricUnit.Count, value=len(report.failed))
+        metrics.add_metric(name="TierUploadLagSeconds", unit=MetricUnit.Seconds, value=report.upload_lag_seconds)
         result = {
             "job": "upload",
             "skipped": report.skipped,
@@ -52,6 +54,7 @@ def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
             "messages_uploaded": report.messages_uploaded,
             "files_deleted": report.files_deleted,
             "failed": list(report.failed),
+            "upload_lag_seconds": report.upload_lag_seconds,
         }
     if result.get("failed"):
         logger.warning("maintenance left queues for the next run", extra=result)

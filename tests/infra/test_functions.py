@@ -19,7 +19,8 @@ from infra_cdk.functions import EFS_MOUNT
 from shared.settings import Settings
 from tests.infra.cloud import render
 
-EVERY_FUNCTION = (*API_FUNCTIONS, "push", "maintenance", "authorizer")
+EVERY_FUNCTION = (*API_FUNCTIONS, "push", "maintenance", "authorizer", "bootstrap")
+USERS_ONLY = ("authorizer", "bootstrap")
 SETTING_NAMES = {f"TIDEMQ_{name.upper()}" for name in Settings.model_fields}
 STAND_INS = {"StorageData": "tidemq-data-1a2b3c", "StorageAuthKey": base64.b64encode(bytes(32)).decode()}
 """What a deployment puts where the template holds a reference (a bucket name, the auth key)."""
@@ -80,7 +81,9 @@ def test_each_function_environment_is_read_by_the_settings_model(functions_by_na
     assert settings.auth == "on" and settings.auth_key is not None
     assert settings.local_aws == "off"
     assert str(settings.home).startswith("/tmp/")
-    if name != "authorizer":
+    if name in USERS_ONLY:
+        assert settings.tier == "off"
+    else:
         assert settings.tier == "s3" and settings.tier_bucket == STAND_INS["StorageData"]
         assert str(settings.efs_path) == EFS_MOUNT
         assert settings.push_mode == "lambda" and settings.push_function == functions_by_name["push"][1]["FunctionName"]
@@ -93,7 +96,18 @@ def test_the_functions_that_share_the_directory_mount_it_through_the_access_poin
         assert mount["LocalMountPath"] == EFS_MOUNT
         assert f"<{access_point}>" in render(mount["Arn"])
         assert functions_by_name[name][1]["VpcConfig"]["SubnetIds"]
-    assert "FileSystemConfigs" not in functions_by_name["authorizer"][1]
+    for name in USERS_ONLY:
+        assert "FileSystemConfigs" not in functions_by_name[name][1] and "VpcConfig" not in functions_by_name[name][1]
+
+
+def test_the_bootstrap_function_is_reached_by_no_route_and_writes_only_the_users_table(synthesized, functions_by_name):
+    bootstrap_id, _ = functions_by_name["bootstrap"]
+    integrations = synthesized.of_type("AWS::ApiGatewayV2::Integration").values()
+    assert integrations and all(f"<{bootstrap_id}" not in str(render(i["Properties"])) for i in integrations)
+    permissions = synthesized.of_type("AWS::Lambda::Permission").values()
+    assert not [p for p in permissions if f"<{bootstrap_id}" in str(render(p["Properties"]))]
+    outputs = synthesized.template["Outputs"]
+    assert render(outputs["BootstrapFunctionName"]["Value"]) == f"<{bootstrap_id}>"
 
 
 def test_timeouts_fit_the_api_and_push_delivery(functions_by_name):

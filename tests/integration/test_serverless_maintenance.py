@@ -170,3 +170,25 @@ def test_without_a_cold_tier_a_run_indexes_the_queue_and_then_leaves_it_alone(se
     assert (state.indexed, state.next_offset, state.pending, state.dirty) == (3, 3, [], False)
     assert maintenance.run().skipped
     assert [m.body for m in store.get("plain", 0, 0).messages] == [b"m0", b"m1", b"m2"]
+
+
+def test_a_run_reports_how_long_its_oldest_waiting_message_has_waited_until_it_is_uploaded(serverless, monkeypatch):
+    store = serverless()
+    store.create_topic(TopicConfig(name="lagging", queues=2))
+    store.put("lagging", [Message(b"old", queue=0)])
+    time.sleep(0.5)
+    store.put("lagging", [Message(b"new", queue=1)])
+
+    def refused(self):
+        raise OSError("S3 refused the upload")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(TieredQueue, "commit", refused)
+        failing = Maintenance(store).run().summary()
+    assert sorted(failing.failed) == ["lagging|0", "lagging|1"]
+    assert failing.upload_lag_seconds >= 0.5  # the older message, still waiting
+    time.sleep(0.2)
+    done = Maintenance(store).run().summary()
+    assert (done.messages_uploaded, done.failed) == (2, ())
+    assert done.upload_lag_seconds >= failing.upload_lag_seconds + 0.2  # it had waited since its put
+    assert Maintenance(store).upload().summary().upload_lag_seconds == 0.0  # nothing waits now

@@ -103,6 +103,7 @@ def test_maintenance_sample_events_run_their_jobs(seeded_store):
         "messages_uploaded": 0,
         "files_deleted": 0,
         "failed": [],
+        "upload_lag_seconds": 0.0,
     }
     assert maintenance_function.lambda_handler(retention, LocalContext("tidemq-maintenance")) == {
         "job": "retention",

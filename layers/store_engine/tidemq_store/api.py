@@ -50,13 +50,15 @@ class CleanReport:
 
 @dataclass(slots=True, frozen=True)
 class MaintenanceReport:
-    """What one scheduled maintenance run did (`skipped`: nothing was new, and it made no request)."""
+    """What one scheduled maintenance run did (`skipped`: nothing was new, and it made no request).
+    `upload_lag_seconds`: the age of the oldest message the run found not yet in the cold tier (0: none)."""
 
     skipped: bool
     queues: int = 0
     messages_uploaded: int = 0
     files_deleted: int = 0
     failed: tuple[str, ...] = ()
+    upload_lag_seconds: float = 0.0
 
 
 class MessageStore(ABC):

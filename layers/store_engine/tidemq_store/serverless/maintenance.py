@@ -68,9 +68,17 @@ class RunReport:
     files_deleted: int = 0
     left_work: bool = False
     touched_files: set[str] = field(default_factory=set)
+    oldest_waiting_ms: int | None = None  # the store time of the oldest message found not yet in the tier
+
+    def waiting(self, store_timestamp: int) -> None:
+        if self.oldest_waiting_ms is None or store_timestamp < self.oldest_waiting_ms:
+            self.oldest_waiting_ms = store_timestamp
 
     def summary(self) -> MaintenanceReport:
-        return MaintenanceReport(self.skipped, self.queues, self.messages, self.files_deleted, tuple(self.failed))
+        lag = 0.0 if self.oldest_waiting_ms is None else max(0.0, (clock.now_ms() - self.oldest_waiting_ms) / 1000)
+        return MaintenanceReport(
+            self.skipped, self.queues, self.messages, self.files_deleted, tuple(self.failed), round(lag, 3)
+        )
 
 
 class Maintenance:
@@ -136,7 +144,7 @@ class Maintenance:
             if self.store.tier is None:  # nothing to move: indexed is all there is to do
                 hot = state.hot_offset
             else:
-                report.messages += self._upload_to_tier(topic, queue, state, end)
+                report.messages += self._upload_to_tier(topic, queue, state, end, report)
                 hot = self._hot_boundary(topic, queue, state, end)
                 report.left_work |= hot < end  # kept hot for efs_hot_ms: a later run moves it
             self._release(topic, queue, lease, hot, end, clean=self.store.tier is None or hot >= end)
@@ -147,8 +155,9 @@ class Maintenance:
             if lease is not None:
                 self._release(topic, queue, lease, state.hot_offset, end, clean=False)
 
-    def _upload_to_tier(self, topic: str, queue: int, state: QueueState, end: int) -> int:
-        """Append [tier end, end) to the queue's tier files; return how many messages went."""
+    def _upload_to_tier(self, topic: str, queue: int, state: QueueState, end: int, report: RunReport) -> int:
+        """Append [tier end, end) to the queue's tier files; return how many messages went. The first batch
+        found is the queue's oldest waiting one: `report` keeps its store time, uploaded or not."""
         tiered = self.store.tier.writer(topic, queue)
         start = tiered.max_offset
         if start is None or start < state.min_offset:
@@ -169,6 +178,8 @@ class Maintenance:
         for ref in self.index.walk(topic, queue, state, _batch_start(self.index, topic, queue, state, start)):
             if ref.first_offset >= end:
                 break
+            if not parts and first == start:
+                report.waiting(ref.store_timestamp)
             data = rebase(read_segment(self.store.segments, ref.file, ref.position, ref.length), ref.first_offset)
             records = entries_of(data)
             skip = max(0, start - ref.first_offset)  # the tier restarted inside this batch

@@ -6,13 +6,13 @@
 `running_gateway` starts one as a child process on a free loopback port (tests and benchmarks).
 
 Handlers run in worker threads, so concurrent requests really run concurrently (and share group
-commits), with one store per process as in a Lambda execution environment. Long polls (consumes with `wait_ms`)
-run on threads of their own, at most `TIDEMQ_GATEWAY_LONG_POLLS` at once (one more is a 503 at once), so however
-many wait, every other request finds a handler thread. A body is read as it arrives and refused with a 413 as soon
-as it (or the length it declares) passes `TIDEMQ_MAX_REQUEST_BYTES`, before the rest is sent. A binary body goes to
-the function as the bytes that came: the event is handed over in this process, so it needs no base64 (in Lambda,
-API Gateway base64-encodes it and the function decodes it once). A text body that is not UTF-8 goes base64-encoded,
-as API Gateway sends it, never with its bad bytes replaced.
+commits), with one store per process as in a Lambda execution environment. Long polls (consumes and KV watches
+with `wait_ms`) run on threads of their own, at most `TIDEMQ_GATEWAY_LONG_POLLS` at once (one more is a 503 at
+once), so however many wait, every other request finds a handler thread. A body is read as it arrives and refused
+with a 413 as soon as it (or the length it declares) passes `TIDEMQ_MAX_REQUEST_BYTES`, before the rest is sent. A
+binary body goes to the function as the bytes that came: the event is handed over in this process, so it needs no
+base64 (in Lambda, API Gateway base64-encodes it and the function decodes it once). A text body that is not UTF-8
+goes base64-encoded, as API Gateway sends it, never with its bad bytes replaced.
 
 With `TIDEMQ_PUSH_MODE=local` (the default) the process also runs the push worker (`functions.push.worker`), where
 AWS would invoke the push function: started here, it is the push notifier the handlers give the produce and
@@ -188,8 +188,9 @@ class LongPolls:
 
     @staticmethod
     def wants(route: Route, query: str) -> bool:
-        """Whether a request may wait: a consume with a positive `wait_ms` (a malformed one fails validation)."""
-        if route.function != "consume":
+        """Whether a request may wait: a consume or a KV watch with a positive `wait_ms` (a malformed one fails
+        validation)."""
+        if route.function not in ("consume", "kv"):
             return False
         wait_ms = dict(parse_qsl(query)).get("wait_ms", "")
         return wait_ms.isdigit() and int(wait_ms) > 0

@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.merge import OpenAPIMerge
 
 from functions.api.auth import PUBLIC_PATHS
 
-FUNCTIONS = ("admin", "produce", "consume")
+FUNCTIONS = ("admin", "produce", "consume", "kv")
 
 CREATED_TOPIC = {"topic": "$response.body#/name"}
 CREATED_GROUP = {"group": "$response.body#/name"}

@@ -14,7 +14,7 @@ from functools import cache, cached_property
 from importlib import import_module
 from typing import Any
 
-FUNCTIONS = ("admin", "produce", "consume")
+FUNCTIONS = ("admin", "produce", "consume", "kv")
 EXTRA_ROUTES = (("GET", "/openapi.json", "admin"),)  # served, but not part of the document itself
 
 

@@ -22,6 +22,8 @@ from pydantic_core import PydanticCustomError
 from tidemq_store import model
 from tidemq_store.acl import MAX_POLICY_ENTRIES, AclEntry, UserName, UserType
 from tidemq_store.config import StoreConfig
+from tidemq_store.kv import model as kv_model
+from tidemq_store.kv import record as kv_record
 from tidemq_store.model import (
     HOUR_MS,
     MAX_QUEUES,
@@ -83,17 +85,29 @@ QUEUE_KEY_PATTERN = f"^{_QUEUE_NUMBER}$"
 """A queue number as a JSON object key: 0..MAX_QUEUES-1 (1023) in decimal, no sign, no leading zero."""
 
 
-def name_schema(kind: str, max_length: int = 127) -> WithJsonSchema:
+def name_schema(kind: str, max_length: int = 127, pattern: str = NAME_PATTERN, more: str = "") -> WithJsonSchema:
     """The JSON Schema of a topic or group name (`check_name` checks it)."""
     return WithJsonSchema(
         {
             "type": "string",
-            "pattern": NAME_PATTERN,
+            "pattern": pattern,
             "minLength": 1,
             "maxLength": max_length,
-            "description": f"A {kind} name: letters, digits and `_ % | -`, at most {max_length} characters.",
+            "description": f"A {kind} name: letters, digits and `_ % | -`, at most {max_length} characters{more}.",
         }
     )
+
+
+def _not_a_namespace_topic(name: str) -> str:
+    if kv_record.is_kv_topic(name):
+        raise ValueError(
+            f"topic names starting with {kv_record.TOPIC_PREFIX} are KV namespaces' own: use /v1/kv/{{namespace}}"
+        )
+    return name
+
+
+TOPIC_PATTERN = f"^(?!{re.escape(kv_record.TOPIC_PREFIX)}){NAME_RULE.pattern}$"
+"""A topic name the API takes: not one of a KV namespace's topics (`%KV%<namespace>`, reached through /v1/kv)."""
 
 
 def checked_tag_filter(expression: str) -> str:
@@ -102,7 +116,11 @@ def checked_tag_filter(expression: str) -> str:
     return expression
 
 
-TopicName = Annotated[model.TopicName, name_schema("topic")]
+TopicName = Annotated[
+    model.TopicName,
+    AfterValidator(_not_a_namespace_topic),
+    name_schema("topic", pattern=TOPIC_PATTERN, more=f", not starting with {kv_record.TOPIC_PREFIX}"),
+]
 GroupName = Annotated[model.GroupName, name_schema("group")]
 QueueIndex = Annotated[int, Field(ge=0, le=MAX_QUEUES - 1)]
 MessageId = Annotated[str, Field(pattern=MSG_ID_PATTERN, description="24 lowercase hexadecimal digits.")]
@@ -165,6 +183,8 @@ class ErrorBody(ApiModel):
     message: str
     min_offset: int | None = None
     max_offset: int | None = None
+    current_version: int | None = Field(default=None, description="412: the key's version now (absent: no key).")
+    oldest_revision: int | None = Field(default=None, description="410: the oldest revision still kept.")
 
 
 class Health(ApiModel):
@@ -573,3 +593,160 @@ class Caller(ApiModel):
 
     name: str
     user_type: UserType
+
+
+# ---- KV namespaces (tidemq_store/kv) ---------------------------------------------------------------
+
+KV_KEY_PATTERN = f"^{kv_model.KEY_RULE.pattern.decode()}$"
+KV_VALUE_CHARS = 4 * ((kv_model.MAX_VALUE_BYTES - 1) // 3)
+"""The longest base64 value the API takes: any base64 text this long decodes within the engine's limit."""
+KvKey = Annotated[
+    str,
+    Field(min_length=1, max_length=kv_model.MAX_KEY_BYTES, pattern=KV_KEY_PATTERN),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": kv_model.MAX_KEY_BYTES, "pattern": KV_KEY_PATTERN}),
+]
+KvPrefix = Annotated[
+    str,
+    Field(max_length=kv_model.MAX_KEY_BYTES, pattern=f"^[\\x20-\\x7e]{{0,{kv_model.MAX_KEY_BYTES}}}$"),
+]
+NamespaceName = Annotated[
+    str,
+    Field(min_length=1, max_length=64, pattern=f"^{kv_model.NAMESPACE_RULE.pattern}$"),
+]
+Base64Value = Annotated[
+    str,
+    Field(max_length=KV_VALUE_CHARS, pattern=BASE64_PATTERN, description="The value, base64 (RFC 4648)."),
+]
+TtlMs = Annotated[int, Field(ge=1, le=kv_model.MAX_TTL_MS, description="Expire the key this many ms from now.")]
+
+
+def _b64(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+class NamespaceSpec(ApiModel):
+    name: NamespaceName
+    history_ms: int = Field(
+        default=kv_model.DEFAULT_HISTORY_MS,
+        ge=60_000,
+        le=kv_model.MAX_TTL_MS,
+        description="How long changes stay watchable on the serverless backend (the embedded one keeps its topic).",
+    )
+
+
+class NamespaceView(NamespaceSpec):
+    created_at: int
+    revision: int = Field(description="The revision of the namespace's last write (0: none).")
+
+
+class NamespaceList(ApiModel):
+    namespaces: list[NamespaceView]
+    next_after: str | None = Field(description="Pass as `after` for the next page; null on the last page.")
+
+
+class KvPut(ApiModel):
+    value: Base64Value
+    ttl_ms: TtlMs | None = None
+
+    def value_bytes(self) -> bytes:
+        return base64.b64decode(self.value)
+
+
+class KvWritten(ApiModel):
+    key: str
+    version: int = Field(description="The key's version now (a delete: the revision it made).")
+    revision: int = Field(description="The namespace's revision after this write.")
+
+
+class KvEntryView(ApiModel):
+    key: str
+    value: str = Field(description="base64")
+    version: int
+    expires_at_ms: int | None = None
+
+    @classmethod
+    def of(cls, entry: kv_model.Entry) -> KvEntryView:
+        return cls(key=entry.key, value=_b64(entry.value), version=entry.version, expires_at_ms=entry.expires_at_ms)
+
+    def entry(self) -> kv_model.Entry:
+        return kv_model.Entry(self.key, base64.b64decode(self.value), self.version, self.expires_at_ms)
+
+
+class KvRead(KvEntryView):
+    revision: int = Field(description="The namespace's revision when the key was read.")
+
+
+class KvBatchGet(ApiModel):
+    keys: list[KvKey] = Field(min_length=1, max_length=kv_model.MAX_PAGE)
+
+
+class KvEntryList(ApiModel):
+    entries: list[KvEntryView]
+    revision: int
+    next_after: str | None = Field(default=None, description="A scan's next `after`; null when it is done.")
+
+
+class KvChangeView(ApiModel):
+    revision: int
+    previous: int
+    kind: kv_model.ChangeKind
+    key: str
+    value: str = Field(default="", description="base64 (a delete: empty)")
+    version: int
+    expires_at_ms: int | None = None
+
+    @classmethod
+    def of(cls, change: kv_model.Change) -> KvChangeView:
+        return cls(
+            revision=change.revision,
+            previous=change.previous,
+            kind=change.kind,
+            key=change.key,
+            value=_b64(change.value),
+            version=change.version,
+            expires_at_ms=change.expires_at_ms,
+        )
+
+    def change(self) -> kv_model.Change:
+        return kv_model.Change(
+            self.revision,
+            self.previous,
+            self.kind,
+            self.key,
+            base64.b64decode(self.value),
+            self.version,
+            self.expires_at_ms,
+        )
+
+
+class KvChangeList(ApiModel):
+    changes: list[KvChangeView]
+    revision: int
+    next_revision: int = Field(description="Watch from here next: no change of this page again, none missed.")
+
+
+class KvImportEntry(ApiModel):
+    key: KvKey
+    value: Base64Value
+    version: int = Field(ge=1, le=MAX_JSON_INTEGER)
+    expires_at_ms: int | None = Field(default=None, ge=1, le=MAX_JSON_INTEGER)
+
+    def entry(self) -> kv_model.Entry:
+        return kv_model.Entry(self.key, base64.b64decode(self.value), self.version, self.expires_at_ms)
+
+
+class KvImport(ApiModel):
+    """A snapshot (or, with `append`, its next part) to write into the namespace, keys keeping their versions."""
+
+    entries: list[KvImportEntry] = Field(max_length=kv_model.MAX_PAGE)
+    history_ms: int = Field(default=kv_model.DEFAULT_HISTORY_MS, ge=60_000, le=kv_model.MAX_TTL_MS)
+    append: bool = Field(
+        default=False,
+        description="false: the namespace must be empty (or missing: it is created); true: a later part of the same "
+        "import, whose versions are all above the namespace's revision.",
+    )
+
+
+class KvImported(ApiModel):
+    keys: int
+    revision: int

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from tidemq_store.cq_entry import ENTRY_SIZE, CqEntries, CqEntry, pack_entry
 from tidemq_store.errors import CorruptStore
+from tidemq_store.kv.record import is_tombstone
 from tidemq_store.model import TopicPolicy
 from tidemq_store.record import VerifiedRecords, decode_records, verify_records
 from tidemq_store.tiered.container import TieredQueue
@@ -220,8 +221,8 @@ def _verify_segment(tiered: TieredQueue, segment: FileSegment, data: bytes, firs
 
 def _compact_keys(rewrite: _Rewrite, result: QueueCompaction) -> Manifest | None:
     """Key compaction: keep the newest message of each key (and every message without a key); drop a tombstone
-    (an empty body) with everything before it once it is older than the grace; offsets stay, and a removed
-    offset's entry gets size 0 (reads pass over it)."""
+    (an empty body, but a KV namespace's put of an empty value: kv/record.py) with everything before it once it is
+    older than the grace; offsets stay, and a removed offset's entry gets size 0 (reads pass over it)."""
     tiered, found, plan = rewrite.tiered, rewrite.found, rewrite.plan
     first, end = found.consumequeue[0].base // ENTRY_SIZE, found.consumequeue_end // ENTRY_SIZE
     newest: dict[str, int] = {}
@@ -235,7 +236,7 @@ def _compact_keys(rewrite: _Rewrite, result: QueueCompaction) -> Manifest | None
             keyless += 1
             continue
         newest[message.keys[0]] = offset
-        if not message.body and message.store_timestamp + plan.tombstone_grace_ms <= plan.now_ms:
+        if is_tombstone(message) and message.store_timestamp + plan.tombstone_grace_ms <= plan.now_ms:
             expired.add(offset)
     result.records_out = keyless + sum(1 for offset in newest.values() if offset not in expired)
     result.records_removed = result.records_in - result.records_out

@@ -34,8 +34,12 @@ from tidemq_store.errors import (
     GroupNotFound,
     InvalidArgument,
     InvalidBatch,
+    KeyNotFound,
     MessageNotFound,
     MessageTooLarge,
+    NamespaceExists,
+    NamespaceNotEmpty,
+    NamespaceNotFound,
     NoPushSubscription,
     OffsetConflict,
     OffsetOutOfRange,
@@ -43,6 +47,7 @@ from tidemq_store.errors import (
     PolicyConflict,
     QueueOutOfRange,
     QueuesCannotShrink,
+    RevisionCompacted,
     StoreFailed,
     StoreUnavailable,
     TopicExists,
@@ -50,6 +55,7 @@ from tidemq_store.errors import (
     Unauthenticated,
     UserExists,
     UserNotFound,
+    VersionMismatch,
 )
 
 STATUS: dict[type[ClientError | Overloaded], int] = {
@@ -62,6 +68,8 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     GroupNotFound: 404,
     UserNotFound: 404,
     MessageNotFound: 404,
+    NamespaceNotFound: 404,
+    KeyNotFound: 404,
     TopicExists: 409,
     GroupExists: 409,
     UserExists: 409,
@@ -70,6 +78,10 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     NoPushSubscription: 409,
     PolicyConflict: 409,
     OffsetOutOfRange: 409,
+    NamespaceExists: 409,
+    NamespaceNotEmpty: 409,
+    RevisionCompacted: 410,
+    VersionMismatch: 412,
     MessageTooLarge: 413,
     Overloaded: 503,
 }
@@ -121,6 +133,10 @@ def client_error_response(error: ClientError, url_parameters: Mapping[str, str] 
     body = ErrorBody(error=type(error).__name__, message=str(error))
     if isinstance(error, OffsetOutOfRange):
         body.min_offset, body.max_offset = error.min_offset, error.max_offset
+    elif isinstance(error, VersionMismatch):
+        body.current_version = error.current
+    elif isinstance(error, RevisionCompacted):
+        body.oldest_revision = error.oldest
     return error_response(status_of(error, url_parameters), body)
 
 
@@ -161,6 +177,8 @@ DESCRIBED = {
     403: "Not allowed",
     404: "Not found",
     409: "Conflicts with the current state",
+    410: "Gone: the changes asked for are no longer kept",
+    412: "The key is not at the version the request is conditional on",
     413: "Too large",
     415: "Unsupported media type",
     503: "Not now: the store takes no writes, or the gateway is busy (retry)",

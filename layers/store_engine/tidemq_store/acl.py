@@ -4,7 +4,7 @@ A user is a *super* user (may do anything, and alone manages users and policies)
 do what its policy entries allow:
 
     resource     `Topic:orders` (literal), `Topic:orders-*` (prefix), `Topic:*` (any topic), `Group:...`,
-                 `Cluster:*` (the cluster itself), or `*` (anything)
+                 `Namespace:...` (a KV namespace), `Cluster:*` (the cluster itself), or `*` (anything)
     actions      Pub, Sub, Create, Update, Delete, Get, List, or All
     decision     Allow or Deny; a Deny that matches wins over any Allow, and nothing matching is a Deny
     source_ips   CIDRs the request must come from (empty: anywhere)
@@ -54,6 +54,7 @@ class ResourceType(StrEnum):
     CLUSTER = "Cluster"
     TOPIC = "Topic"
     GROUP = "Group"
+    NAMESPACE = "Namespace"  # a KV namespace (kv/): Sub reads and watches it, Pub writes it
 
 
 class Resource(NamedTuple):
@@ -74,6 +75,10 @@ def group(name: str) -> Resource:
     return Resource(ResourceType.GROUP, name)
 
 
+def namespace(name: str) -> Resource:
+    return Resource(ResourceType.NAMESPACE, name)
+
+
 CLUSTER = Resource(ResourceType.CLUSTER, "*")
 
 
@@ -82,7 +87,7 @@ def _check_pattern(pattern: str) -> str:
         return pattern
     kind, _, name = pattern.partition(":")
     if kind not in ResourceType.__members__.values():
-        raise ValueError(f"resource {pattern!r} must be '*' or <Cluster|Topic|Group>:<name>, <prefix>* or *")
+        raise ValueError(f"resource {pattern!r} must be '*' or <Cluster|Topic|Group|Namespace>:<name>, <prefix>* or *")
     if name != "*" and not NAME_RULE.fullmatch(name.removesuffix("*")):
         raise ValueError(f"resource {pattern!r}: {name!r} is not a name, a name prefix followed by '*', or '*'")
     return pattern
@@ -104,7 +109,7 @@ def _network(value: object) -> Network:
     return ip_network(value, strict=False)
 
 
-RESOURCE_PATTERN = f"^(?:\\*|(?:Cluster|Topic|Group):(?:\\*|{NAME_RULE.pattern}\\*?))$"
+RESOURCE_PATTERN = f"^(?:\\*|(?:Cluster|Topic|Group|Namespace):(?:\\*|{NAME_RULE.pattern}\\*?))$"
 ResourcePattern = Annotated[
     str,
     AfterValidator(_check_pattern),
@@ -124,7 +129,9 @@ class AclEntry(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    resource: ResourcePattern = Field(description="`Topic:orders`, `Topic:orders-*`, `Topic:*`, `Group:...`, `*`.")
+    resource: ResourcePattern = Field(
+        description="`Topic:orders`, `Topic:orders-*`, `Topic:*`, `Group:...`, `Namespace:...`, `*`."
+    )
     actions: list[Action] = Field(min_length=1, max_length=len(Action))
     decision: Decision = Decision.ALLOW
     source_ips: list[SourceNetwork] = Field(default_factory=list, max_length=32, description="CIDRs; empty: anywhere.")

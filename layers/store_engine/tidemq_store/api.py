@@ -17,12 +17,14 @@ Semantics every backend keeps:
 
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .acl import UserRecord
+from .kv.api import KeyValueStore
 from .model import (
     GetResult,
     GroupConfig,
@@ -59,6 +61,9 @@ class MaintenanceReport:
     files_deleted: int = 0
     failed: tuple[str, ...] = ()
     upload_lag_seconds: float = 0.0
+
+
+_OPENING_KV = threading.Lock()
 
 
 class MessageStore(ABC):
@@ -240,6 +245,29 @@ class MessageStore(ABC):
         if topic is not None:
             self.get_topic(topic)
         return 0
+
+    # ---- KV namespaces (kv/) -----------------------------------------------------------------------
+
+    _kv: KeyValueStore | None = None
+
+    @property
+    def kv(self) -> KeyValueStore:
+        """The store's KV namespaces (kv/api.py), opened (and on the embedded engine recovered) at first use."""
+        if self._kv is None:
+            with _OPENING_KV:
+                if self._kv is None:
+                    self._kv = self.open_kv()
+        return self._kv
+
+    def open_kv(self) -> KeyValueStore:
+        """The backend's KeyValueStore over this store."""
+        raise NotImplementedError(f"{type(self).__name__} has no KV namespaces")
+
+    def close_kv(self) -> None:
+        """Close the KV namespaces if they were opened (each backend's `close` calls this first)."""
+        if self._kv is not None:
+            self._kv.close()
+            self._kv = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

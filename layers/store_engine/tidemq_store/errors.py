@@ -181,3 +181,55 @@ class StoreFailed(TideMQError):
 
 class CorruptStore(TideMQError):
     """Data on disk failed a check that recovery cannot repair (e.g. a bad record inside a sealed segment)."""
+
+
+# ---- key-value namespaces (kv/) ------------------------------------------------------------------
+
+
+class NamespaceNotFound(ClientError):
+    def __init__(self, namespace: str) -> None:
+        super().__init__(f"KV namespace {namespace!r} does not exist")
+        self.namespace = namespace
+
+
+class NamespaceExists(ClientError):
+    def __init__(self, namespace: str) -> None:
+        super().__init__(f"KV namespace {namespace!r} already exists")
+        self.namespace = namespace
+
+
+class NamespaceNotEmpty(ClientError):
+    """An import goes into an empty namespace only."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__(f"KV namespace {namespace!r} is not empty: a snapshot is imported into an empty one")
+        self.namespace = namespace
+
+
+class KeyNotFound(ClientError):
+    def __init__(self, namespace: str, key: str) -> None:
+        super().__init__(f"no key {key!r} in KV namespace {namespace!r}")
+        self.namespace, self.key = namespace, key
+
+
+class VersionMismatch(ClientError):
+    """A conditional write (create-only, or compare-and-set on a version) found the key otherwise; nothing was
+    written. `current` is the key's version now (None: the key does not exist)."""
+
+    def __init__(self, namespace: str, key: str, expected: int | None, current: int | None) -> None:
+        wanted = "absent" if expected is None else f"at version {expected}"
+        now = "does not exist" if current is None else f"is at version {current}"
+        super().__init__(f"key {key!r} of KV namespace {namespace!r} {now}, not {wanted}")
+        self.namespace, self.key, self.expected, self.current = namespace, key, expected, current
+
+
+class RevisionCompacted(ClientError):
+    """A watch asked for changes from a revision older than what the namespace retains: read the keys again
+    (their versions say where they are) and watch from the revision that read returned."""
+
+    def __init__(self, namespace: str, revision: int, oldest: int) -> None:
+        super().__init__(
+            f"KV namespace {namespace!r} retains changes from revision {oldest} on, not {revision}: read the keys "
+            f"again and watch from the revision that read returns"
+        )
+        self.namespace, self.revision, self.oldest = namespace, revision, oldest

@@ -678,9 +678,15 @@ class EmbeddedMessageStore(HotStore):
         if self._closed:
             raise StoreClosed("the store is closed")
 
+    def open_kv(self):
+        from ..kv.embedded import EmbeddedKeyValueStore
+
+        return EmbeddedKeyValueStore(self, self.config.home / "kv", self.config.metadata_sync)
+
     def close(self) -> None:
         if self._closed:
             return
+        self.close_kv()
         self._stop.set()
         self._maintenance.join()
         if self.commitlog.failure is None:  # a failed store is recovered from its last good checkpoint

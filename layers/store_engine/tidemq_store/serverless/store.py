@@ -587,7 +587,13 @@ class ServerlessMessageStore(MessageStore):
 
         return Maintenance(self).retention(now_ms)
 
+    def open_kv(self):
+        from .kv import ServerlessKeyValueStore
+
+        return ServerlessKeyValueStore(self)
+
     def close(self) -> None:
+        self.close_kv()
         self.writer.close()
         if self.tier is not None:
             self.tier.close()

@@ -362,10 +362,16 @@ class TieredMessageStore(MessageStore):
                     log.exception("cold retention of %s:%s failed", topic, queue)
         return CleanReport(report.segments_deleted, report.messages_expired + expired)
 
+    def open_kv(self):
+        from ..kv.embedded import EmbeddedKeyValueStore
+
+        return EmbeddedKeyValueStore(self, self.config.home / "kv", self.config.metadata_sync)
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self.close_kv()
         self.dispatcher.close()
         self.cache.close()
         self.progress.close()

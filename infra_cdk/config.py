@@ -35,8 +35,8 @@ LOG_RETENTION = {
 }
 """The retentions CloudWatch Logs offers (a subset), by days."""
 
-FUNCTION_MEMORY_MB = {"admin": 1024, "produce": 1024, "consume": 1024, "push": 1024, "maintenance": 1024}
-FUNCTION_TIMEOUT_S = {"admin": API_TIMEOUT_S, "produce": API_TIMEOUT_S, "consume": API_TIMEOUT_S}
+FUNCTION_MEMORY_MB = {"admin": 1024, "produce": 1024, "consume": 1024, "kv": 1024, "push": 1024, "maintenance": 1024}
+FUNCTION_TIMEOUT_S = {"admin": API_TIMEOUT_S, "produce": API_TIMEOUT_S, "consume": API_TIMEOUT_S, "kv": API_TIMEOUT_S}
 
 
 class DeployConfig(BaseModel):

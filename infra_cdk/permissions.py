@@ -38,7 +38,7 @@ class BucketUse(Enum):
 
 OPEN, READ, WRITE = TableUse.OPEN, TableUse.READ, TableUse.WRITE
 
-# Per function, the tables it touches beyond opening them all (every store opens all six).
+# Per function, the tables it touches beyond opening them all (every store opens them all).
 FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
     # produce: the topic (cached), who pushes from it (groups), the caller (users); sequencing and indexing a
     # batch write the queue's item and the batch items
@@ -47,6 +47,8 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
     "consume": {"topics": READ, "users": READ, "queues": READ, "batches": READ},
     # admin: every route of the admin API (topics, groups, users, offsets, tier upload now)
     "admin": {name: WRITE for name in ("topics", "groups", "users", "offsets", "queues", "batches")},
+    # kv: the caller (users), and the KV namespaces, their keys and their changes (conditional transactions)
+    "kv": {"users": READ, "kv_namespaces": WRITE, "kv_entries": WRITE, "kv_changes": WRITE},
     # push: reads the group and what it delivers, commits offsets (a transaction conditioned on the group's item),
     # and dead-letters (a put to the DLQ topic, which it may create)
     "push": {"topics": WRITE, "groups": READ, "offsets": WRITE, "queues": WRITE, "batches": WRITE},
@@ -60,6 +62,7 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
 }
 FUNCTION_TIER: dict[str, BucketUse] = {
     "produce": BucketUse.LIST,  # the store checks the bucket at start; a produce reads no segment
+    "kv": BucketUse.LIST,  # the same: KV keeps nothing in the bucket
     "consume": BucketUse.READ,
     "admin": BucketUse.WRITE,  # upload now, delete a topic
     "push": BucketUse.READ,

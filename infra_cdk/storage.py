@@ -26,6 +26,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
+from pynamodb.attributes import TTLAttribute
 from pynamodb.models import Model
 
 from tidemq_store.serverless.tables import Tables
@@ -58,6 +59,13 @@ def model_schema(model: type[Model]) -> dict:
     """What pynamodb sends to CreateTable for `model` (keys, attribute types, indexes): the tables here are made
     from it, so they are the tables the code would make itself."""
     return model._get_schema()
+
+
+def ttl_attribute(model: type[Model]) -> str | None:
+    """The model's DynamoDB TTL attribute (a pynamodb TTLAttribute), if it has one: DynamoDB deletes an item once
+    that time has passed."""
+    found = [name for name, attribute in model.get_attributes().items() if isinstance(attribute, TTLAttribute)]
+    return found[0] if found else None
 
 
 @dataclass(frozen=True)
@@ -190,6 +198,7 @@ class Storage(Construct):
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             deletion_protection=config.retain_data,
             removal_policy=removal,
+            time_to_live_attribute=ttl_attribute(model),
             **keys(schema["key_schema"]),
         )
         indexes = []

@@ -54,7 +54,6 @@ from shared.settings import get_settings
 from tidemq_store import acl
 from tidemq_store.acl import AclEntry, Action
 from tidemq_store.errors import AccessDenied
-from tidemq_store.kv.record import is_kv_topic
 
 app = new_resolver()
 
@@ -91,8 +90,7 @@ def create_topic(spec: TopicSpec) -> TopicView:
 def list_topics(after: After = None, limit: Limit = 100) -> TopicList:
     """A page of the topics the caller may see (List or Get); `next_after` pages through all of them."""
     page = topics.list_topics(get_store(), after, limit)
-    shown = [t for t in page.topics if visible(acl.topic(t.name)) and not is_kv_topic(t.name)]  # KV's: /v1/kv
-    return page.model_copy(update={"topics": shown})
+    return page.model_copy(update={"topics": [t for t in page.topics if visible(acl.topic(t.name))]})
 
 
 @app.get("/v1/topics/<topic>", tags=["topics"], responses=responses(404))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from shared.models import QueueRange, TopicChange, TopicDescription, TopicList, TopicSpec, TopicView
 from tidemq_store import MessageStore, TopicConfig
 from tidemq_store.api import UNSET
+from tidemq_store.kv.record import is_kv_topic
 
 
 def create_topic(store: MessageStore, spec: TopicSpec) -> TopicView:
@@ -13,9 +14,10 @@ def create_topic(store: MessageStore, spec: TopicSpec) -> TopicView:
 
 
 def list_topics(store: MessageStore, after: str | None, limit: int) -> TopicList:
+    """A page of topics, without KV namespaces' own (`%KV%<namespace>`: reached through /v1/kv)."""
     topics = store.list_topics(after=after, limit=limit)
     return TopicList(
-        topics=[TopicView(**t.model_dump()) for t in topics],
+        topics=[TopicView(**t.model_dump()) for t in topics if not is_kv_topic(t.name)],
         next_after=topics.next_after,
     )
 

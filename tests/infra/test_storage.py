@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk.assertions import Match, Template
 
 from infra_cdk.config import DeployConfig
-from infra_cdk.storage import model_schema, table_models
+from infra_cdk.storage import model_schema, table_models, ttl_attribute
 from tests.infra.cloud import render
 
 
@@ -34,6 +34,9 @@ def test_the_tables_are_the_pynamodb_models_with_their_keys_and_indexes(synthesi
         }
         assert deployed_indexes == model_indexes, model.Meta.table_name
         assert "LocalSecondaryIndexes" not in table
+        ttl = table.get("TimeToLiveSpecification")
+        assert (ttl and ttl["AttributeName"]) == ttl_attribute(model), model.Meta.table_name  # DynamoDB expires
+    assert ttl_attribute(models["kv_changes"]) == "purge_at"  # KV history and expired keys go by TTL
 
 
 def test_the_tables_are_on_demand_recoverable_and_encrypted(synthesized):

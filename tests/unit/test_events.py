@@ -25,6 +25,7 @@ from shared.settings import get_settings
 from tests import push_targets
 from tidemq_store import GroupConfig, Message, TopicConfig
 from tidemq_store.acl import AclEntry, UserType
+from tidemq_store.kv import NamespaceConfig
 from tidemq_store.model import PushSpec, PushSubscription
 
 EVENTS = Path(__file__).parents[2] / "events"
@@ -37,7 +38,7 @@ MAINTENANCE_SAMPLES = [EVENTS / "maintenance_retention.json", EVENTS / "maintena
 @pytest.fixture
 def seeded_store(tmp_path, monkeypatch):
     """The state the sample events refer to: topic `orders`, group `billing` (pushed to a Python target), message
-    `order-1001`, super user `operator` (whom the samples' Lambda authorizer vouches for, as API Gateway passes it
+    `order-1001`, KV namespace `settings` holding `feature/dark-mode` at version 1, super user `operator` (whom the samples' Lambda authorizer vouches for, as API Gateway passes it
     on) and user `retired-service`."""
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
@@ -50,6 +51,8 @@ def seeded_store(tmp_path, monkeypatch):
         GroupConfig(name="billing", push=PushSubscription(topic="orders", target="python:tests.push_targets:accept"))
     )
     first = store.put("orders", [Message(b"order 1001 created", keys=("order-1001",), tag="created")])[0]
+    store.kv.create_namespace(NamespaceConfig("settings"))
+    store.kv.put("settings", "feature/dark-mode", b"on")  # version 1
     users.create_user(store, secret_box(), UserSpec(name="operator", user_type=UserType.SUPER))
     orders = AclEntry(resource="Topic:orders", actions=["Pub"])
     users.create_user(store, secret_box(), UserSpec(name="retired-service", policies=[orders]))

@@ -73,7 +73,7 @@ from .model import (
 )
 
 ENTRY = struct.Struct("<QQ")
-_unpack_entry = ENTRY.unpack_from
+_unpack_entry, _HEADER = ENTRY.unpack_from, ENTRY.size
 CHECKPOINT = struct.Struct("<QQ")
 ENTRIES, CHECKPOINT_MARK = b"\x00", b"\x01"
 FLUSH_INTERVAL_S = 5.0
@@ -180,9 +180,11 @@ class EmbeddedKeyValueStore(KeyValueStore):
             check_key(key)
             return Read(None, state.revision)
         version, expires = _unpack_entry(raw)
-        if expires and expires <= clock.now_ms():
+        if not expires:
+            return Read(Entry(key, raw[_HEADER:], version), state.revision)
+        if expires <= clock.now_ms():
             return Read(None, state.revision)
-        return Read(Entry(key, raw[ENTRY.size :], version, expires or None), state.revision)
+        return Read(Entry(key, raw[_HEADER:], version, expires), state.revision)
 
     def get_many(self, namespace: str, keys: list[str]) -> EntryPage:
         state = self._state(namespace)

@@ -25,6 +25,7 @@ import bisect
 import contextlib
 import dataclasses
 import json
+import logging
 import struct
 import threading
 import time
@@ -84,6 +85,8 @@ on from, rather than reading the whole topic in one call)."""
 CURSORS = 1024
 """Where recent watches stopped (revision -> offset), so a watcher's next call starts without a search."""
 TOPIC_ATTRIBUTES = {"cleanup.policy": "COMPACTION"}
+PURGE_INTERVAL_S = 60.0
+log = logging.getLogger("tidemq.kv")
 
 
 @dataclasses.dataclass
@@ -116,6 +119,9 @@ class EmbeddedKeyValueStore(KeyValueStore):
         self._flushed_at = time.monotonic()
         for raw in self._namespaces.values():
             self._open_namespace(NamespaceConfig(**json.loads(raw)))
+        self._stop = threading.Event()
+        self._purger = threading.Thread(target=self._purge_periodically, name="kv-purge", daemon=True)
+        self._purger.start()
 
     # ---- namespaces ------------------------------------------------------------------------------
 
@@ -517,7 +523,44 @@ class EmbeddedKeyValueStore(KeyValueStore):
             yield from got.messages
             offset = max(offset + 1, got.next_offset) if not got.messages else got.next_offset
 
+    # ---- expired keys --------------------------------------------------------------------------------
+
+    def purge_expired(self, now_ms: int | None = None) -> int:
+        """Remove expired keys from RocksDB (they read as absent already; the topic keeps their puts, so a rebuild
+        brings them back expired). Not a change: watches see none. Returns how many were removed."""
+        now, purged = now_ms if now_ms is not None else clock.now_ms(), 0
+        for name in list(self._states):
+            state = self._states.get(name)
+            if state is None:
+                continue
+            bounds = ReadOptions()
+            bounds.set_iterate_upper_bound(_prefix_end(state.prefix))
+            expired = [
+                raw_key
+                for raw_key, raw in self._entries.items(from_key=state.prefix, read_opt=bounds)
+                if 0 < _unpack_entry(raw)[1] <= now
+            ]
+            for start in range(0, len(expired), REPLAY_BATCH):
+                with state.lock:  # a write of the key meanwhile is not undone: check again under the lock
+                    batch = WriteBatch(raw_mode=True)
+                    for raw_key in expired[start : start + REPLAY_BATCH]:
+                        raw = self._entries.get(raw_key)
+                        if raw is not None and 0 < _unpack_entry(raw)[1] <= now:
+                            batch.delete(raw_key, self._entries_handle)
+                            purged += 1
+                    self._rocks.db.write(batch, self._without_wal)
+        return purged
+
+    def _purge_periodically(self) -> None:
+        while not self._stop.wait(PURGE_INTERVAL_S):
+            try:
+                self.purge_expired()
+            except Exception:  # the next round tries again
+                log.exception("purging expired KV keys failed")
+
     def close(self) -> None:
+        self._stop.set()
+        self._purger.join()
         self._rocks.flush()
         # A family handle held here would keep the database open: drop every reference before closing it.
         del self._entries_handle, self._entries, self._namespaces, self._get_entry

@@ -1,4 +1,4 @@
-"""TideMQ's Python SDK: Producer, Consumer and Admin over the HTTP API (and the `tidemq` command line).
+"""TideMQ's Python SDK: Producer, Consumer, Admin and KV over the HTTP API (and the `tidemq` command line).
 
     from tidemq import Admin, Consumer, Producer
 
@@ -8,6 +8,7 @@
     with Consumer("orders", group="billing", tag="new") as consumer:
         messages = consumer.poll()
         consumer.commit()
+    KV().put("config", "feature/dark-mode", b"on")  # KV namespaces: tidemq.kv
 
 Every client reads the server's address from `url`, else `TIDEMQ_URL`, else http://127.0.0.1:8080.
 Errors are the store engine's exception classes (`tidemq_store.errors`), plus `ApiError`.
@@ -22,15 +23,18 @@ from .admin import Admin
 from .client import HttpClient, default_url
 from .consumer import Consumer
 from .errors import ApiError, ServerUnreachable
+from .kv import KV, KeyValue
 from .producer import OutgoingMessage, Producer, SendResult
 
 __all__ = [
+    "KV",
     "SIGNATURE_HEADER",
     "Admin",
     "ApiError",
     "Consumer",
     "HttpClient",
     "InvalidPushSignature",
+    "KeyValue",
     "OutgoingMessage",
     "Producer",
     "SendResult",

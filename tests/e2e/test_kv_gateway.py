@@ -36,7 +36,7 @@ def test_concurrent_compare_and_set_increments_count_every_success_exactly_once(
         assert http.post("/v1/kv", json={"name": "counters"}).status_code == 201
         assert http.put("/v1/kv/counters/entry", params={"key": "n"}, json={"value": encoded(b"0")}).status_code == 200
         environment = {
-            **__import__("os").environ,
+            **os.environ,
             "PYTHONPATH": f"{ROOT}:{ROOT / 'shared'}:{ROOT / 'layers/store_engine'}",
         }
         clients = [

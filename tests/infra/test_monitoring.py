@@ -21,9 +21,11 @@ def test_alarms_cover_errors_throttles_upload_lag_push_failures_dead_letters_and
     }
     prefix = DeployConfig().prefix
     expected = {
-        f"{prefix}-{name}-errors" for name in ("admin", "produce", "consume", "push", "maintenance", "authorizer")
+        f"{prefix}-{name}-errors" for name in ("admin", "produce", "consume", "kv", "push", "maintenance", "authorizer")
     }
-    expected |= {f"{prefix}-{name}-throttles" for name in ("admin", "produce", "consume", "maintenance", "authorizer")}
+    expected |= {
+        f"{prefix}-{name}-throttles" for name in ("admin", "produce", "consume", "kv", "maintenance", "authorizer")
+    }
     expected |= {
         f"{prefix}-{name}"
         for name in (

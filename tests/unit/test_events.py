@@ -38,8 +38,8 @@ MAINTENANCE_SAMPLES = [EVENTS / "maintenance_retention.json", EVENTS / "maintena
 @pytest.fixture
 def seeded_store(tmp_path, monkeypatch):
     """The state the sample events refer to: topic `orders`, group `billing` (pushed to a Python target), message
-    `order-1001`, KV namespace `settings` holding `feature/dark-mode` at version 1, super user `operator` (whom the samples' Lambda authorizer vouches for, as API Gateway passes it
-    on) and user `retired-service`."""
+    `order-1001`, KV namespace `settings` holding `feature/dark-mode` at version 1, super user `operator` (whom the
+    samples' Lambda authorizer vouches for, as API Gateway passes it on) and user `retired-service`."""
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     monkeypatch.setenv("TIDEMQ_PUSH_TARGET_TIMEOUT_S", "5")  # the push function's 30 s must fit a call

@@ -1,4 +1,5 @@
-"""The `tidemq` command line: topics, groups, messages, produce and consume over the HTTP API; the Spark jobs.
+"""The `tidemq` command line: topics, groups, messages, produce and consume, KV namespaces over the HTTP API; the
+Spark jobs.
 
 Errors end the command with one line on stderr, `tidemq: <what went wrong>`, and exit code 1 (the
 API or the connection failed) or 2 (the command line itself is wrong); never a traceback.
@@ -18,6 +19,7 @@ from ..client import DEFAULT_URL, HttpClient
 from .access import acl, user
 from .consume import consume
 from .group import group
+from .kv import kv
 from .message import message
 from .produce import produce
 from .spark import spark
@@ -58,7 +60,8 @@ from .topic import topic
 @click.version_option(package_name="tidemq", prog_name="tidemq")
 @click.pass_context
 def cli(ctx: click.Context, url: str, timeout: float, retries: int, profile: str | None) -> None:
-    """TideMQ from the command line: manage topics, consumer groups and users, produce and consume messages."""
+    """TideMQ from the command line: manage topics, consumer groups and users, produce and consume messages, keep
+    keys in KV namespaces."""
     try:
         credentials = find_credentials(profile)
     except (InvalidArgument, ValueError) as error:  # no such profile, or a profile without its keys
@@ -70,7 +73,7 @@ def cli(ctx: click.Context, url: str, timeout: float, retries: int, profile: str
     ctx.obj = ctx.with_resource(client)
 
 
-for command in (topic, group, produce, consume, message, user, acl, spark):
+for command in (topic, group, produce, consume, message, kv, user, acl, spark):
     cli.add_command(command)
 
 

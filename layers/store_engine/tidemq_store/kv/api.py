@@ -13,6 +13,7 @@ and then the changes that happened during it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 from .. import clock
 from ..model import Page
@@ -102,33 +103,13 @@ class KeyValueStore(ABC):
     # ---- snapshots -------------------------------------------------------------------------------
 
     def export(self, namespace: str) -> Snapshot:
-        """The namespace's contents at one revision: a scan, then the changes made while it ran, applied over it
-        (each key's last change in that window is its state at the end)."""
-        config = self.get_namespace(namespace)
-        start = self.revision(namespace)
-        entries: dict[str, Entry] = {}
-        after: str | None = None
-        while True:
-            page = self.scan(namespace, after=after, limit=MAX_PAGE)
-            entries.update((entry.key, entry) for entry in page.entries)
-            if page.next_after is None:
-                break
-            after = page.next_after
-        end = self.revision(namespace)
-        revision = start + 1
-        while revision <= end:
-            changes = self.watch(namespace, revision, limit=MAX_PAGE)
-            for change in changes.changes:
-                if change.revision > end:
-                    break
-                if change.kind is ChangeKind.PUT:
-                    entries[change.key] = Entry(change.key, change.value, change.version, change.expires_at_ms)
-                else:
-                    entries.pop(change.key, None)
-            revision = changes.next_revision
-        now = clock.now_ms()
-        live = [entries[key] for key in sorted(entries) if entries[key].live(now)]
-        return Snapshot(config, end, live)
+        """The namespace's contents at one revision (`read_at_one_revision`)."""
+        return read_at_one_revision(
+            self.get_namespace(namespace),
+            lambda: self.revision(namespace),
+            lambda after: self.scan(namespace, after=after, limit=MAX_PAGE),
+            lambda revision: self.watch(namespace, revision, limit=MAX_PAGE),
+        )
 
     @abstractmethod
     def restore(self, snapshot: Snapshot, namespace: str | None = None, *, append: bool = False) -> int:
@@ -142,4 +123,46 @@ class KeyValueStore(ABC):
         """Release what the KV layer holds (its store closes it)."""
 
 
-__all__ = ["KeyValueStore"]
+def read_at_one_revision(
+    config: NamespaceConfig,
+    revision: Callable[[], int],
+    scan: Callable[[str | None], EntryPage],
+    watch: Callable[[int], ChangePage],
+    progress: Callable[[int], None] | None = None,
+) -> Snapshot:
+    """A namespace's contents at one revision, from reads that each see their own moment: its revision r0, a scan of
+    every key (`scan(after)`, page by page), its revision r1, then the changes (r0, r1] (`watch(from_revision)`)
+    applied over the scan, each key's last change winning. A key the scan read is at some revision up to r1, and
+    each change in the window is its state from then on, so the result is the namespace at r1: no mix of before and
+    after. Expired keys are left out. `progress` is told the keys read so far after each page. The engine's
+    `export` and the SDK's (which reads over HTTP) are both this."""
+    start = revision()
+    entries: dict[str, Entry] = {}
+    after: str | None = None
+    while True:
+        page = scan(after)
+        entries.update((entry.key, entry) for entry in page.entries)
+        if progress is not None:
+            progress(len(entries))
+        if page.next_after is None:
+            break
+        after = page.next_after
+    end = revision()
+    at = start + 1
+    while at <= end:
+        changes = watch(at)
+        for change in changes.changes:
+            if change.revision > end:
+                break
+            if change.kind is ChangeKind.PUT:
+                entries[change.key] = Entry(change.key, change.value, change.version, change.expires_at_ms)
+            else:
+                entries.pop(change.key, None)
+        if changes.next_revision <= at:  # a watch answering so would have this loop spin forever
+            raise RuntimeError(f"a watch of KV namespace {config.name!r} from revision {at} got nowhere")
+        at = changes.next_revision
+    now = clock.now_ms()
+    return Snapshot(config, end, [entries[key] for key in sorted(entries) if entries[key].live(now)])
+
+
+__all__ = ["KeyValueStore", "read_at_one_revision"]

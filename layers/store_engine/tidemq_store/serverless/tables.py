@@ -16,13 +16,31 @@ batches  "topic|queue" (hash) | first_offset (range)
          -> count, file, position, length, store_timestamp, keys: one item per batch below the queue's
             `indexed` (queue_index.py); the index `by_file` (file | position) says which batches a
             segment file still holds
+kv_namespaces  kind="namespace" (hash) | name (range)
+         -> config: the NamespaceConfig as JSON, revision: the namespace's last write (kv.py); `busy`,
+            `busy_token`, `busy_since` while a restore or a deletion holds it (no write lands meanwhile)
+kv_entries     namespace (hash) | key (range)
+         -> value, version, expires_at_ms: a key as it is now; `purge_at` (DynamoDB TTL, epoch s) once it
+            expires, so expired keys are removed too (they read as absent from `expires_at_ms` on)
+kv_changes     namespace (hash) | revision (range)
+         -> previous, kind, key, value, version, expires_at_ms: the change that made the revision, for
+            watches; `purge_at` (DynamoDB TTL, epoch s): the namespace's history_ms after the change
+
+A TTLAttribute names the table's DynamoDB TTL attribute: pynamodb enables TTL on it when it makes the table.
 """
 
 from __future__ import annotations
 
 import os
 
-from pynamodb.attributes import ListAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.attributes import (
+    BinaryAttribute,
+    ListAttribute,
+    NumberAttribute,
+    TTLAttribute,
+    UnicodeAttribute,
+    UnicodeSetAttribute,
+)
 from pynamodb.connection import Connection
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
@@ -133,8 +151,40 @@ class Tables:
             keys = UnicodeSetAttribute(null=True)  # the batch's message keys (lookups by key filter on it)
             by_file = BatchesByFile()
 
+        class KvNamespaces(Model):
+            Meta = _meta("kv_namespaces", prefix, host, region)
+            kind = UnicodeAttribute(hash_key=True)
+            name = UnicodeAttribute(range_key=True)
+            config = UnicodeAttribute()
+            revision = NumberAttribute(default=0)
+            busy = UnicodeAttribute(null=True)  # "restoring" | "deleting": what holds the namespace
+            busy_token = UnicodeAttribute(null=True)  # who holds it (its conditional writes name it)
+            busy_since = NumberAttribute(null=True)  # since when (ms): a hold much older lost its holder
+
+        class KvEntries(Model):
+            Meta = _meta("kv_entries", prefix, host, region)
+            namespace = UnicodeAttribute(hash_key=True)
+            key = UnicodeAttribute(range_key=True)
+            value = BinaryAttribute(legacy_encoding=False)
+            version = NumberAttribute()
+            expires_at_ms = NumberAttribute(null=True)
+            purge_at = TTLAttribute(null=True)
+
+        class KvChanges(Model):
+            Meta = _meta("kv_changes", prefix, host, region)
+            namespace = UnicodeAttribute(hash_key=True)
+            revision = NumberAttribute(range_key=True)
+            previous = NumberAttribute()
+            kind = UnicodeAttribute()
+            key = UnicodeAttribute()
+            value = BinaryAttribute(legacy_encoding=False, null=True)  # a delete has none
+            version = NumberAttribute()
+            expires_at_ms = NumberAttribute(null=True)
+            purge_at = TTLAttribute()
+
         self.topics, self.groups, self.offsets, self.queues, self.batches = Topics, Groups, Offsets, Queues, Batches
         self.users = Users
+        self.kv_namespaces, self.kv_entries, self.kv_changes = KvNamespaces, KvEntries, KvChanges
         self.connection = Connection(
             region=region,
             host=host,
@@ -149,6 +199,7 @@ class Tables:
             self.requests += 1
 
     def create_missing(self) -> None:
-        for model in (self.topics, self.groups, self.users, self.offsets, self.queues, self.batches):
+        messages = (self.topics, self.groups, self.users, self.offsets, self.queues, self.batches)
+        for model in (*messages, self.kv_namespaces, self.kv_entries, self.kv_changes):
             if not model.exists():
                 model.create_table(wait=True)

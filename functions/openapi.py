@@ -18,6 +18,8 @@ FUNCTIONS = ("admin", "produce", "consume", "kv")
 CREATED_TOPIC = {"topic": "$response.body#/name"}
 CREATED_GROUP = {"group": "$response.body#/name"}
 SAME_GROUP = {"group": "$request.path.group"}
+CREATED_NAMESPACE = {"namespace": "$response.body#/name"}
+SAME_KEY = {"namespace": "$request.path.namespace", "key": "$request.query.key"}
 LINKS: dict[tuple[str, str], dict[str, tuple[str, dict]]] = {
     # (route, success status): {link name: (route it leads to, its parameters)}
     ("POST /v1/topics", "201"): {
@@ -49,6 +51,21 @@ LINKS: dict[tuple[str, str], dict[str, tuple[str, dict]]] = {
         "CommitOffsets": ("POST /v1/groups/{group}/offsets", CREATED_GROUP),
         "ResetOffsets": ("POST /v1/groups/{group}/reset", CREATED_GROUP),
         "SetPush": ("PUT /v1/groups/{group}/push", CREATED_GROUP),
+    },
+    ("POST /v1/kv", "201"): {
+        "DescribeNamespace": ("GET /v1/kv/{namespace}", CREATED_NAMESPACE),
+        "DeleteNamespace": ("DELETE /v1/kv/{namespace}", CREATED_NAMESPACE),
+        "PutKey": ("PUT /v1/kv/{namespace}/entry", {**CREATED_NAMESPACE, "key": "k"}),
+        "Scan": ("GET /v1/kv/{namespace}/keys", CREATED_NAMESPACE),
+        "Watch": ("GET /v1/kv/{namespace}/changes", {**CREATED_NAMESPACE, "from_revision": 1}),
+    },
+    ("PUT /v1/kv/{namespace}/entry", "200"): {
+        "GetKey": ("GET /v1/kv/{namespace}/entry", SAME_KEY),
+        "DeleteKey": ("DELETE /v1/kv/{namespace}/entry", SAME_KEY),
+        "WatchFromIt": (
+            "GET /v1/kv/{namespace}/changes",
+            {"namespace": "$request.path.namespace", "from_revision": "$response.body#/revision"},
+        ),
     },
     ("PUT /v1/groups/{group}/push", "200"): {
         "ShowPush": ("GET /v1/groups/{group}/push", SAME_GROUP),

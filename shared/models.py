@@ -12,6 +12,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
@@ -740,7 +741,7 @@ class KvImport(ApiModel):
 
     entries: list[KvImportEntry] = Field(max_length=kv_model.MAX_PAGE)
     history_ms: int = Field(default=kv_model.DEFAULT_HISTORY_MS, ge=60_000, le=kv_model.MAX_TTL_MS)
-    append: bool = Field(
+    append: StrictBool = Field(
         default=False,
         description="false: the namespace must be empty (or missing: it is created); true: a later part of the same "
         "import, whose versions are all above the namespace's revision.",

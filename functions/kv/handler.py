@@ -9,6 +9,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path, Query
 from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import WithJsonSchema
 
 from functions.api.auth import require, require_any, visible
 from functions.api.errors import responses
@@ -43,17 +44,18 @@ LIMITS = get_settings()
 
 NamespaceInPath = Annotated[NamespaceName, Path()]
 KeyInQuery = Annotated[KvKey, Query(description="The key: 1-1024 printable ASCII characters.")]
+# Optional headers: declared as strings (a header is absent or a string, never null), with their patterns.
+IF_MATCH_DOC = 'Compare-and-set: write only if the key is at this version (`"7"`); else 412.'
+IF_NONE_MATCH_DOC = "`*`: create only; 412 if the key exists."
 IfMatch = Annotated[
     str | None,
-    Header(
-        alias="if-match",
-        pattern=kv.IF_MATCH_PATTERN,
-        description='Compare-and-set: write only if the key is at this version (`"7"`); else 412.',
-    ),
+    Header(alias="if-match", pattern=kv.IF_MATCH_PATTERN, description=IF_MATCH_DOC),
+    WithJsonSchema({"type": "string", "pattern": kv.IF_MATCH_PATTERN, "description": IF_MATCH_DOC}),
 ]
 IfNoneMatch = Annotated[
     str | None,
-    Header(alias="if-none-match", pattern="^\\s*\\*\\s*$", description="`*`: create only; 412 if the key exists."),
+    Header(alias="if-none-match", pattern=kv.IF_NONE_MATCH_PATTERN, description=IF_NONE_MATCH_DOC),
+    WithJsonSchema({"type": "string", "enum": ["*"], "description": IF_NONE_MATCH_DOC}),
 ]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Most items to return.")]
 WaitMs = Annotated[
@@ -72,7 +74,7 @@ def create_namespace(spec: NamespaceSpec) -> NamespaceView:
 
 @app.get("/v1/kv", tags=["kv"], responses=responses())
 def list_namespaces(
-    after: Annotated[str | None, Query(description="Return namespaces after this name (paging).")] = None,
+    after: Annotated[NamespaceName | None, Query(description="Return namespaces after this name (paging).")] = None,
     limit: Limit = 100,
 ) -> NamespaceList:
     """A page of the namespaces the caller may see (List or Get); `next_after` pages through all of them."""
@@ -161,7 +163,7 @@ def watch(
     return kv.watch(get_store(), namespace, from_revision, key, prefix, limit, wait_ms)
 
 
-@app.post("/v1/kv/<namespace>/import", tags=["kv"], responses=responses(415, 400, 409))
+@app.post("/v1/kv/<namespace>/import", tags=["kv"], responses=responses(415, 400, 404, 409))
 def import_snapshot(namespace: NamespaceInPath, request: KvImport) -> KvImported:
     """Write a snapshot's keys (with their versions) into an empty namespace, made if missing; a large snapshot goes
     in parts, in version order, each after the first with `append`."""

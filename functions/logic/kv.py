@@ -27,12 +27,13 @@ from shared.models import (
     NamespaceView,
 )
 from tidemq_store import MessageStore
-from tidemq_store.errors import InvalidArgument, KeyNotFound
+from tidemq_store.errors import InvalidArgument, KeyNotFound, VersionMismatch
 from tidemq_store.kv import NamespaceConfig, Snapshot
 
 VERSION_TAG = re.compile(r'^\s*(?:W/)?"?([0-9]{1,16})"?\s*$')
 IF_MATCH_PATTERN = '^\\s*(?:W/)?"?[0-9]{1,16}"?\\s*$'
 """What If-Match holds: a version, bare or as an ETag (quoted, or weak: `W/"7"`), as the API declares it."""
+IF_NONE_MATCH_PATTERN = "^\\*$"
 
 
 def expected_version(if_match: str | None) -> int | None:
@@ -86,8 +87,9 @@ def put(
     store: MessageStore, namespace: str, key: str, body: KvPut, if_match: str | None, if_none_match: str | None
 ) -> KvWritten:
     expected, only_new = expected_version(if_match), create_only(if_none_match)
-    if expected is not None and only_new:
-        raise InvalidArgument("send If-Match or If-None-Match, not both")
+    if expected is not None and only_new:  # a key at a version exists: both preconditions never hold (RFC 9110)
+        current = store.kv.get(namespace, key).entry
+        raise VersionMismatch(namespace, key, expected, None if current is None else current.version)
     written = store.kv.put(
         namespace, key, body.value_bytes(), expected_version=expected, create_only=only_new, ttl_ms=body.ttl_ms
     )
@@ -119,8 +121,6 @@ def watch(
     limit: int,
     wait_ms: int,
 ) -> KvChangeList:
-    if key is not None and prefix is not None:
-        raise InvalidArgument("watch a key or a prefix, not both")
     page = store.kv.watch(namespace, from_revision, key=key, prefix=prefix, limit=limit, wait_s=wait_ms / 1000)
     changes = [KvChangeView.of(change) for change in page.changes]
     return KvChangeList(changes=changes, revision=page.revision, next_revision=page.next_revision)

@@ -2,9 +2,9 @@
 (`st run --checks all`: examples, coverage, fuzzing, and stateful sequences along the document's links).
 
 It holds the document exact: a request the document calls valid is accepted, or refused only for the store's state
-(404, 409); one it calls invalid is refused; every answer has a status, content type, headers and body the document
-declares; a resource deleted stays deleted and one created is there; a method a path does not have is a 405 naming
-the ones it has; nothing is a 5xx.
+(404, 409, and for KV 410 and 412: tests/schemathesis.toml); one it calls invalid is refused; every answer has a
+status, content type, headers and body the document declares; a resource deleted stays deleted and one created is
+there; a method a path does not have is a 405 naming the ones it has; nothing is a 5xx.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tests.gateways import gateway_as_admin
 from tidemq import Admin, Producer
 
 ROOT = Path(__file__).parents[2]
+CONFIG = ROOT / "tests" / "schemathesis.toml"
 EXAMPLES = {"embedded": 25, "serverless": 10}
 """Per operation and phase. The serverless backend on moto takes seconds for a topic of 1024 queues (a request per
 queue), which the fuzzer creates often."""
@@ -49,7 +50,7 @@ def schemathesis(base_url: str, examples: int, workdir: Path) -> subprocess.Comp
     """`st run` with every check against the live server; `tests.schemathesis_hooks` signs each request and teaches
     it the binary batch encoding. Its cache goes to `workdir`, not the repository."""
     command = [
-        *(sys.executable, "-m", "schemathesis.cli", "run", f"{base_url}/openapi.json"),
+        *(sys.executable, "-m", "schemathesis.cli", "--config-file", str(CONFIG), "run", f"{base_url}/openapi.json"),
         *("--checks", "all", "--max-examples", str(examples)),
         *("--request-timeout", str(LONGEST_ANSWER_S), "--max-response-time", str(LONGEST_ANSWER_S)),
     ]

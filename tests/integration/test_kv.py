@@ -20,7 +20,7 @@ from tidemq_store.errors import (
     NamespaceNotFound,
     VersionMismatch,
 )
-from tidemq_store.kv import ChangeKind, NamespaceConfig, Snapshot
+from tidemq_store.kv import ChangeKind, Entry, NamespaceConfig, Snapshot
 from tidemq_store.kv import snapshot as snapshot_file
 from tidemq_store.kv.embedded import EmbeddedKeyValueStore
 from tidemq_store.kv.model import MAX_VALUE_BYTES
@@ -251,19 +251,17 @@ def test_export_then_import_into_a_fresh_store_gives_identical_contents(open_kv_
         fresh.kv.restore(exported)
 
 
-def test_an_import_in_parts_takes_each_part_above_the_last(kv):
-    entries = kv.export("app").entries  # none yet
-    assert entries == []
-    parts = Snapshot(NamespaceConfig("copy"), 0, [])
-    kv.restore(parts)
-    from tidemq_store.kv import Entry
-
-    assert kv.restore(Snapshot(parts.config, 0, [Entry("a", b"1", 3), Entry("b", b"2", 5)]), "copy", append=True) == 2
-    with pytest.raises(InvalidArgument, match="above"):
-        kv.restore(Snapshot(parts.config, 0, [Entry("c", b"3", 4)]), "copy", append=True)
-    assert kv.restore(Snapshot(parts.config, 0, [Entry("c", b"3", 9)]), "copy", append=True) == 1
-    assert [(e.key, e.version) for e in kv.scan("copy").entries] == [("a", 3), ("b", 5), ("c", 9)]
-    assert kv.revision("copy") == 9
+def test_an_import_in_parts_goes_above_the_namespace_and_keeps_versions_increasing(kv):
+    config = NamespaceConfig("copy")
+    assert kv.restore(Snapshot(config, 0, [])) == 0
+    assert kv.restore(Snapshot(config, 0, [Entry("a", b"1", 3), Entry("b", b"2", 5)]), "copy", append=True) == 2
+    assert kv.restore(Snapshot(config, 0, [Entry("c", b"3", 4)]), "copy", append=True) == 1  # below: goes above
+    twice = [Entry("d", b"first", 9), Entry("d", b"last", 9), Entry("e", b"e", 9)]  # no snapshot has these
+    assert kv.restore(Snapshot(config, 0, twice), "copy", append=True) == 2
+    found = [(e.key, e.value, e.version) for e in kv.scan("copy").entries]
+    assert found == [("a", b"1", 3), ("b", b"2", 5), ("c", b"3", 6), ("d", b"last", 9), ("e", b"e", 10)]
+    assert kv.revision("copy") == 10
+    assert [change.revision for change in all_changes(kv, "copy")] == [3, 5, 6, 9, 10]
 
 
 def test_deleting_a_namespace_removes_its_keys_and_history(kv):

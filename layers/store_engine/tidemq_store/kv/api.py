@@ -115,9 +115,9 @@ class KeyValueStore(ABC):
     def restore(self, snapshot: Snapshot, namespace: str | None = None, *, append: bool = False) -> int:
         """Import a snapshot into namespace `namespace` (default: the snapshot's), created with the snapshot's
         settings if missing, else it must be empty (NamespaceNotEmpty). Keys keep their values, versions and
-        expiry, and are written in version order; the namespace's revision becomes the highest version. With
-        `append` (a later part of one import, sent in parts) the namespace may hold keys, but every version must be
-        above its revision (else InvalidArgument). Returns how many keys it wrote."""
+        expiry, and are written in version order (`model.restorable` says what becomes of other lists); the
+        namespace's revision becomes the highest version. With `append` (a later part of one import, sent in
+        parts) the namespace may hold keys, and the part goes above its revision. Returns how many keys it wrote."""
 
     def close(self) -> None:  # noqa: B027 (a backend with nothing to release keeps the default)
         """Release what the KV layer holds (its store closes it)."""

@@ -68,9 +68,9 @@ from .model import (
     check_key,
     check_limit,
     check_namespace,
-    check_restorable,
     check_ttl,
     check_value,
+    restorable,
 )
 
 ENTRY = struct.Struct("<QQ")
@@ -387,19 +387,14 @@ class EmbeddedKeyValueStore(KeyValueStore):
 
     def restore(self, snapshot: Snapshot, namespace: str | None = None, *, append: bool = False) -> int:
         name = check_namespace(namespace or snapshot.config.name)
-        entries = sorted(snapshot.entries, key=lambda entry: entry.version)
-        check_restorable(entries)
+        restorable(snapshot.entries, 0)  # bad keys or values refuse the import before anything is made
         if name not in self._states and not append:
             self.create_namespace(dataclasses.replace(snapshot.config, name=name))
         state = self._state(name)
         with state.lock:
             if not append and (state.revision or self._has_entries(name)):
                 raise NamespaceNotEmpty(name)
-            if entries and entries[0].version <= state.revision:
-                raise InvalidArgument(
-                    f"the import's versions must be above the namespace's revision {state.revision}: "
-                    f"{entries[0].key!r} is at {entries[0].version}"
-                )
+            entries = restorable(snapshot.entries, state.revision)
             for entry in entries:
                 change = Change(
                     entry.version,

@@ -172,17 +172,23 @@ def check_config(config: NamespaceConfig) -> NamespaceConfig:
     return config
 
 
-def check_restorable(entries: list[Entry]) -> None:
-    """Entries of an import, in version order: valid keys and values, versions from 1 up with none twice, no key
-    twice."""
-    keys: set[str] = set()
-    previous = 0
-    for entry in entries:
+def restorable(entries: list[Entry], revision: int) -> list[Entry]:
+    """What an import writes into a namespace at `revision`, in order: each key once (the entry with its highest
+    version; of equal ones, the last), in version order, each version above the one before and above `revision`.
+    A snapshot's own entries (distinct versions, above the namespace's revision) come out as they are: keys keep
+    their versions. Any other list still gives versions that only increase per key and revisions in order."""
+    latest: dict[str, Entry] = {}
+    for entry in sorted(entries, key=lambda entry: entry.version):
         check_key(entry.key)
         check_value(entry.value)
-        if entry.version <= previous:
-            raise InvalidArgument(f"an import has two keys at version {entry.version}, or a version below 1")
-        if entry.key in keys:
-            raise InvalidArgument(f"an import has key {entry.key!r} twice")
-        keys.add(entry.key)
-        previous = entry.version
+        if entry.version < 1:
+            raise InvalidArgument(f"an imported key's version is 1 or more, not {entry.version}")
+        latest[entry.key] = entry
+    written, previous = [], revision
+    for entry in sorted(latest.values(), key=lambda entry: entry.version):
+        version = max(entry.version, previous + 1)
+        written.append(
+            entry if version == entry.version else Entry(entry.key, entry.value, version, entry.expires_at_ms)
+        )
+        previous = version
+    return written

@@ -79,9 +79,9 @@ from ..kv.model import (
     check_key,
     check_limit,
     check_namespace,
-    check_restorable,
     check_ttl,
     check_value,
+    restorable,
 )
 from ..model import Page
 from .queue_index import BACKOFF_S, MAX_BACKOFF_S, is_conditional, raced
@@ -326,13 +326,12 @@ class ServerlessKeyValueStore(KeyValueStore):
     def restore(self, snapshot: Snapshot, namespace: str | None = None, *, append: bool = False) -> int:
         """Hold the namespace, write a change item per entry, then the entries (BatchWriteItem both), then set the
         revision and release the namespace in one conditional UpdateItem. The first part of an import creates the
-        namespace if missing and needs it at revision 0 (else NamespaceNotEmpty); a later one (`append`) needs
-        every version above its revision. A part that fails deletes what it wrote (so does the next part, of what
+        namespace if missing and needs it at revision 0 (else NamespaceNotEmpty); a later one (`append`) goes above
+        its revision (`restorable`). A part that fails deletes what it wrote (so does the next part, of what
         a part that died left: changes above the revision, and their keys if still at those versions)."""
         name = check_namespace(namespace if namespace is not None else snapshot.config.name)
         config = check_config(dataclasses.replace(snapshot.config, name=name))
-        entries = sorted(snapshot.entries, key=lambda entry: entry.version)
-        check_restorable(entries)
+        restorable(snapshot.entries, 0)  # bad keys or values refuse the import before anything is made
         item = self._item(name)
         if item is None and not append:
             with contextlib.suppress(NamespaceExists):  # made meanwhile: restored into if still empty
@@ -345,11 +344,7 @@ class ServerlessKeyValueStore(KeyValueStore):
         revision = int(item.revision)
         if not append and revision != 0:
             raise NamespaceNotEmpty(name)
-        if entries and entries[0].version <= revision:
-            raise InvalidArgument(
-                f"the import's versions must be above the namespace's revision {revision}: {entries[0].key!r} is at "
-                f"{entries[0].version}"
-            )
+        entries = restorable(snapshot.entries, revision)
         namespaces = self._namespaces
         moved = (
             StoreUnavailable(f"KV namespace {name!r} was written to as this part began: send it again")
@@ -606,9 +601,14 @@ def _change_of(item) -> Change:
     )
 
 
+LATEST_PURGE_S = int(datetime(9999, 12, 31, tzinfo=UTC).timestamp())
+"""The latest `purge_at` a datetime holds (an imported key may expire later: DynamoDB's TTL ignores times that far
+out anyway, and the key reads as absent from `expires_at_ms` on whatever its purge time)."""
+
+
 def _purge_time(at_ms: int) -> datetime:
     """A `purge_at` (DynamoDB TTL, whole seconds): the second `at_ms` falls in, rounded up."""
-    return datetime.fromtimestamp(-(-at_ms // 1000), tz=UTC)
+    return datetime.fromtimestamp(min(-(-at_ms // 1000), LATEST_PURGE_S), tz=UTC)
 
 
 __all__ = ["ServerlessKeyValueStore"]

@@ -518,6 +518,11 @@ class EmbeddedKeyValueStore(KeyValueStore):
             yield from got.messages
             offset = max(offset + 1, got.next_offset) if not got.messages else got.next_offset
 
+    def flush(self) -> None:
+        """Write the memtable to files now (it is otherwise flushed every FLUSH_INTERVAL_S of writes, and at close):
+        what a crash no longer needs to replay."""
+        self._rocks.flush()
+
     # ---- expired keys --------------------------------------------------------------------------------
 
     def purge_expired(self, now_ms: int | None = None) -> int:

@@ -101,3 +101,29 @@ def test_a_prefix_watch_reconnecting_for_every_page_sees_every_change_once_in_or
         thread.join()
     expected = sorted((revision, key) for revision, key in made if key.startswith("p/"))
     assert [(revision, key) for revision, key, _ in watched] == expected
+
+
+@pytest.mark.parametrize("served", ["embedded"], indirect=True)
+def test_bad_input_is_a_clear_4xx_and_changes_nothing(served):
+    with signed_client(served, timeout=60) as http:
+        assert http.post("/v1/kv", json={"name": "strict"}).status_code == 201
+        entry = "/v1/kv/strict/entry"
+        refused = {
+            "a bad namespace name": http.post("/v1/kv", json={"name": "no spaces"}),
+            "a key with a newline": http.put(entry, params={"key": "a\nb"}, json={"value": ""}),
+            "a key too long": http.put(entry, params={"key": "k" * 1025}, json={"value": ""}),
+            "a value too large": http.put(entry, params={"key": "big"}, json={"value": encoded(b"x" * (256 * 1024))}),
+            "a value not base64": http.put(entry, params={"key": "k"}, json={"value": "not base64!"}),
+            "a TTL out of range": http.put(entry, params={"key": "k"}, json={"value": "", "ttl_ms": 0}),
+            "a malformed version": http.put(
+                entry, params={"key": "k"}, json={"value": ""}, headers={"If-Match": "seven"}
+            ),
+            "a watch from revision 0": http.get("/v1/kv/strict/changes", params={"from_revision": 0}),
+        }
+        for what, answer in refused.items():
+            assert answer.status_code in (400, 413, 422), (what, answer.status_code, answer.text)
+            assert answer.json().get("message"), what  # says what was wrong
+        stale = http.put(entry, params={"key": "k"}, json={"value": ""}, headers={"If-Match": '"3"'})
+        assert (stale.status_code, stale.json()["error"]) == (412, "VersionMismatch")
+        described = http.get("/v1/kv/strict").json()
+    assert described["revision"] == 0  # nothing was written

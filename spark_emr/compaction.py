@@ -236,7 +236,7 @@ def _compact_keys(rewrite: _Rewrite, result: QueueCompaction) -> Manifest | None
             keyless += 1
             continue
         newest[message.keys[0]] = offset
-        if is_tombstone(message) and message.store_timestamp + plan.tombstone_grace_ms <= plan.now_ms:
+        if message.tombstone and message.store_timestamp + plan.tombstone_grace_ms <= plan.now_ms:
             expired.add(offset)
     result.records_out = keyless + sum(1 for offset in newest.values() if offset not in expired)
     result.records_removed = result.records_in - result.records_out
@@ -264,6 +264,7 @@ class Record:
     body: bytes
     store_timestamp: int
     raw: bytes
+    tombstone: bool  # kv/record.py's rule: an empty body, but a KV namespace's put of an empty value
 
 
 def _records(tiered: TieredQueue, first: int, end: int) -> Iterator[tuple[int, CqEntry, Record | None]]:
@@ -282,7 +283,8 @@ def _records(tiered: TieredQueue, first: int, end: int) -> Iterator[tuple[int, C
             if message.queue_offset != offset + index:
                 raise CorruptStore(f"tier {tiered.topic}:{tiered.queue}: entry {offset + index} points elsewhere")
             raw = run.records[entry.position - start : entry.end - start]
-            yield offset + index, entry, Record(message.keys, message.body, message.store_timestamp, raw)
+            record = Record(message.keys, message.body, message.store_timestamp, raw, is_tombstone(message))
+            yield offset + index, entry, record
         offset += len(run.entries)
 
 

@@ -16,7 +16,9 @@ from tidemq_store.serverless.maintenance import Maintenance
 GRACE_MS = 60_000
 # offset: (key, body); an empty body is a tombstone
 PRODUCED = [("k1", "v1"), ("k2", "v1"), ("k1", "v2"), ("k3", "v1"), (None, "x"), ("k2", ""), ("k1", "v3")]
-PRODUCED += [("k4", "v1"), ("k3", "")]
+PRODUCED += [("k4", "v1"), ("k3", ""), ("k5", "")]
+EMPTY_PUT = {"kv.op": "put"}
+"""The last message: a KV namespace's put of an empty value (tidemq_store/kv/record.py), which is no tombstone."""
 
 
 def test_key_compaction_through_the_http_consume_api(spark, local_aws, open_test_store, tmp_path):
@@ -44,6 +46,7 @@ def test_key_compaction_through_the_http_consume_api(spark, local_aws, open_test
         )
         assert created.status_code == 201, created.text
         sent = [{"body": body, "queue": 0, **({"keys": [key]} if key else {})} for key, body in PRODUCED]
+        sent[-1]["properties"] = EMPTY_PUT
         produced = http.post(f"{topic}/messages", json={"messages": sent}).json()["messages"]
         ids = {m["offset"]: m["msg_id"] for m in produced}
 
@@ -85,32 +88,32 @@ def test_key_compaction_through_the_http_consume_api(spark, local_aws, open_test
 
         now = int(time.time() * 1000)
         first = compaction.run(spark, compaction.arguments([*args, "--now-ms", str(now), "--grace-s", "0"]))
-        assert (first["records_in"], first["records_out"], first["queues_switched"]) == (9, 5, 1)
-        # newest per key (k1 at 6, k4 at 7), the keyless 4, tombstones 5 and 8 within their grace
-        soon(0, [(4, "x"), (5, ""), (6, "v3"), (7, "v1"), (8, "")])
+        assert (first["records_in"], first["records_out"], first["queues_switched"]) == (10, 6, 1)
+        # newest per key (k1 at 6, k4 at 7, k5 at 9), the keyless 4, tombstones 5 and 8 within their grace
+        soon(0, [(4, "x"), (5, ""), (6, "v3"), (7, "v1"), (8, ""), (9, "")])
         assert read(0, 1) == ([(4, "x")], 5)  # a removed offset reads as the next survivor, next_offset past it
         assert read(2, 2) == ([(4, "x"), (5, "")], 6)
 
         later = str(now + GRACE_MS + 1)
         second = compaction.run(spark, compaction.arguments([*args, "--now-ms", later, "--grace-s", "0"]))
-        assert (second["records_in"], second["records_out"]) == (5, 3)
-        soon(0, [(4, "x"), (6, "v3"), (7, "v1")])  # the tombstones went after their grace
+        assert (second["records_in"], second["records_out"]) == (6, 4)
+        soon(0, [(4, "x"), (6, "v3"), (7, "v1"), (9, "")])  # the tombstones went after their grace; the empty put stays
         assert read(5, 1) == ([(6, "v3")], 7)
-        assert read(8) == ([], 9)
+        assert read(8) == ([(9, "")], 10)
 
         # uploads go on after the compacted front, and the binary consume reads across it
         more = http.post(f"{topic}/messages", json={"messages": [{"body": "v4", "keys": ["k1"], "queue": 0}]})
-        assert more.json()["messages"][0]["offset"] == 9
-        ids[9] = more.json()["messages"][0]["msg_id"]
+        assert more.json()["messages"][0]["offset"] == 10
+        ids[10] = more.json()["messages"][0]["msg_id"]
         Maintenance(store).run()
-        assert read(7) == ([(7, "v1")], 9)  # a read stops where the compacted front does; the next goes on
-        assert read(9) == ([(9, "v4")], 10)
+        assert read(7) == ([(7, "v1"), (9, "")], 10)  # a read stops where the compacted front does; the next goes on
+        assert read(10) == ([(10, "v4")], 11)
         binary, offset = [], 0
-        while offset < 10:
+        while offset < 11:
             reply = http.get(f"{topic}/queues/0/batch", params={"offset": offset})
             messages, offset, _, _ = codec.decode_consume(reply.content)
             binary += [(m.queue_offset, m.body) for m in messages]
-        assert binary == [(4, b"x"), (6, b"v3"), (7, b"v1"), (9, b"v4")]
+        assert binary == [(4, b"x"), (6, b"v3"), (7, b"v1"), (9, b""), (10, b"v4")]
         again = compaction.run(spark, compaction.arguments([*args, "--now-ms", later, "--grace-s", "0"]))
-        assert (again["records_in"], again["records_out"]) == (4, 3)
-        soon(0, [(4, "x"), (7, "v1"), (9, "v4")])
+        assert (again["records_in"], again["records_out"]) == (5, 4)
+        soon(0, [(4, "x"), (7, "v1"), (9, ""), (10, "v4")])

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run test test-localstack localstack lint format bench clean openapi spark spark-package synth deploy destroy first-user
+.PHONY: install run test test-long test-localstack localstack lint format bench clean openapi spark spark-package synth deploy destroy first-user
 
 $(INSTALLED): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,11 @@ test: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not long"
+
+## test-long: the longest crash and scale tests (marked `long`: minutes each), which make test leaves out; CI runs both
+test-long: $(INSTALLED)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=5 -m long
 
 ## test-localstack: the tests that use S3 or DynamoDB (tier, serverless backend, push, maintenance, Spark jobs), on
 ## LocalStack instead of moto; installs LocalStack on first use (into .venv-localstack and .localstack: ~2 min)

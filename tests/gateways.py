@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -36,7 +37,10 @@ def signing_with(credentials_file: Path) -> Iterator[None]:
 @contextlib.contextmanager
 def gateway_as_admin(home: Path, command: Sequence[str] | None = None, **env: str) -> Iterator[str]:
     """`running_gateway` (`command`: Python's arguments instead of the gateway module), with this process signing
-    as its super user; yields the base URL."""
+    as its super user; yields the base URL. A serverless gateway gets DynamoDB tables of its own (a prefix of its
+    own, unless given one): it may share a local AWS with others (one whose AWS_ENDPOINT_URL this process has, as
+    the Spark tests' session does), and a store that has users already makes no first super user."""
+    env.setdefault("TIDEMQ_DYNAMODB_PREFIX", f"gw{uuid.uuid4().hex[:10]}")
     with (
         running_gateway(Path(home), *([command] if command else []), **env) as url,
         signing_with(Path(home) / "credentials"),

@@ -12,7 +12,7 @@ import pytest
 from functions.routes import routes
 from shared import signing
 from shared.credentials import Credentials, write_profile
-from tidemq import Admin, Consumer, HttpClient, Producer
+from tidemq import KV, Admin, Consumer, HttpClient, Producer
 from tidemq_store.acl import AclEntry, Decision
 from tidemq_store.clock import now_ms
 from tidemq_store.errors import AccessDenied, Unauthenticated
@@ -20,7 +20,7 @@ from tidemq_store.errors import AccessDenied, Unauthenticated
 from .test_cli import command, environment
 
 PUBLIC = {"GET /health", "GET /openapi.json"}
-SAMPLE_PATH = {"topic": "t", "queue": "0", "group": "g", "msg_id": "0" * 24, "user": "someone"}
+SAMPLE_PATH = {"topic": "t", "queue": "0", "group": "g", "msg_id": "0" * 24, "user": "someone", "namespace": "n"}
 
 
 def unique(prefix: str) -> str:
@@ -64,7 +64,11 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
     admin.create_group(group)
     with Producer(topic, url=gateway.url) as producer:
         msg_id = producer.send("guarded").msg_id
-    names = {"topic": topic, "group": group, "queue": "0", "msg_id": msg_id, "user": "admin"}
+    namespace = unique("guarded")
+    admin_kv = KV(gateway.url)
+    admin_kv.create_namespace(namespace)
+    admin_kv.put(namespace, "k", b"v")
+    names = {"topic": topic, "group": group, "queue": "0", "msg_id": msg_id, "user": "admin", "namespace": namespace}
     bodies = {  # a valid request for each route that takes a body: only the policy can refuse it
         "POST /v1/topics": {"name": unique("new")},
         "PATCH /v1/topics/{topic}": {"retention_ms": 60_000},
@@ -76,10 +80,18 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
         "POST /v1/users": {"name": unique("new")},
         "POST /v1/users/{user}/acl": {"resource": "*", "actions": ["All"]},
         "POST /v1/users/{user}/acl/revoke": {"resource": "*"},
+        "POST /v1/kv": {"name": unique("new")},
+        "PUT /v1/kv/{namespace}/entry": {"value": ""},
+        "POST /v1/kv/{namespace}/batch-get": {"keys": ["k"]},
+        "POST /v1/kv/{namespace}/import": {"entries": [], "append": True},
     }
     params = {
         "GET /v1/topics/{topic}/messages": {"key": "k"},
         "GET /v1/topics/{topic}/queues/{queue}/offset": {"timestamp": 0},
+        "GET /v1/kv/{namespace}/entry": {"key": "k"},
+        "PUT /v1/kv/{namespace}/entry": {"key": "k"},
+        "DELETE /v1/kv/{namespace}/entry": {"key": "k"},
+        "GET /v1/kv/{namespace}/changes": {"from_revision": 1},
     }
     nobody = new_user(admin, gateway.url)
     for route in routes():
@@ -93,13 +105,14 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
             response = nobody.send(route.method, path, json=body, params=params.get(route.route_key))
         if route.route_key == "GET /v1/whoami":
             assert response.status_code == 200
-        elif route.route_key in ("GET /v1/topics", "GET /v1/groups"):
+        elif route.route_key in ("GET /v1/topics", "GET /v1/groups", "GET /v1/kv"):
             assert response.status_code == 200 and not any(response.json().values()), response.text  # sees nothing
         else:
             assert response.status_code == 403, f"{route.route_key}: {response.status_code} {response.text}"
             assert response.json()["error"] == "AccessDenied"
     assert admin.describe_topic(topic).queue_offsets[0].max_offset == 1  # nothing stored, nothing changed
     assert admin.push(group) is None
+    assert admin_kv.get(namespace, "k").version == 1 and admin_kv.describe_namespace(namespace).revision == 1
 
 
 def signed_get(url: str, path: str, credentials: Credentials, date_ms: int | None = None) -> dict[str, str]:

@@ -118,6 +118,25 @@ def one_round(call: Caller, name: str) -> None:
     call("DELETE", "/v1/users/{user}", 204, path=at_user)
     assert call("GET", "/v1/whoami").json()["name"] == "admin"
 
+    # a KV namespace of this round's own: its key written, read, scanned, watched, deleted; a snapshot imported
+    at_namespace = {"namespace": name}
+    assert call("POST", "/v1/kv", 201, json={"name": name}).json()["name"] == name
+    assert name in {n["name"] for n in call("GET", "/v1/kv", params={"limit": 1000}).json()["namespaces"]}
+    at_key = {"params": {"key": key}, "path": at_namespace}
+    written = call("PUT", "/v1/kv/{namespace}/entry", json={"value": "djE="}, **at_key).json()
+    assert (written["key"], written["version"]) == (key, 1)
+    assert call("GET", "/v1/kv/{namespace}/entry", **at_key).json()["value"] == "djE="
+    assert call("GET", "/v1/kv/{namespace}", path=at_namespace).json()["revision"] == 1
+    got = call("POST", "/v1/kv/{namespace}/batch-get", path=at_namespace, json={"keys": [key]}).json()
+    assert [e["key"] for e in got["entries"]] == [key]
+    assert [e["key"] for e in call("GET", "/v1/kv/{namespace}/keys", path=at_namespace).json()["entries"]] == [key]
+    changes = call("GET", "/v1/kv/{namespace}/changes", path=at_namespace, params={"from_revision": 1}).json()
+    assert [(c["key"], c["revision"]) for c in changes["changes"]] == [(key, 1)]
+    assert call("DELETE", "/v1/kv/{namespace}/entry", **at_key).json()["version"] == 2
+    imported = {"entries": [{"key": key, "value": "", "version": 7}], "append": True}
+    assert call("POST", "/v1/kv/{namespace}/import", path=at_namespace, json=imported).json()["revision"] == 7
+    call("DELETE", "/v1/kv/{namespace}", 204, path=at_namespace)
+
     # errors name what this request asked for, and a bad parameter is this request's
     call("DELETE", "/v1/topics/{topic}", 204, path=at_topic)
     gone = call("GET", "/v1/topics/{topic}", 404, path=at_topic).json()

@@ -13,6 +13,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tidemq_store import Message, StoreConfig, TopicConfig, open_store
 from tidemq_store.serverless.maintenance import Maintenance
 
@@ -24,6 +26,7 @@ BATCHES = 1000
 SPREAD = 3  # queues a spread batch goes to
 
 
+@pytest.mark.long
 def test_concurrent_producers_get_dense_unique_offsets_in_their_own_order(tmp_path, aws_env):
     efs, prefix = tmp_path / "efs", f"race{uuid.uuid4().hex[:8]}"
     config = StoreConfig(home=tmp_path, backend="serverless", efs_path=efs, dynamodb_prefix=prefix)

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tidemq_store import StoreConfig, open_store
 from tidemq_store.record import decode_records
 
@@ -19,6 +21,7 @@ WRITER = Path(__file__).with_name("crash_writer.py")
 KILLS = 20
 
 
+@pytest.mark.long
 def test_every_acknowledged_message_is_in_the_tier_exactly_once_after_repeated_sigkill(tmp_path, aws_env):
     local_aws = aws_env
     home = tmp_path / "store"

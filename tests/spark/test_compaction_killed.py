@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tidemq_store import Message, TopicConfig
 from tidemq_store.record import decode_records
 from tidemq_store.serverless.cold import ColdTier
@@ -21,6 +23,7 @@ from .test_compaction import tier_records
 QUEUES = 3
 
 
+@pytest.mark.long
 def test_a_compaction_killed_several_times_then_run_again_loses_and_duplicates_nothing(serverless_backend):
     store, args = serverless_backend
     store.create_topic(TopicConfig(name="stream", queues=QUEUES))

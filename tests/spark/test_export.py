@@ -110,6 +110,7 @@ def test_spark_submit_runs_the_entry_point_and_prints_its_summary(tiered_topic, 
     assert exported(tmp_path / "submitted") == expected
 
 
+@pytest.mark.long
 def test_an_export_killed_midway_several_times_then_run_again_leaves_every_message_once(
     tiered_topic, aws_env, tmp_path
 ):

@@ -30,7 +30,6 @@ import struct
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
 from pathlib import Path
 
 from rocksdict import ReadOptions, WriteBatch, WriteOptions
@@ -48,7 +47,7 @@ from ..errors import (
     TopicNotFound,
     VersionMismatch,
 )
-from ..model import Page, StoredMessage, TopicConfig
+from ..model import Page, TopicConfig
 from ..rocks import Families
 from . import record
 from .api import KeyValueStore
@@ -244,10 +243,10 @@ class EmbeddedKeyValueStore(KeyValueStore):
         check_limit(limit)
         if prefix:
             check_key(prefix)
-        base = _entry_key(namespace, "")
-        start = _entry_key(namespace, prefix) if after is None or after < prefix else _entry_key(namespace, after)
+        base = state.prefix
+        start = base + (prefix if after is None or after < prefix else after).encode()
         bounds = ReadOptions()  # RocksDB keeps a pointer to the bound: it must outlive the iteration
-        bounds.set_iterate_upper_bound(_prefix_end(_entry_key(namespace, prefix)) if prefix else _prefix_end(base))
+        bounds.set_iterate_upper_bound(_prefix_end(base + prefix.encode()))
         now, entries, size = clock.now_ms(), [], 0
         for raw_key, raw in self._entries.items(from_key=start, read_opt=bounds):
             key = raw_key[len(base) :].decode()
@@ -507,16 +506,6 @@ class EmbeddedKeyValueStore(KeyValueStore):
         batch = WriteBatch(raw_mode=True)
         batch.delete_range(name + ENTRIES, name + b"\x02", self._entries_handle)
         self._rocks.db.write(batch, self._with_wal)
-
-    def changes(self, namespace: str) -> Iterator[StoredMessage]:
-        """Every message of the namespace's topic, oldest first (tests and tools)."""
-        topic = record.topic_of(self._state(namespace).config.name)
-        (extent,) = self.store.queue_offsets(topic)
-        offset = extent.min_offset
-        while offset < extent.max_offset:
-            got = self.store.get(topic, 0, offset, max_messages=REPLAY_BATCH)
-            yield from got.messages
-            offset = max(offset + 1, got.next_offset) if not got.messages else got.next_offset
 
     def flush(self) -> None:
         """Write the memtable to files now (it is otherwise flushed every FLUSH_INTERVAL_S of writes, and at close):

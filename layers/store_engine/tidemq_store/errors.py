@@ -233,3 +233,39 @@ class RevisionCompacted(ClientError):
             f"again and watch from the revision that read returns"
         )
         self.namespace, self.revision, self.oldest = namespace, revision, oldest
+
+
+# ---- the BrokerContainer (functions/container) and master/slave replication ----------------------
+
+
+class BrokerNotFound(ClientError):
+    """The container holds no broker of this name."""
+
+    def __init__(self, broker: str) -> None:
+        super().__init__(f"this container holds no broker {broker!r}")
+        self.broker = broker
+
+
+class BrokerExists(ClientError):
+    """The container already holds a broker of this name, or one with this store directory."""
+
+
+class BrokerReadOnly(ClientError):
+    """The broker is a slave: it serves reads, and takes writes only once promoted to master."""
+
+    def __init__(self, broker: str) -> None:
+        super().__init__(
+            f"broker {broker!r} is a slave: it serves reads only; send writes to its master, or promote it "
+            "(brokerRole=SYNC_MASTER or ASYNC_MASTER)"
+        )
+        self.broker = broker
+
+
+class ReplicaDiverged(ClientError):
+    """A slave asked for the master's commit log from a position the master's log cannot continue from (the slave
+    is ahead of the master, or not at the start of a batch): the two logs are no longer one."""
+
+
+class DiskQuotaExceeded(ClientError):
+    """The broker is past its disk quota's clean-up threshold and holds nothing it may remove (no cold tier keeps a
+    copy of its oldest segments): it takes no new messages until space is freed (RIP-31's logical disk space)."""

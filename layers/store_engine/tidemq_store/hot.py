@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .api import MessageStore
+from .api import CleanReport, MessageStore
 from .cq_entry import CqEntries
 
 
@@ -85,3 +85,12 @@ class HotStore(MessageStore):
     @abstractmethod
     def set_release_policy(self, policy: ReleasePolicy) -> None:
         """Let hot retention also remove the segments `policy` releases."""
+
+    @abstractmethod
+    def release_segments(self, wanted_bytes: int, safe_before: int) -> CleanReport:
+        """Remove the oldest whole segments below `safe_before` until `wanted_bytes` are freed (a broker past its
+        disk quota, RIP-31)."""
+
+    @abstractmethod
+    def disk_usage(self) -> int:
+        """Bytes the hot store's messages take on disk (commit log and ConsumeQueue)."""

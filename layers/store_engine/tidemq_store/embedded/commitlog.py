@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..config import FlushDiskType
-from ..errors import CorruptStore, StoreFailed
+from ..errors import CorruptStore, ReplicaDiverged, StoreFailed
 from ..record import SHORTEST_HEADER, RecordHeader, read_header, scan_batches, size_at, store_timestamp_at
+from ..threads import background_thread
 
 log = logging.getLogger("tidemq.store")
 SCAN_WINDOW = 8 * 1024 * 1024
@@ -90,9 +91,7 @@ class CommitLog:
         self._closed = threading.Event()
         self._flusher: threading.Thread | None = None
         if not self.sync:
-            self._flusher = threading.Thread(
-                target=self._flush_every, args=(flush_interval_ms / 1000,), name="commitlog-flush", daemon=True
-            )
+            self._flusher = background_thread(self._flush_every, "commitlog-flush", (flush_interval_ms / 1000,))
             self._flusher.start()
 
     # ---- positions -------------------------------------------------------------------------------
@@ -143,6 +142,30 @@ class CommitLog:
         active.size += len(data)
         self._written = active.end
         return start
+
+    def append_replica(self, data: bytes, position: int, segment_start: int) -> None:
+        """Write a master's bytes where the master wrote them (a slave's log, `replica.py`): at `position`, in a
+        segment that starts where the master's does. An empty log starts at the master's first position."""
+        if self._failure is not None:
+            raise StoreFailed(self._failure)
+        active = self._segments[-1]
+        if position != self._written:
+            if self._written != 0 or active.size or len(self._segments) > 1 or position != segment_start:
+                raise ReplicaDiverged(f"this log ends at {self._written}; the master sent data from {position}")
+            os.close(active.fd)
+            active.path.unlink()
+            active = self._create_segment(position)
+            self._segments, self._starts = [active], [position]
+            self._written = self._flushed = position
+        elif segment_start != active.start:
+            if segment_start != self._written:
+                raise ReplicaDiverged(f"the master's segment starts at {segment_start}, inside this log's")
+            active = self._roll()
+        view, written = memoryview(data), 0
+        while written < len(data):
+            written += os.pwrite(active.fd, view[written:], active.size + written)
+        active.size += len(data)
+        self._written = active.end
 
     def _create_segment(self, start: int) -> Segment:
         path = self.directory / f"{start:020d}"

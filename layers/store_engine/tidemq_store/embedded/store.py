@@ -25,6 +25,7 @@ The store is a `HotStore` (hot.py): a cold tier can be put over it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import logging
@@ -49,6 +50,7 @@ from ..errors import (
     OffsetConflict,
     OffsetOutOfRange,
     QueuesCannotShrink,
+    ReplicaDiverged,
     StoreClosed,
     StoreFailed,
     StoreLocked,
@@ -76,16 +78,20 @@ from ..model import (
     validated,
 )
 from ..record import (
+    RecordHeader,
     decode_message,
     decode_run,
     message_id,
     parse_message_id,
     read_by_id,
+    scan_batches,
 )
 from ..selection import Selection, check_read, scan_size, select_runs
+from ..threads import background_thread
 from .commitlog import CommitLog, SegmentRange
 from .consumequeue import Checkpoint, CheckpointState, ConsumeQueueStore
 from .metadata import FOREVER, MetadataStore
+from .replica import ReplicaChunk
 
 log = logging.getLogger("tidemq.store")
 
@@ -128,7 +134,7 @@ class EmbeddedMessageStore(HotStore):
         self._release_policy: ReleasePolicy | None = None
         self.recover()
         self._stop = threading.Event()
-        self._maintenance = threading.Thread(target=self._maintain, name="store-maintenance", daemon=True)
+        self._maintenance = background_thread(self._maintain, "store-maintenance")
         self._maintenance.start()
 
     # ---- topics ----------------------------------------------------------------------------------
@@ -545,21 +551,8 @@ class EmbeddedMessageStore(HotStore):
         commitlog = self.commitlog
         end = start = max(min(checkpoint.position, commitlog.written_position), commitlog.min_position)
         for batch in commitlog.iter_batches(start):
-            first = batch[0]
-            config = self.meta.get_topic(first.topic)
-            if config is not None and first.store_timestamp >= config.created_at:
-                stored = StoredBatch(
-                    first.topic,
-                    first.store_timestamp,
-                    [r.queue for r in batch],
-                    [r.queue_offset for r in batch],
-                    [r.physical_offset for r in batch],
-                    [r.size for r in batch],
-                )
-                tag_codes, keys = [tag_hash(r.tag) for r in batch], [r.keys for r in batch]
-                self.cq.dispatch(stored, commitlog.segment_start(first.physical_offset), tag_codes, keys)
-            end = first.physical_offset + sum(r.size for r in batch)
-            self._last_store_timestamp = max(self._last_store_timestamp, first.store_timestamp)
+            self._dispatch_logged(batch)
+            end = batch[-1].physical_offset + batch[-1].size
         if end < commitlog.written_position:
             commitlog.truncate(end)
         if not checkpoint.clean:
@@ -569,6 +562,97 @@ class EmbeddedMessageStore(HotStore):
         self._checkpoint.write(CheckpointState(end, False, self._last_store_timestamp))
         if not checkpoint.clean:
             self.clean_expired()
+
+    def _dispatch_logged(self, batch: list[RecordHeader]) -> StoredBatch | None:
+        """Index one batch read back from the log (recovery, a slave's replica), as `_append` indexed it when it
+        was written; None if its topic is gone (deleted, or made again since)."""
+        first = batch[0]
+        self._last_store_timestamp = max(self._last_store_timestamp, first.store_timestamp)
+        config = self.meta.get_topic(first.topic)
+        if config is None or first.store_timestamp < config.created_at:
+            return None
+        stored = StoredBatch(
+            first.topic,
+            first.store_timestamp,
+            [r.queue for r in batch],
+            [r.queue_offset for r in batch],
+            [r.physical_offset for r in batch],
+            [r.size for r in batch],
+        )
+        tag_codes, keys = [tag_hash(r.tag) for r in batch], [r.keys for r in batch]
+        self.cq.dispatch(stored, self.commitlog.segment_start(first.physical_offset), tag_codes, keys)
+        return stored
+
+    # ---- replication: a slave broker's log is a copy of its master's (RIP-31, embedded/replica.py) ------
+
+    def read_replica(self, position: int, max_bytes: int) -> ReplicaChunk:
+        """The whole batches of this log from `position` (where the slave's log ends), at most `max_bytes` unless
+        one batch is larger, within one segment; no data when the slave has everything. Below this log's first
+        segment, the chunk starts at that segment (an empty slave starts there)."""
+        self._check_open()
+        log = self.commitlog
+        written = log.written_position
+        if type(position) is not int or position < 0 or position > written:
+            raise ReplicaDiverged(f"the slave's log ends at {position!r}, past the end of the master's at {written}")
+        position = max(position, log.min_position)
+        segment_start = log.segment_start(position)
+        if position == written:
+            return ReplicaChunk(position, segment_start, written, b"")
+        segment_end = next((s.end for s in log.segments() if s.start == segment_start), written)
+        available = min(segment_end, written) - position
+        window = min(max(max_bytes, 1), available)
+        while True:
+            data = log.read(position, window)
+            batches = list(scan_batches(data, position))
+            if batches:
+                break
+            if window == available:
+                raise ReplicaDiverged(f"position {position} is not where a batch starts in the master's log")
+            window = min(window * 2, available)
+        end = batches[-1][-1].physical_offset + batches[-1][-1].size
+        topics = {}
+        for name in dict.fromkeys(header.topic for batch in batches for header in batch):
+            config = self.meta.get_topic(name)
+            if config is not None:
+                topics[name] = config
+        return ReplicaChunk(position, segment_start, written, data[: end - position], tuple(topics.values()))
+
+    def apply_replica(self, chunk: ReplicaChunk) -> int:
+        """Write a master's chunk to this log where the master wrote it, index it as the master did, and make it
+        durable as this store's flush type says; return where this log now ends (the next chunk's position)."""
+        stored: list[StoredBatch] = []
+        with self._write_lock:
+            self._check_open()
+            for config in chunk.topics:
+                current = self.meta.get_topic(config.name)
+                if current != config:
+                    self.meta.put_topic(config, previous=current)
+            if not chunk.data:
+                return self.commitlog.written_position
+            batches = list(scan_batches(chunk.data, chunk.position))
+            if not batches or batches[-1][-1].physical_offset + batches[-1][-1].size != chunk.end:
+                raise ReplicaDiverged(f"the chunk at {chunk.position} does not hold whole batches")
+            self.commitlog.append_replica(chunk.data, chunk.position, chunk.segment_start)
+            try:
+                for batch in batches:
+                    batch_stored = self._dispatch_logged(batch)
+                    if batch_stored is not None:
+                        stored.append(batch_stored)
+                    for header in batch:
+                        self._next_offsets[(header.topic, header.queue)] = header.queue_offset + 1
+            except BaseException:
+                if self.commitlog.failure is None:
+                    self.commitlog.truncate(chunk.position)
+                self._next_offsets.clear()
+                raise
+        if self.commitlog.sync:
+            self.commitlog.wait_durable(chunk.end)
+        with self._arrivals:
+            self._arrivals.notify_all()
+        for batch_stored in stored:
+            for listener in self._put_listeners:
+                listener(batch_stored)
+        return chunk.end
 
     def _repair_maxima(self, log_end: int) -> None:
         """Drop ConsumeQueue entries that point past the end of the log (the log lost its tail)."""
@@ -589,7 +673,28 @@ class EmbeddedMessageStore(HotStore):
         with self._clean_lock:
             return self._clean_expired(clock.now_ms() if now_ms is None else now_ms)
 
-    def _clean_expired(self, now: int) -> CleanReport:
+    def release_segments(self, wanted_bytes: int, safe_before: int) -> CleanReport:
+        """Remove the oldest whole segments that end at or below `safe_before` (everything below it is safe in a
+        cold tier), until `wanted_bytes` are freed or none is left that may go: RocketMQ's forcible clean-up, for a
+        broker past its disk quota (RIP-31). Retention would have removed them later."""
+        with self._clean_lock:
+            segments = self.commitlog.segments()
+            keep_from, freed = segments[0].start, 0
+            for segment in segments[:-1]:
+                if freed >= wanted_bytes or segment.end > safe_before:
+                    break
+                keep_from, freed = segment.end, freed + segment.end - segment.start
+            if keep_from == segments[0].start:
+                return CleanReport(0, 0)
+            return self._clean_expired(clock.now_ms(), floor=keep_from)
+
+    def disk_usage(self) -> int:
+        """Bytes this store's messages take: its commit log and ConsumeQueue (with the key index), what RIP-31
+        counts against a broker's disk quota (metadata and checkpoints are left out, as RocketMQ leaves them)."""
+        log_bytes = sum(segment.end - segment.start for segment in self.commitlog.segments())
+        return log_bytes + _directory_bytes(self.config.home / "consumequeue")
+
+    def _clean_expired(self, now: int, floor: int = 0) -> CleanReport:
         longest = self.meta.longest_retention_ms()
         segments = self.commitlog.segments()
         keep_from = segments[0].start
@@ -603,6 +708,7 @@ class EmbeddedMessageStore(HotStore):
                 keep_from = next_start
         if self._release_policy is not None:
             keep_from = max(keep_from, self._released_before(self._release_policy, segments, now))
+        keep_from = max(keep_from, floor)
         expired = 0
         for topic, queue, max_offset in list(self.cq.queues()):
             config = self.meta.get_topic(topic)
@@ -699,6 +805,16 @@ class EmbeddedMessageStore(HotStore):
         self.cq.close()
         self.meta.close()
         os.close(self._lock_fd)
+
+
+def _directory_bytes(directory: os.PathLike) -> int:
+    """The size of the files in a directory tree (a RocksDB's: SSTs, logs, manifests)."""
+    total = 0
+    for root, _, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(FileNotFoundError):  # compaction removed it meanwhile
+                total += os.stat(os.path.join(root, name)).st_size
+    return total
 
 
 __all__ = ["EmbeddedMessageStore"]

@@ -49,6 +49,7 @@ from ..errors import (
 )
 from ..model import Page, TopicConfig
 from ..rocks import Families
+from ..threads import background_thread
 from . import record
 from .api import KeyValueStore
 from .model import (
@@ -119,7 +120,7 @@ class EmbeddedKeyValueStore(KeyValueStore):
         for raw in self._namespaces.values():
             self._open_namespace(NamespaceConfig(**json.loads(raw)))
         self._stop = threading.Event()
-        self._purger = threading.Thread(target=self._purge_periodically, name="kv-purge", daemon=True)
+        self._purger = background_thread(self._purge_periodically, "kv-purge")
         self._purger.start()
 
     # ---- namespaces ------------------------------------------------------------------------------

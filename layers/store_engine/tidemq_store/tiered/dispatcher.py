@@ -33,6 +33,7 @@ from .. import clock
 from ..config import StoreConfig
 from ..errors import OffsetOutOfRange, StoreClosed, TopicNotFound
 from ..hot import HotStore, StoredBatch
+from ..threads import background_thread
 from .container import TieredQueue
 from .progress import ProgressStore, UploadProgress
 from .segment import TierDriver
@@ -78,7 +79,7 @@ class TieredDispatcher:
         if progress.created:
             self._rebuild_progress()
         self._resume()
-        self._thread = threading.Thread(target=self._run, name="tier-dispatcher", daemon=True)
+        self._thread = background_thread(self._run, "tier-dispatcher")
         self._thread.start()
 
     # ---- the tier's queues ----

@@ -343,6 +343,13 @@ class TieredMessageStore(MessageStore):
     def recover(self) -> None:
         self.hot.recover()
 
+    def release_to_tier(self, wanted_bytes: int) -> CleanReport:
+        """Remove the oldest hot segments the tier holds whole, until `wanted_bytes` are freed, however young (a
+        broker past its disk quota, RIP-31); none under DISABLE, which never reads them back from the tier."""
+        if self.config.tier_level is TieredStorageLevel.DISABLE:
+            return CleanReport(0, 0)
+        return self.hot.release_segments(wanted_bytes, self.dispatcher.uploaded_before())
+
     def clean_expired(self, now_ms: int | None = None) -> CleanReport:
         """Hot retention and release, then topic retention in the tier."""
         report = self.hot.clean_expired(now_ms)

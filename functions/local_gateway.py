@@ -96,9 +96,15 @@ def match_route(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
 
 
 def to_event(
-    scope: dict[str, Any], body: bytes, route: Route, path_parameters: dict[str, str], request_id: str
+    scope: dict[str, Any],
+    body: bytes,
+    route: Route,
+    path_parameters: dict[str, str],
+    request_id: str,
+    path: str | None = None,
 ) -> dict[str, Any]:
-    """An API Gateway HTTP API v2.0 event for one request."""
+    """An API Gateway HTTP API v2.0 event for one request; `path`: the path the function routes on, when it is not
+    the whole path sent (a container's broker, under its prefix: `requestContext.http.path` keeps what was sent)."""
     headers: dict[str, str] = {}
     for name, value in scope["headers"]:
         key = name.decode("latin-1").lower()
@@ -121,7 +127,7 @@ def to_event(
     return {
         "version": "2.0",
         "routeKey": route.route_key,
-        "rawPath": scope["path"],
+        "rawPath": scope["path"] if path is None else path,
         "rawQueryString": raw_query,
         "headers": headers,
         "queryStringParameters": query or None,
@@ -158,7 +164,7 @@ def _utf8(body: bytes) -> str | None:
         return None
 
 
-async def _read_body(scope, receive, limit: int) -> bytes:
+async def read_body(scope, receive, limit: int) -> bytes:
     """The request body, read as it arrives: RequestTooLarge as soon as it passes `limit` bytes, or at once when
     its Content-Length says it will, so the rest is never read (nor held in memory)."""
     declared = dict(scope["headers"]).get(b"content-length", b"")
@@ -213,7 +219,7 @@ class LongPolls:
 _long_polls: LongPolls | None = None
 
 
-async def _refuse(send, error: RequestTooLarge | Overloaded) -> None:
+async def refuse(send, error: RequestTooLarge | Overloaded) -> None:
     """Answer a request the gateway refuses itself, as API Gateway answers what no function sees (the body says
     why, as the functions' errors do). A body left unread closes the connection rather than being read."""
     response = bounds.refused(error)
@@ -222,10 +228,10 @@ async def _refuse(send, error: RequestTooLarge | Overloaded) -> None:
         headers["connection"] = "close"
     else:
         headers["retry-after"] = "1"
-    await _send(send, response.status_code, headers, response.body.encode())
+    await send_response(send, response.status_code, headers, response.body.encode())
 
 
-async def _send(send, status: int, headers: dict[str, str], body: bytes) -> None:
+async def send_response(send, status: int, headers: dict[str, str], body: bytes) -> None:
     raw_headers = [(k.lower().encode(), str(v).encode()) for k, v in headers.items()]
     if not any(k == b"content-length" for k, _ in raw_headers):
         raw_headers.append((b"content-length", str(len(body)).encode()))
@@ -244,18 +250,23 @@ def _start_schedule():
     return LocalSchedule(settings.maintenance_interval_s, settings.clean_interval_s, LocalContext).start()
 
 
+def start_pools() -> None:
+    """The threads handlers run on (in the running event loop): a pool for requests, and one for long polls."""
+    global _long_polls
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(get_settings().gateway_threads, thread_name_prefix="handler")
+    )
+    _long_polls = LongPolls(get_settings().gateway_long_polls)
+
+
 async def app(scope, receive, send) -> None:
     """The ASGI application uvicorn serves."""
-    global _long_polls
     if scope["type"] == "lifespan":
         schedule = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                asyncio.get_running_loop().set_default_executor(
-                    ThreadPoolExecutor(get_settings().gateway_threads, thread_name_prefix="handler")
-                )
-                _long_polls = LongPolls(get_settings().gateway_long_polls)
+                start_pools()
                 try:
                     store = await asyncio.to_thread(get_store)  # open (and recover) the store before serving
                 except InvalidConfiguration as error:  # say what to change, without a traceback
@@ -280,35 +291,53 @@ async def app(scope, receive, send) -> None:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
     try:
-        body = await _read_body(scope, receive, get_settings().max_request_bytes)
+        body = await read_body(scope, receive, get_settings().max_request_bytes)
     except RequestTooLarge as error:
-        await _refuse(send, error)
+        await refuse(send, error)
         return
     matched = match_route(scope["method"], scope["path"])
     if matched is None:
         refused = no_route(scope["method"], scope["path"])
-        await _send(send, refused.status_code, refused.headers, refused.body.encode())
+        await send_response(send, refused.status_code, refused.headers, refused.body.encode())
         return
     route, path_parameters = matched
     request_id = str(uuid.uuid4())
     event = to_event(scope, body, route, path_parameters, request_id)
-    context = LocalContext(f"tidemq-{route.function}", request_id)
+    await send_result(send, await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id)))
+
+
+async def call_function(route: Route, event: dict[str, Any], context: LocalContext) -> dict[str, Any]:
+    """Run the function serving `route` on `event`, as Lambda would: a long poll on a thread of its own (or a 503
+    when there are too many), anything else on a handler thread; a function that fails is a 500."""
     handler = handler_for(route.function)
     long_polls = _long_polls if _long_polls is not None and _long_polls.wants(route, event["rawQueryString"]) else None
     if long_polls is not None and (refusal := long_polls.refusal()) is not None:
-        await _refuse(send, refusal)
-        return
+        return _as_result(bounds.refused(refusal), {"retry-after": "1"})
     try:
         if long_polls is not None:
-            result = await long_polls.run(handler, event, context)
-        else:
-            result = await asyncio.to_thread(handler, event, context)
+            return await long_polls.run(handler, event, context)
+        return await asyncio.to_thread(handler, event, context)
     except Exception:  # as API Gateway does when a Lambda function fails: a bug or an outage, never the client
         logging.getLogger("tidemq.gateway").exception(
-            "function %s failed on %s %s", route.function, scope["method"], scope["path"]
+            "function %s failed on %s %s", route.function, event["requestContext"]["http"]["method"], event["rawPath"]
         )
-        await _send(send, 500, {"content-type": "application/json"}, b'{"message":"Internal Server Error"}')
-        return
+        return {"statusCode": 500, "headers": {"content-type": "application/json"}, "body": INTERNAL_ERROR}
+
+
+INTERNAL_ERROR = '{"message":"Internal Server Error"}'
+
+
+def _as_result(response, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Powertools `Response` as a function's result."""
+    return {
+        "statusCode": response.status_code,
+        "headers": {"content-type": response.content_type, **(headers or {})},
+        "body": response.body,
+    }
+
+
+async def send_result(send, result: dict[str, Any]) -> None:
+    """Answer with what a function returned (binary replies handed over as they are, base64 decoded)."""
     payload = result.get("body") or ""
     if isinstance(payload, memoryview):  # a binary reply, handed over as it is (functions/api/binary.py)
         data = payload.obj if isinstance(payload.obj, bytes) else bytes(payload)
@@ -317,7 +346,7 @@ async def app(scope, receive, send) -> None:
     headers = dict(result.get("headers") or {})
     for name, values in (result.get("multiValueHeaders") or {}).items():
         headers[name] = ",".join(values)
-    await _send(send, int(result.get("statusCode", 200)), headers, data)
+    await send_response(send, int(result.get("statusCode", 200)), headers, data)
 
 
 def first_super_user(store: MessageStore) -> None:

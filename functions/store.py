@@ -2,12 +2,19 @@
 
 Handlers hold no state between calls; the store is opened on first use and reused by every
 invocation the environment serves (as RIP-20's stateless compute reuses its storage client).
+
+A BrokerContainer (functions/container) holds a store of its own, where its users live, and one store per broker:
+it serves each broker's requests with that broker's store bound (`serving`), so the same handlers reach the
+broker's store through `get_store()`, while users are always looked up in the process's store (`process_store`).
 """
 
 from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from shared import local_aws
 from shared.local_aws import AwsEndpoint
@@ -17,9 +24,36 @@ from tidemq_store import Backend, MessageStore, TierMedium, open_store
 _lock = threading.Lock()
 _store: MessageStore | None = None
 _aws: AwsEndpoint | None = None
+_serving: ContextVar[MessageStore | None] = ContextVar("tidemq_serving_store", default=None)
 
 
 def get_store() -> MessageStore:
+    """The store this request is served from: the broker's in a container (`serving`), else the process's."""
+    bound = _serving.get()
+    return bound if bound is not None else process_store()
+
+
+@contextmanager
+def serving(store: MessageStore) -> Iterator[None]:
+    """Serve from `store` in this context (a container's broker); threads started in a copy of it do too."""
+    token = _serving.set(store)
+    try:
+        yield
+    finally:
+        _serving.reset(token)
+
+
+def install_store(store: MessageStore) -> None:
+    """Make `store`, opened by the host, the process's store (a container's own, where its users live)."""
+    global _store
+    with _lock:
+        if _store is not None:
+            raise RuntimeError("this process has its store already")
+        _store = store
+        atexit.register(store.close)
+
+
+def process_store() -> MessageStore:
     """The process's store, opened on first use. S3 or DynamoDB are looked for where the settings say
     (`local_aws.connect`): a misconfiguration fails here, at start-up, saying what to change."""
     global _store, _aws

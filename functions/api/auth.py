@@ -38,7 +38,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
 from functions.logic.users import KEY_BYTES, SecretBox
-from functions.store import get_store
+from functions.store import process_store
 from shared import signing
 from shared.settings import AuthMode, Settings, get_settings
 from tidemq_store import MessageStore
@@ -148,9 +148,10 @@ class Authenticator:
                 f"the request needs a {signing.NONCE_HEADER} header: 16 to 64 random letters or digits"
             )
         user, secret = self.user(claimed.user)
+        http = context.get("http") or {}
         request = signing.SignedRequest(
-            (context.get("http") or {}).get("method", ""),
-            event.get("rawPath", ""),
+            http.get("method", ""),
+            http.get("path") or event.get("rawPath", ""),  # the path sent: a container's broker prefix and all
             event.get("rawQueryString", ""),
             signing.body_sha256(request_bytes(BaseProxyEvent(event))),
             date_ms,
@@ -197,8 +198,9 @@ def _date_ms(value: str | None) -> int:
 
 
 def authenticator() -> Authenticator:
-    """This process's authenticator, of its one store (a new one if the store was opened again)."""
-    store, settings, box = get_store(), get_settings(), secret_box()
+    """This process's authenticator, of its store (a new one if the store was opened again): in a container,
+    the container's own, whichever broker a request is for."""
+    store, settings, box = process_store(), get_settings(), secret_box()
     with _making:
         made = _made_for.get("authenticator")
         if made is None or made[0] is not store:

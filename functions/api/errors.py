@@ -29,7 +29,11 @@ from functions.routes import allowed_methods
 from shared.models import ErrorBody
 from tidemq_store.errors import (
     AccessDenied,
+    BrokerExists,
+    BrokerNotFound,
+    BrokerReadOnly,
     ClientError,
+    DiskQuotaExceeded,
     GroupExists,
     GroupNotFound,
     InvalidArgument,
@@ -47,6 +51,7 @@ from tidemq_store.errors import (
     PolicyConflict,
     QueueOutOfRange,
     QueuesCannotShrink,
+    ReplicaDiverged,
     RevisionCompacted,
     StoreFailed,
     StoreUnavailable,
@@ -70,6 +75,7 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     MessageNotFound: 404,
     NamespaceNotFound: 404,
     KeyNotFound: 404,
+    BrokerNotFound: 404,
     TopicExists: 409,
     GroupExists: 409,
     UserExists: 409,
@@ -79,11 +85,15 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     PolicyConflict: 409,
     OffsetOutOfRange: 409,
     NamespaceExists: 409,
+    BrokerExists: 409,
+    BrokerReadOnly: 409,
+    ReplicaDiverged: 409,
     NamespaceNotEmpty: 409,
     RevisionCompacted: 410,
     VersionMismatch: 412,
     MessageTooLarge: 413,
     Overloaded: 503,
+    DiskQuotaExceeded: 507,
 }
 
 
@@ -182,6 +192,7 @@ DESCRIBED = {
     413: "Too large",
     415: "Unsupported media type",
     503: "Not now: the store takes no writes, or the gateway is busy (retry)",
+    507: "The broker is past its disk quota and takes no new messages (BrokerContainer)",
 }
 
 

@@ -27,7 +27,7 @@ from shared.credentials import Credentials
 from tidemq_store.errors import InvalidArgument
 
 from .auth import find_credentials, signature_headers
-from .errors import ApiError, ServerUnreachable, error_from_response, transport_reason
+from .errors import FINAL_STATUSES, ApiError, ServerUnreachable, error_from_response, transport_reason
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -124,7 +124,7 @@ class HttpClient:
             else:
                 if response.is_success:
                     return response
-                if response.status_code < 500 or attempt == self.retries:
+                if response.status_code < 500 or response.status_code in FINAL_STATUSES or attempt == self.retries:
                     raise error_from_response(response)
             time.sleep(min(self.max_backoff_s, self.backoff_s * 2**attempt))
             attempt += 1

@@ -55,6 +55,10 @@ class HttpAnswer(Protocol):
     def json(self) -> Any: ...
 
 
+FINAL_STATUSES = frozenset({507})
+"""5xx answers that retrying cannot change: a broker past its disk quota (DiskQuotaExceeded) stays so for a while."""
+
+
 def error_from_response(response: HttpAnswer) -> TideMQError:
     """The exception an error response stands for, carrying the server's message."""
     try:
@@ -67,7 +71,7 @@ def error_from_response(response: HttpAnswer) -> TideMQError:
     if response.status_code == 422:
         return _schema_error(body.get("detail") or [], message)
     cls = ENGINE_ERRORS.get(str(body.get("error")))
-    if cls is None or response.status_code >= 500:
+    if cls is None or (response.status_code >= 500 and response.status_code not in FINAL_STATUSES):
         return ApiError(response.status_code, message)
     # The engine classes build their message from their arguments; keep the server's message as it is.
     error = cls.__new__(cls)

@@ -1,0 +1,3 @@
+from functions.container.server import main
+
+main()

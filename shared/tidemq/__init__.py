@@ -1,4 +1,5 @@
-"""TideMQ's Python SDK: Producer, Consumer, Admin and KV over the HTTP API (and the `tidemq` command line).
+"""TideMQ's Python SDK: Producer, Consumer, Admin and KV over the HTTP API, Container for a BrokerContainer's brokers
+(and the `tidemq` command line).
 
     from tidemq import Admin, Consumer, Producer
 
@@ -9,6 +10,7 @@
         messages = consumer.poll()
         consumer.commit()
     KV().put("config", "feature/dark-mode", b"on")  # KV namespaces: tidemq.kv
+    Container("http://127.0.0.1:10811").list_brokers()  # a BrokerContainer (RIP-31): tidemq.container
 
 Every client reads the server's address from `url`, else `TIDEMQ_URL`, else http://127.0.0.1:8080.
 Errors are the store engine's exception classes (`tidemq_store.errors`), plus `ApiError`.
@@ -22,6 +24,7 @@ from shared.push_signature import SIGNATURE_HEADER, InvalidPushSignature, verify
 from .admin import Admin
 from .client import HttpClient, default_url
 from .consumer import Consumer
+from .container import Container
 from .errors import ApiError, ServerUnreachable
 from .kv import KV, KeyValue
 from .producer import OutgoingMessage, Producer, SendResult
@@ -32,6 +35,7 @@ __all__ = [
     "Admin",
     "ApiError",
     "Consumer",
+    "Container",
     "HttpClient",
     "InvalidPushSignature",
     "KeyValue",

@@ -1,5 +1,5 @@
-"""The `tidemq` command line: topics, groups, messages, produce and consume, KV namespaces over the HTTP API; the
-Spark jobs.
+"""The `tidemq` command line: topics, groups, messages, produce and consume, KV namespaces over the HTTP API; a
+BrokerContainer and its brokers; the Spark jobs.
 
 Errors end the command with one line on stderr, `tidemq: <what went wrong>`, and exit code 1 (the
 API or the connection failed) or 2 (the command line itself is wrong); never a traceback.
@@ -18,6 +18,7 @@ from ..auth import find_credentials
 from ..client import DEFAULT_URL, HttpClient
 from .access import acl, user
 from .consume import consume
+from .container import container
 from .group import group
 from .kv import kv
 from .message import message
@@ -73,7 +74,7 @@ def cli(ctx: click.Context, url: str, timeout: float, retries: int, profile: str
     ctx.obj = ctx.with_resource(client)
 
 
-for command in (topic, group, produce, consume, message, kv, user, acl, spark):
+for command in (topic, group, produce, consume, message, kv, user, acl, container, spark):
     cli.add_command(command)
 
 

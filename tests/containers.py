@@ -1,0 +1,100 @@
+"""BrokerContainer processes for tests: `python -m functions.container -c <conf>` on a free loopback port, with the
+credentials of the super user it made on its first start."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.credentials import Credentials, read_profile
+from shared.local_aws import free_port
+from tidemq import Admin
+from tidemq.client import HttpClient
+
+
+@dataclass
+class RunningContainer:
+    url: str
+    root: Path
+    conf: Path
+    process: subprocess.Popen
+
+    @property
+    def credentials(self) -> Credentials:
+        return read_profile(self.root / "credentials")
+
+    def client(self, path: str = "") -> HttpClient:
+        return HttpClient(self.url + path, credentials=self.credentials, retries=0, timeout_s=30)
+
+    def brokers(self) -> dict[str, dict]:
+        """The container's brokers as its admin API lists them, by name."""
+        listed = self.client().request("GET", "/container/v1/brokers").json()["brokers"]
+        return {broker["name"]: broker for broker in listed}
+
+    def add(self, properties: str) -> dict:
+        return self.client().request("POST", "/container/v1/brokers", json={"properties": properties}).json()
+
+    def broker(self, name: str) -> Admin:
+        return Admin(client=self.client(f"/brokers/{name}"))
+
+    def log(self) -> str:
+        return (self.root.parent / f"{self.root.name}.out").read_text(errors="replace")
+
+
+def write_container(directory: Path, brokers: Mapping[str, str], **settings: str) -> Path:
+    """A container config in `directory` naming one broker config per entry of `brokers` (file name -> its text)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in brokers.items():
+        (directory / name).write_text(text)
+    lines = {"listenPort": str(free_port()), "brokerConfigPaths": ":".join(brokers), **settings}
+    conf = directory / "broker-container.conf"
+    conf.write_text("".join(f"{key}={value}\n" for key, value in lines.items()))
+    return conf
+
+
+def start_container(root: Path, conf: Path) -> RunningContainer:
+    """Start a container keeping its files in `root` (its stdout and stderr in `<root>.out`); wait for /health."""
+    port = next(line.split("=", 1)[1] for line in conf.read_text().splitlines() if line.startswith("listenPort="))
+    env = {**os.environ, "TIDEMQ_HOME": str(root)}
+    with open(root.parent / f"{root.name}.out", "ab") as output:
+        command = [sys.executable, "-m", "functions.container", "-c", str(conf)]
+        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+    running = RunningContainer(f"http://127.0.0.1:{port}", root, conf, process)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{running.url}/health", timeout=1).close()
+            return running
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"the container did not start: {running.log()}") from None
+            time.sleep(0.1)
+
+
+def stop_container(running: RunningContainer) -> None:
+    if running.process.poll() is None:
+        running.process.terminate()
+        try:
+            running.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            running.process.kill()
+            running.process.wait()
+
+
+@contextlib.contextmanager
+def container_running(root: Path, brokers: Mapping[str, str], **settings: str) -> Iterator[RunningContainer]:
+    conf = write_container(root.parent / f"{root.name}-conf", brokers, **settings)
+    running = start_container(root, conf)
+    try:
+        yield running
+    finally:
+        stop_container(running)

@@ -774,7 +774,7 @@ class BrokerQuota(ApiModel):
     usage_bytes: int = Field(description="Its commit log and ConsumeQueue on disk.")
     quota_bytes: int | None = Field(description="quotaPercentForDiskPartition of the partition (null: no quota).")
     threshold_bytes: int | None = Field(description="Past this, it frees space or refuses writes.")
-    state: Literal["ok", "freed", "refusing_writes"]
+    state: Literal["ok", "freed", "waiting_for_tier", "refusing_writes"]
     segments_released: int = Field(description="Segments the last check removed (safe in the cold tier).")
     warning: str | None
 
@@ -795,3 +795,8 @@ class BrokerView(ApiModel):
 
 class BrokerList(ApiModel):
     brokers: list[BrokerView]
+
+
+SEND_STATUS_HEADER = "x-tidemq-send-status"
+"""The header of a produce answered by a BrokerContainer's master: RocketMQ's sendStatus (SEND_OK,
+FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE; functions/container/replication.py says when each)."""

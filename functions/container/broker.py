@@ -84,9 +84,10 @@ class Broker:
                 self._in_flight -= 1
                 self._drained.notify_all()
 
-    def check_quota(self, now: float) -> None:
-        """Check the disk quota if it is due (every `cleanResourceInterval`), logging a change of state."""
-        if now < self._next_quota_check:
+    def check_quota(self, now: float, due: bool = False) -> None:
+        """Check the disk quota if it is `due` or its time has come (every `cleanResourceInterval`), logging a change
+        of state."""
+        if now < self._next_quota_check and not due:
             return
         self._next_quota_check = now + self.config.clean_resource_interval / 1000
         with as_broker(self.identity):

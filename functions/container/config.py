@@ -209,6 +209,8 @@ class BrokerConfig(FileSettings, StoreConfig):
         if confined and not home.is_relative_to(root.resolve()):
             raise InvalidArgument(f"{source}: storePathRootDir {home} is outside the container's directory {root}")
         fields["home"] = str(home)
+        if "flush_disk_type" in fields:  # RocketMQ's values: SYNC_FLUSH, ASYNC_FLUSH
+            fields["flush_disk_type"] = fields["flush_disk_type"].removesuffix("_FLUSH")
         return _validated(cls, fields, source), values
 
     @classmethod

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from tidemq_store.errors import BrokerExists, BrokerNotFound, InvalidArgument, StoreLocked
+from tidemq_store.errors import BrokerExists, BrokerNotFound, InvalidArgument, StoreClosed, StoreLocked
 
 from .broker import Broker
 from .config import BrokerConfig, to_properties
@@ -28,7 +28,12 @@ from .logs import LogRouter
 
 log = logging.getLogger("tidemq.container")
 LIVE_KEYS = frozenset(
-    {"quotaPercentForDiskPartition", "logicalDiskSpaceCleanForciblyThreshold", "cleanResourceInterval"}
+    {
+        "quotaPercentForDiskPartition",
+        "logicalDiskSpaceCleanForciblyThreshold",
+        "cleanResourceInterval",
+        "isolateLogEnable",
+    }
 )
 TICK_S = 0.05
 
@@ -81,6 +86,7 @@ class BrokerContainer:
                 self.logs.forget(config.identity)
                 raise
             self._brokers[config.broker_name] = broker
+            self._check_quota(broker, due=True)
         log.info("added broker %s (%s)", config.broker_name, config.broker_role.value)
         return broker
 
@@ -109,7 +115,12 @@ class BrokerContainer:
             if config.home != broker.config.home:
                 raise InvalidArgument("storePathRootDir cannot change while the broker holds its store")
             if set(changes) <= LIVE_KEYS:
+                if config.isolate_log_enable:
+                    self.logs.isolate(config.identity)
+                else:
+                    self.logs.forget(config.identity)
                 broker.config, broker.values = config, values
+                self._check_quota(broker, due=True)
                 log.info("broker %s: %s changed", name, ", ".join(sorted(changes)))
                 return broker
             self.remove(name)
@@ -129,10 +140,16 @@ class BrokerContainer:
         """The container's one scheduler thread: each broker's disk quota, every `cleanResourceInterval`."""
         while not self._stop.wait(TICK_S):
             for broker in list(self._brokers.values()):
-                try:
-                    broker.check_quota(time.monotonic())
-                except Exception:
-                    log.exception("the disk quota check of broker %s failed; it runs again", broker.name)
+                self._check_quota(broker)
+
+    @staticmethod
+    def _check_quota(broker: Broker, due: bool = False) -> None:
+        try:
+            broker.check_quota(time.monotonic(), due)
+        except StoreClosed:
+            pass  # removed meanwhile
+        except Exception:
+            log.exception("the disk quota check of broker %s failed; it runs again", broker.name)
 
     def close(self) -> None:
         self._stop.set()

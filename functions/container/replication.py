@@ -36,7 +36,6 @@ from tidemq_store.hot import StoredBatch
 from tidemq_store.threads import background_thread
 
 log = logging.getLogger("tidemq.replication")
-SEND_STATUS_HEADER = "x-tidemq-send-status"
 CHUNK_BYTES = 4 * 1024 * 1024
 POLL_WAIT_MS = 1000
 

@@ -44,7 +44,7 @@ from functions.local_gateway import (
 )
 from functions.routes import Route
 from functions.store import close_store, install_store, process_store
-from shared.models import ErrorBody
+from shared.models import SEND_STATUS_HEADER, ErrorBody
 from shared.settings import get_settings
 from tidemq_store import open_store
 from tidemq_store.config import Backend, StoreConfig, TierMedium
@@ -64,7 +64,7 @@ from .config import ContainerConfig
 from .container import BrokerContainer
 from .logs import LogRouter, as_broker
 from .logs import install as install_logs
-from .replication import SEND_STATUS_HEADER, noting_outcome
+from .replication import noting_outcome
 from .state import container, set_container
 
 log = logging.getLogger("tidemq.access")
@@ -98,8 +98,8 @@ def _not_here(path: str, why: str):
 def refusal(broker: Broker, route: Route) -> ClientError | None:
     """Why a broker does not serve a route now: a slave takes no writes; a broker past its disk quota takes no
     messages."""
-    reads = route.method == "GET" and route.function != "kv"
-    if broker.config.is_slave and not reads:
+    reads = route.method == "GET" or route.path.endswith("/batch-get")
+    if broker.config.is_slave and (not reads or route.function == "kv"):  # a slave's KV state is not replicated
         return BrokerReadOnly(broker.name)
     if broker.quota.refusing_writes and (route.function == "produce" or (route.function == "kv" and not reads)):
         return DiskQuotaExceeded(f"broker {broker.name!r} takes no new messages now: {broker.quota.warning}")

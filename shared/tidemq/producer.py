@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from shared import codec
+from shared.models import SEND_STATUS_HEADER
 from tidemq_store.model import Message
 
 from .client import HttpClient, segment
@@ -42,11 +43,14 @@ class OutgoingMessage:
 
 @dataclass(slots=True, frozen=True)
 class SendResult:
-    """Where a message was stored."""
+    """Where a message was stored, and how far its put got (RocketMQ's sendStatus): `SEND_OK`, or, from a
+    BrokerContainer's SYNC_MASTER whose slave did not confirm it, `FLUSH_SLAVE_TIMEOUT` or `SLAVE_NOT_AVAILABLE`
+    (stored on the master only)."""
 
     msg_id: str
     queue: int
     offset: int
+    send_status: str = "SEND_OK"
 
 
 def _as_bytes(body: bytes | str) -> bytes:
@@ -188,9 +192,10 @@ class Producer:
             "POST", f"/v1/topics/{segment(self.topic)}/batch", content=batch, headers={"content-type": content_type}
         )
         results = []
+        status = response.headers.get(SEND_STATUS_HEADER, "SEND_OK")
         for line in response.text.splitlines():  # "msg_id queue offset" per message, in order
             msg_id, queue, offset = line.split()
-            results.append(SendResult(msg_id, int(queue), int(offset)))
+            results.append(SendResult(msg_id, int(queue), int(offset), status))
         return results
 
     def close(self) -> None:

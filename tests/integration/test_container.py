@@ -99,6 +99,7 @@ def test_removing_a_broker_finishes_its_requests_in_flight(container):
 
 def test_bad_configs_and_duplicates_are_refused_saying_why(container):
     admin = container.client()
+    before = container.brokers()
     with pytest.raises(InvalidArgument, match="unknown setting 'brokerNam'"):
         container.add("brokerNam=x\n")
     with pytest.raises(InvalidArgument, match="brokerId is 0 for a master"):
@@ -109,7 +110,7 @@ def test_bad_configs_and_duplicates_are_refused_saying_why(container):
         container.add("brokerName=a\n")
     with pytest.raises(BrokerExists, match="in use"):
         container.add("brokerName=x\nstorePathRootDir=brokers/a\n")
-    assert sorted(container.brokers()) == ["a", "b", "c"]
+    assert container.brokers().keys() == before.keys()  # nothing was added
     with pytest.raises(BrokerNotFound):
         admin.request("DELETE", "/container/v1/brokers/nope")
     with pytest.raises(InvalidArgument, match="brokerName cannot change"):

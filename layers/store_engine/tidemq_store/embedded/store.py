@@ -692,7 +692,7 @@ class EmbeddedMessageStore(HotStore):
         """Bytes this store's messages take: its commit log and ConsumeQueue (with the key index), what RIP-31
         counts against a broker's disk quota (metadata and checkpoints are left out, as RocketMQ leaves them)."""
         log_bytes = sum(segment.end - segment.start for segment in self.commitlog.segments())
-        return log_bytes + _directory_bytes(self.config.home / "consumequeue")
+        return log_bytes + _table_bytes(self.config.home / "consumequeue")
 
     def _clean_expired(self, now: int, floor: int = 0) -> CleanReport:
         longest = self.meta.longest_retention_ms()
@@ -807,13 +807,14 @@ class EmbeddedMessageStore(HotStore):
         os.close(self._lock_fd)
 
 
-def _directory_bytes(directory: os.PathLike) -> int:
-    """The size of the files in a directory tree (a RocksDB's: SSTs, logs, manifests)."""
+def _table_bytes(directory: os.PathLike) -> int:
+    """The size of a RocksDB's table files (its data; not its info log, manifest or options files)."""
     total = 0
-    for root, _, files in os.walk(directory):
-        for name in files:
-            with contextlib.suppress(FileNotFoundError):  # compaction removed it meanwhile
-                total += os.stat(os.path.join(root, name)).st_size
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.endswith(".sst"):
+                with contextlib.suppress(FileNotFoundError):  # compaction removed it meanwhile
+                    total += entry.stat().st_size
     return total
 
 

@@ -62,6 +62,7 @@ class MemoryHotStore(HotStore):
         self.min_offsets: dict[tuple[str, int], int] = {}
         self.listeners: list[PutListener] = []
         self.release_policy: ReleasePolicy | None = None
+        self.released: list[tuple[int, int]] = []  # what release_segments was asked
 
     # ---- topics and groups ----
 
@@ -295,3 +296,11 @@ class MemoryHotStore(HotStore):
 
     def set_release_policy(self, policy: ReleasePolicy) -> None:
         self.release_policy = policy
+
+    def release_segments(self, wanted_bytes: int, safe_before: int) -> CleanReport:
+        """A store in memory has no segment files to remove: it notes what it was asked (`released`)."""
+        self.released.append((wanted_bytes, safe_before))
+        return CleanReport(0, 0)
+
+    def disk_usage(self) -> int:
+        return 0  # nothing on disk

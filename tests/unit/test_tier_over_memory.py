@@ -136,6 +136,21 @@ def test_hot_release_is_offered_only_what_the_tier_holds(tiered):
     assert policy.uploaded_before() == first_waiting.position
 
 
+def test_a_forcible_release_is_offered_only_what_the_tier_holds_and_never_under_disable(tiered):
+    store = tiered()
+    store.create_topic(TopicConfig(name="t", queues=1))
+    produce(store, queues=1, batches=2)
+    wait_uploaded(store, "t")
+    store.dispatcher.close()  # no more uploads
+    produce(store, queues=1, batches=1)
+    store.release_to_tier(1000)
+    assert store.hot.released == [(1000, store.hot.entries("t", 0, 40, 41)[0].position)]
+    store.hot.released.clear()
+    store.close()
+    assert tiered(tier_level=TieredStorageLevel.DISABLE).release_to_tier(1000).segments_deleted == 0
+    assert store.hot.released == []  # DISABLE never reads them back: none is offered
+
+
 def test_deleting_a_topic_forgets_its_tier_files_and_progress(tiered, config):
     store = tiered()
     store.create_topic(TopicConfig(name="t", queues=1))

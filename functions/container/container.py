@@ -48,9 +48,14 @@ class BrokerContainer:
         self._scheduler = threading.Thread(target=self._schedule, name="container-scheduler", daemon=True)
 
     def start(self, broker_files: list[Path]) -> BrokerContainer:
-        for path in broker_files:
-            config, values = BrokerConfig.read(path, self.root)
-            self._open(config, values)
+        """Open the brokers its config file names (all or none: a broker that cannot open closes those opened)."""
+        try:
+            for path in broker_files:
+                config, values = BrokerConfig.read(path, self.root)
+                self._open(config, values)
+        except BaseException:
+            self.close()
+            raise
         self._scheduler.start()
         return self
 

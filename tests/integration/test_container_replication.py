@@ -103,7 +103,9 @@ def test_a_killed_container_loses_no_acknowledged_message_and_sends_go_on(tmp_pa
         slave_b = node_a.client("/brokers/b")
         answered_b = [answer for sender in to_b for answer in sender.answered]
         acknowledged = [(put, body) for status, put, body in answered_b if status == "SEND_OK"]
-        assert len(acknowledged) == len(answered_b) >= 300  # a live slave: every answer was SEND_OK
+        assert len(acknowledged) >= 300
+        # a live slave: SEND_OK (or, on a machine slow enough to keep a put waiting 2 s, FLUSH_SLAVE_TIMEOUT)
+        assert {status for status, _, _ in answered_b} <= {"SEND_OK", "FLUSH_SLAVE_TIMEOUT"}
         for queue in (0, 1):
             mine = sorted((put["offset"], put["msg_id"], body) for put, body in acknowledged if put["queue"] == queue)
             page = slave_b.request(

@@ -29,6 +29,12 @@ def command(url: str, *args: str | Path) -> list[str]:
     return [str(TIDEMQ), "--url", url, *map(str, args)]
 
 
+def interruptible() -> None:
+    """In the child, before it runs: Ctrl-C as a terminal sends it. A test run started in the background
+    (`make test &`) ignores SIGINT, and a child inherits that: it would never see the Ctrl-C the test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def environment() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name != "TIDEMQ_URL"}
 
@@ -148,12 +154,16 @@ def test_watch_prints_each_change_as_a_json_line_until_interrupted(tidemq, kv, g
     kv.create_namespace("cli-watch")
     before = kv.put("cli-watch", "config/a", b"old")
     watcher = subprocess.Popen(
-        command(gateway.url, "kv", "watch", "cli-watch"), stdout=subprocess.PIPE, env=environment()
+        command(gateway.url, "kv", "watch", "cli-watch"),
+        stdout=subprocess.PIPE,
+        env=environment(),
+        preexec_fn=interruptible,
     )
     history = subprocess.Popen(
         command(gateway.url, "kv", "watch", "cli-watch", "--from-revision", "1", "--key", "config/a"),
         stdout=subprocess.PIPE,
         env=environment(),
+        preexec_fn=interruptible,
     )
     try:
         lines, past = Lines(watcher), Lines(history)

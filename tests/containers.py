@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +50,8 @@ class RunningContainer:
 
 
 def write_container(directory: Path, brokers: Mapping[str, str], **settings: str) -> Path:
-    """A container config in `directory` naming one broker config per entry of `brokers` (file name -> its text)."""
+    """A container config, `broker-container.conf` in `directory`, naming one broker config per entry of `brokers`
+    (file name -> its text)."""
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in brokers.items():
         (directory / name).write_text(text)
@@ -60,12 +61,13 @@ def write_container(directory: Path, brokers: Mapping[str, str], **settings: str
     return conf
 
 
-def start_container(root: Path, conf: Path) -> RunningContainer:
-    """Start a container keeping its files in `root` (its stdout and stderr in `<root>.out`); wait for /health."""
+def start_container(root: Path, conf: Path, command: Sequence[str] | None = None) -> RunningContainer:
+    """Start a container keeping its files in `root` (its stdout and stderr in `<root>.out`), by `command` (else
+    `python -m functions.container -c <conf>`); wait for /health."""
     port = next(line.split("=", 1)[1] for line in conf.read_text().splitlines() if line.startswith("listenPort="))
     env = {**os.environ, "TIDEMQ_HOME": str(root)}
     with open(root.parent / f"{root.name}.out", "ab") as output:
-        command = [sys.executable, "-m", "functions.container", "-c", str(conf)]
+        command = command or [sys.executable, "-m", "functions.container", "-c", str(conf)]
         process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
     running = RunningContainer(f"http://127.0.0.1:{port}", root, conf, process)
     deadline = time.monotonic() + 120
@@ -90,10 +92,18 @@ def stop_container(running: RunningContainer) -> None:
             running.process.wait()
 
 
+def conf_directory(root: Path) -> Path:
+    """Where `container_running` writes the config files of a container keeping its files in `root`."""
+    return root.parent / f"{root.name}-conf"
+
+
 @contextlib.contextmanager
-def container_running(root: Path, brokers: Mapping[str, str], **settings: str) -> Iterator[RunningContainer]:
-    conf = write_container(root.parent / f"{root.name}-conf", brokers, **settings)
-    running = start_container(root, conf)
+def container_running(
+    root: Path, brokers: Mapping[str, str], command: Sequence[str] | None = None, **settings: str
+) -> Iterator[RunningContainer]:
+    """A container started (`start_container`) with the broker configs `brokers`, stopped with SIGTERM after."""
+    conf = write_container(conf_directory(root), brokers, **settings)
+    running = start_container(root, conf, command)
     try:
         yield running
     finally:

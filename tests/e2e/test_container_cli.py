@@ -8,18 +8,14 @@ import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import NamedTuple
 
 import click
 import pytest
 
-from shared.credentials import Credentials, read_profile
-from shared.local_aws import free_port
+from shared.credentials import Credentials
+from tests.containers import RunningContainer, conf_directory, container_running
 from tests.gateways import signing_with
 from tidemq import Admin, Consumer, Container, HttpClient, Producer
 from tidemq.cli import cli
@@ -29,64 +25,11 @@ from tidemq_store.errors import AccessDenied, BrokerNotFound, BrokerReadOnly, In
 TIDEMQ = Path(sys.executable).parent / "tidemq"
 
 
-class Running(NamedTuple):
-    url: str
-    root: Path
-    credentials: Credentials  # its first super user's
-    log: Path
-
-
-@contextmanager
-def running_container(directory: Path, *brokers: str, command: list[str] | None = None) -> Iterator[Running]:
-    """A container with its files under `directory`, started with one broker file per `brokers` text (by `command`,
-    else `python -m functions.container -c <conf>`); stopped with SIGTERM."""
-    directory.mkdir(parents=True, exist_ok=True)
-    port, root = free_port(), directory / "root"
-    files = []
-    for number, text in enumerate(brokers):
-        files.append(f"broker-{number}.conf")
-        (directory / files[-1]).write_text(text)
-    conf = directory / "broker-container.conf"
-    conf.write_text(f"listenPort={port}\nstorePathRootDir={root}\nbrokerConfigPaths={':'.join(files)}\n")
-    log = directory / "container.log"  # a file, not a pipe: a full pipe would stall the server
-    with log.open("ab") as output:
-        process = subprocess.Popen(
-            command or [sys.executable, "-m", "functions.container", "-c", str(conf)],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env=os.environ,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=1) as answer:
-                    if answer.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the container did not start: {log.read_text(errors='replace')}")
-            time.sleep(0.1)
-        credentials = read_profile(root / "credentials")
-        assert credentials is not None
-        yield Running(url, root, credentials, log)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 @pytest.fixture(scope="module")
-def container(tmp_path_factory) -> Iterator[Running]:
+def container(tmp_path_factory) -> Iterator[RunningContainer]:
     """One container, broker `a` from its config file; this process (and the CLI it runs) signs as its super user."""
-    with ExitStack() as stack:
-        running = stack.enter_context(running_container(tmp_path_factory.mktemp("container"), "brokerName=a\n"))
-        stack.enter_context(signing_with(running.root / "credentials"))
+    root = tmp_path_factory.mktemp("container") / "root"
+    with container_running(root, {"broker-0.conf": "brokerName=a\n"}) as running, signing_with(root / "credentials"):
         yield running
 
 
@@ -246,8 +189,9 @@ def test_tidemq_container_c_starts_a_container_whose_slave_is_promoted_here(tide
     """A second container, started as `tidemq container -c`, holds master `r`; this module's container gets r's
     slave, which copies what r stores, refuses writes, and is promoted (`tidemq container promote`) once r's
     container stops, keeping r's messages and taking new ones."""
-    started = [str(TIDEMQ), "container", "-c", str(tmp_path / "second" / "broker-container.conf")]
-    with running_container(tmp_path / "second", "brokerName=r\nbrokerRole=SYNC_MASTER\n", command=started) as second:
+    root = tmp_path / "second"
+    started = [str(TIDEMQ), "container", "-c", str(conf_directory(root) / "broker-container.conf")]
+    with container_running(root, {"r.conf": "brokerName=r\nbrokerRole=SYNC_MASTER\n"}, started) as second:
         master_key = second.credentials
         with Container(client=HttpClient(second.url, credentials=master_key)) as other:
             assert [(view.name, view.role) for view in other.list_brokers()] == [("r", "SYNC_MASTER")]

@@ -99,12 +99,13 @@ def replica(
     master = container().get(broker)
     if master.master is None:
         raise ReplicaDiverged(f"broker {broker!r} is a slave: its slaves pull from its master")
-    if position > master.hot.written_position:  # never taken as an acknowledgement of what the master lacks
-        master.hot.read_replica(position, max_bytes)  # ReplicaDiverged, saying where each log ends
-    master.master.slave_asked(position)
-    if wait_ms:
-        master.master.wait_for_data(position, wait_ms / 1000)
-    chunk = master.hot.read_replica(position, max_bytes)
+    with master.serving():  # counted in flight: removing the broker waits for it
+        if position > master.hot.written_position:  # never taken as an acknowledgement of what the master lacks
+            master.hot.read_replica(position, max_bytes)  # ReplicaDiverged, saying where each log ends
+        master.master.slave_asked(position)
+        if wait_ms:
+            master.master.wait_for_data(position, wait_ms / 1000)
+        chunk = master.hot.read_replica(position, max_bytes)
     return binary_response(chunk.encode(), CONTENT_TYPE, app.current_event)
 
 

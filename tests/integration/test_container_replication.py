@@ -11,6 +11,7 @@ import threading
 import time
 
 from tests.containers import container_running
+from tidemq import Producer
 from tidemq.client import HttpClient
 from tidemq_store.errors import TideMQError
 
@@ -73,6 +74,8 @@ def test_a_killed_container_loses_no_acknowledged_message_and_sends_go_on(tmp_pa
             wait_until(lambda node=node, name=name: node.brokers()[name]["replication"]["slave_alive"], what="slaves")
 
         to_a = Sender(node_a.client("/brokers/a"), "orders", "a")
+        sent = Producer("orders", client=node_b.client("/brokers/b")).send(b"from the SDK", queue=1)
+        assert sent.send_status == "SEND_OK"  # the slave has it
         to_b = [Sender(node_b.client("/brokers/b"), "orders", f"b{k}", padding=8000) for k in range(4)]  # racing
         for sender in (to_a, *to_b):
             sender.start()
@@ -89,6 +92,8 @@ def test_a_killed_container_loses_no_acknowledged_message_and_sends_go_on(tmp_pa
             assert sender.error is not None  # its container is gone
         before = len(to_a.answered)
         wait_until(lambda: to_a.count("SLAVE_NOT_AVAILABLE") >= 60, what="sends to a after the kill")
+        sdk = Producer("orders", client=node_a.client("/brokers/a"))
+        assert sdk.send(b"from the SDK", queue=0).send_status == "SLAVE_NOT_AVAILABLE"  # stored on a only
         to_a.stopped.set()
         to_a.join(timeout=60)
         assert to_a.error is None, to_a.error

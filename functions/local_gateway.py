@@ -312,7 +312,7 @@ async def call_function(route: Route, event: dict[str, Any], context: LocalConte
     handler = handler_for(route.function)
     long_polls = _long_polls if _long_polls is not None and _long_polls.wants(route, event["rawQueryString"]) else None
     if long_polls is not None and (refusal := long_polls.refusal()) is not None:
-        return _as_result(bounds.refused(refusal), {"retry-after": "1"})
+        return as_result(bounds.refused(refusal), **{"retry-after": "1"})
     try:
         if long_polls is not None:
             return await long_polls.run(handler, event, context)
@@ -327,13 +327,9 @@ async def call_function(route: Route, event: dict[str, Any], context: LocalConte
 INTERNAL_ERROR = '{"message":"Internal Server Error"}'
 
 
-def _as_result(response, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    """A Powertools `Response` as a function's result."""
-    return {
-        "statusCode": response.status_code,
-        "headers": {"content-type": response.content_type, **(headers or {})},
-        "body": response.body,
-    }
+def as_result(response, **headers: str) -> dict[str, Any]:
+    """A Powertools `Response` (with more `headers`) as a function's result."""
+    return {"statusCode": response.status_code, "headers": {**response.headers, **headers}, "body": response.body}
 
 
 async def send_result(send, result: dict[str, Any]) -> None:

@@ -25,13 +25,13 @@ import time
 import uuid
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import uvicorn
 
 from functions.api.errors import client_error_response, error_response
 from functions.local_gateway import (
     LocalContext,
+    as_result,
     call_function,
     check_exposure,
     first_super_user,
@@ -126,7 +126,7 @@ async def app(scope, receive, send) -> None:
         matched = match_route(method, path)
     if matched is None:
         why = "a broker's API is under /brokers/<brokerName>, the container's under /container/v1"
-        await send_result(send, _result(_not_here(path, why)))
+        await send_result(send, as_result(_not_here(path, why)))
         return
     route, parameters = matched
     request_id = str(uuid.uuid4())
@@ -141,21 +141,21 @@ async def _serve_broker(scope, send, body: bytes) -> None:
     try:
         broker = container().get(name)
     except ClientError as error:
-        await send_result(send, _result(client_error_response(error)))
+        await send_result(send, as_result(client_error_response(error)))
         return
     matched = match_route(scope["method"], rest)
     if matched is None:
-        await send_result(send, _result(_not_here(scope["path"], f"the broker's routes are {BROKERS}{name}/v1/...")))
+        await send_result(send, as_result(_not_here(scope["path"], f"the broker's routes are {BROKERS}{name}/v1/...")))
         return
     route, parameters = matched
     if rest.startswith("/v1/users"):
-        await send_result(send, _result(_not_here(scope["path"], "users are the container's: /v1/users")))
+        await send_result(send, as_result(_not_here(scope["path"], "users are the container's: /v1/users")))
         return
     if rest.endswith("/push") and route.method != "GET":
-        await send_result(send, _result(_not_here(scope["path"], "push delivery is not run in a BrokerContainer")))
+        await send_result(send, as_result(_not_here(scope["path"], "push delivery is not run in a BrokerContainer")))
         return
     if (refused := refusal(broker, route)) is not None:
-        await send_result(send, _result(client_error_response(refused)))
+        await send_result(send, as_result(client_error_response(refused)))
         return
     request_id = str(uuid.uuid4())
     event = to_event(scope, body, route, parameters, request_id, path=rest)
@@ -163,8 +163,8 @@ async def _serve_broker(scope, send, body: bytes) -> None:
         with broker.serving(), noting_outcome() as outcome:
             result = await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id))
     except StoreUnavailable as error:  # the broker is closing
-        body = ErrorBody(error=type(error).__name__, message=str(error))
-        await send_result(send, _result(error_response(503, body)) | {"headers": {"retry-after": "1"}})
+        closing = error_response(503, ErrorBody(error=type(error).__name__, message=str(error)))
+        await send_result(send, as_result(closing, **{"retry-after": "1"}))
         return
     if outcome.status is not None:
         result.setdefault("headers", {})[SEND_STATUS_HEADER] = outcome.status.value
@@ -173,10 +173,6 @@ async def _serve_broker(scope, send, body: bytes) -> None:
             "%s %s %s %.1f ms", scope["method"], rest, result.get("statusCode"), (time.perf_counter() - started) * 1000
         )
     await send_result(send, result)
-
-
-def _result(response) -> dict[str, Any]:
-    return {"statusCode": response.status_code, "headers": dict(response.headers), "body": response.body}
 
 
 async def _lifespan(receive, send) -> None:

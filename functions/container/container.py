@@ -116,7 +116,8 @@ class BrokerContainer:
             values = {**broker.values, **changes}
             if values.get("brokerName", name) != name:
                 raise InvalidArgument("brokerName cannot change: remove the broker and add one")
-            config, values = BrokerConfig.parse(to_properties(values), "the broker config", self.root, confined=True)
+            # not confined: the store stays where it is, which may be where the container's own file put it
+            config, values = BrokerConfig.parse(to_properties(values), "the broker config", self.root, confined=False)
             if config.home != broker.config.home:
                 raise InvalidArgument("storePathRootDir cannot change while the broker holds its store")
             if set(changes) <= LIVE_KEYS:

@@ -115,6 +115,8 @@ def test_bad_configs_and_duplicates_are_refused_saying_why(container):
         admin.request("DELETE", "/container/v1/brokers/nope")
     with pytest.raises(InvalidArgument, match="brokerName cannot change"):
         admin.request("PATCH", "/container/v1/brokers/a/config", json={"settings": {"brokerName": "z"}})
+    with pytest.raises(InvalidArgument, match="storePathRootDir cannot change"):
+        admin.request("PATCH", "/container/v1/brokers/a/config", json={"settings": {"storePathRootDir": "/tmp/x"}})
 
 
 def test_a_slave_takes_no_writes(container):

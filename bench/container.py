@@ -40,12 +40,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from functions.local_gateway import start_server, stop_server, wait_healthy
 from shared.credentials import Credentials, read_profile
 from shared.local_aws import free_port
 from tidemq import Admin, Consumer, HttpClient, OutgoingMessage, Producer
@@ -77,35 +76,12 @@ def environment(args, **more: str) -> dict[str, str]:
     }
 
 
-def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    with log.open("ab") as output:  # a file, not a pipe: a full pipe would stall the server
-        return subprocess.Popen([sys.executable, *command], env=env, stdout=output, stderr=subprocess.STDOUT)
-
-
-def wait_healthy(process: subprocess.Popen, base: str, log: Path, deadline_s: float = 120) -> None:
-    deadline = time.monotonic() + deadline_s
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/health", timeout=1).close()
-            return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            if process.poll() is not None or time.monotonic() > deadline:
-                output = log.read_text(errors="replace")
-                raise SystemExit(f"{base} did not start (exit {process.poll()}): {output}") from None
-            time.sleep(0.1)
-
-
 def stop(processes: list[subprocess.Popen]) -> None:
-    for process in processes:
+    for process in processes:  # SIGTERM to all first: they shut down side by side
         if process.poll() is None:
             process.terminate()
     for process in processes:
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            progress(f"pid {process.pid} did not stop within 60 s of SIGTERM: killed")
-            process.kill()
-            process.wait()
+        stop_server(process, timeout_s=60)
 
 
 def credentials_in(home: Path) -> Credentials:
@@ -127,7 +103,7 @@ def separate(args, work: Path) -> Iterator[Layout]:
             port = free_port()
             env = environment(args, TIDEMQ_HOME=str(home), TIDEMQ_PORT=str(port))
             log = work / f"gateway-{i}.log"
-            processes.append(start(["-m", "functions.local_gateway"], env, log))
+            processes.append(start_server(["-m", "functions.local_gateway"], env, log))
             started.append((processes[-1], f"http://127.0.0.1:{port}", home, log))
         brokers = []
         for process, base, home, log in started:
@@ -153,7 +129,7 @@ def container(args, work: Path) -> Iterator[Layout]:
     paths = ":".join(f"{name}.conf" for name in names)
     conf.write_text(f"listenPort={port}\nstorePathRootDir={root}\nbrokerConfigPaths={paths}\n")
     log = work / "container.log"
-    processes = [start(["-m", "functions.container", "-c", str(conf)], environment(args), log)]
+    processes = [start_server(["-m", "functions.container", "-c", str(conf)], environment(args), log)]
     try:
         base = f"http://127.0.0.1:{port}"
         wait_healthy(processes[0], base, log)

@@ -84,10 +84,10 @@ class LocalContext:
         return max(0, self.deadline_ms - now_ms())
 
 
-def match_route(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
-    """The route serving `method` at `path` and its path parameters; None if there is none (`no_route` says
-    whether that is a 404 or a 405)."""
-    for route in routes():
+def match_route(method: str, path: str, table: Sequence[Route] | None = None) -> tuple[Route, dict[str, str]] | None:
+    """The route of `table` (default: the HTTP API's) serving `method` at `path` and its path parameters; None if
+    there is none (`no_route` says whether that is a 404 or a 405)."""
+    for route in routes() if table is None else table:
         if route.method == method:
             found = route.pattern.match(path)
             if found:
@@ -399,29 +399,49 @@ def running_gateway(
     environment = {**os.environ, "TIDEMQ_PORT": str(port), "TIDEMQ_HOME": str(home), **env}
     home = Path(home)
     home.mkdir(parents=True, exist_ok=True)
-    log = home / "gateway.log"  # a file, not a pipe: a full pipe would stall the server
-    with log.open("ab") as output:
-        server = subprocess.Popen([sys.executable, *command], env=environment, stdout=output, stderr=subprocess.STDOUT)
+    server = start_server(command, environment, home / "gateway.log")
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180  # a gateway that starts LocalStack takes 10-20 s, more on busy cores
     try:
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/health", timeout=1).close()
-                break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):  # not up yet, or slow to answer
-                if server.poll() is not None or time.monotonic() > deadline:
-                    server.kill()
-                    raise RuntimeError(f"gateway did not start: {log.read_text(errors='replace')}") from None
-                time.sleep(0.1)
+        wait_healthy(server, base, home / "gateway.log")
         yield base
     finally:
-        server.terminate()
+        stop_server(server)
+
+
+def start_server(command: Sequence[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start `python <command>` (a gateway, a container), its output appended to `log`: a file, not a pipe (a full
+    pipe would stall the server)."""
+    with log.open("ab") as output:
+        return subprocess.Popen([sys.executable, *command], env=env, stdout=output, stderr=subprocess.STDOUT)
+
+
+def wait_healthy(server: subprocess.Popen, base: str, log: Path, timeout_s: float = 180) -> None:
+    """Return once `base`/health answers; RuntimeError with the server's output (and the server killed) if it
+    stops first or does not answer within `timeout_s` (a gateway that starts LocalStack takes 10-20 s, more on
+    busy cores)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
         try:
-            server.wait(timeout=90)  # its own shutdown: a LocalStack it started takes up to ~25 s to stop
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+            urllib.request.urlopen(f"{base}/health", timeout=1).close()
+            return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):  # not up yet, or slow to answer
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                raise RuntimeError(f"{base} did not start: {log.read_text(errors='replace')}") from None
+            time.sleep(0.1)
+
+
+def stop_server(server: subprocess.Popen, timeout_s: float = 90) -> None:
+    """Stop a server with SIGTERM, and SIGKILL if it takes longer than `timeout_s` (its own shutdown: a LocalStack
+    it started takes up to ~25 s to stop)."""
+    if server.poll() is not None:
+        return
+    server.terminate()
+    try:
+        server.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 if __name__ == "__main__":

@@ -47,11 +47,18 @@ def resolvers() -> dict[str, Any]:
 def routes() -> tuple[Route, ...]:
     table = [Route(*extra) for extra in EXTRA_ROUTES]
     for function, app in resolvers().items():
-        for path, item in app.get_openapi_schema().paths.items():
-            for method in ("get", "put", "post", "delete", "patch"):
-                if getattr(item, method, None) is not None:
-                    table.append(Route(method.upper(), path, function))
+        table += routes_of(function, app)
     return tuple(table)
+
+
+def routes_of(function: str, app: Any) -> list[Route]:
+    """The routes a function's resolver serves, from its OpenAPI document."""
+    table = []
+    for path, item in app.get_openapi_schema().paths.items():
+        for method in ("get", "put", "post", "delete", "patch"):
+            if getattr(item, method, None) is not None:
+                table.append(Route(method.upper(), path, function))
+    return table
 
 
 def allowed_methods(path: str) -> tuple[str, ...]:

@@ -6,14 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from functions.local_gateway import start_server, stop_server, wait_healthy
 from shared.credentials import Credentials, read_profile
 from shared.local_aws import free_port
 from tidemq import Admin
@@ -62,34 +59,18 @@ def write_container(directory: Path, brokers: Mapping[str, str], **settings: str
 
 
 def start_container(root: Path, conf: Path, command: Sequence[str] | None = None) -> RunningContainer:
-    """Start a container keeping its files in `root` (its stdout and stderr in `<root>.out`), by `command` (else
-    `python -m functions.container -c <conf>`); wait for /health."""
+    """Start a container keeping its files in `root` (its stdout and stderr in `<root>.out`), by `command`
+    (Python's arguments; else `-m functions.container -c <conf>`); wait for /health."""
     port = next(line.split("=", 1)[1] for line in conf.read_text().splitlines() if line.startswith("listenPort="))
-    env = {**os.environ, "TIDEMQ_HOME": str(root)}
-    with open(root.parent / f"{root.name}.out", "ab") as output:
-        command = command or [sys.executable, "-m", "functions.container", "-c", str(conf)]
-        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+    output = root.parent / f"{root.name}.out"
+    process = start_server(command or ["-m", "functions.container", "-c", str(conf)], environment(root), output)
     running = RunningContainer(f"http://127.0.0.1:{port}", root, conf, process)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{running.url}/health", timeout=1).close()
-            return running
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"the container did not start: {running.log()}") from None
-            time.sleep(0.1)
+    wait_healthy(process, running.url, output)
+    return running
 
 
-def stop_container(running: RunningContainer) -> None:
-    if running.process.poll() is None:
-        running.process.terminate()
-        try:
-            running.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            running.process.kill()
-            running.process.wait()
+def environment(root: Path) -> dict[str, str]:
+    return {**os.environ, "TIDEMQ_HOME": str(root)}
 
 
 def conf_directory(root: Path) -> Path:
@@ -107,4 +88,4 @@ def container_running(
     try:
         yield running
     finally:
-        stop_container(running)
+        stop_server(running.process)

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 
 import httpx
 
@@ -27,7 +28,7 @@ from tidemq_store.tiered import TieredMessageStore
 
 from .config import BrokerConfig, BrokerRole, shown
 from .logs import as_broker
-from .quota import QuotaState, QuotaStatus, check_quota, describe
+from .quota import QuotaState, QuotaStatus, check_quota
 from .replication import MasterReplication, SlaveReplicator
 
 log = logging.getLogger("tidemq.broker")
@@ -127,7 +128,7 @@ class Broker:
             "store": str(config.home),
             "tier": config.tier.value,
             "in_flight": self._in_flight,
-            "quota": describe(self.quota),
+            "quota": asdict(self.quota),
             "replication": self.master.describe() if self.master else self.slave.describe() if self.slave else None,
             "isolated_log": config.isolate_log_enable,
         }

@@ -88,7 +88,7 @@ def _fields(values: dict[str, str], model: type[BaseSettings], source: str) -> d
             log.info("%s: %s is the container's in container mode; ignored here", source, key)
             continue
         name = field_name(key, RENAMED if model is BrokerConfig else {})
-        if name not in model.model_fields or key != key.strip() or "_" in key:
+        if name not in model.model_fields or "_" in key:
             raise InvalidArgument(f"{source}: unknown setting {key!r}")
         fields[name] = value
     return fields

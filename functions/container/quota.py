@@ -96,14 +96,3 @@ def _metric(config: BrokerConfig, ratio: float) -> None:
         name="DiskQuotaUsedRatio", unit=MetricUnit.Percent, value=round(ratio * 100, 2), namespace=NAMESPACE
     ) as metric:
         metric.add_dimension(name="Broker", value=config.identity)
-
-
-def describe(status: QuotaStatus) -> dict:
-    return {
-        "usage_bytes": status.usage_bytes,
-        "quota_bytes": status.quota_bytes,
-        "threshold_bytes": status.threshold_bytes,
-        "state": status.state.value,
-        "segments_released": status.segments_released,
-        "warning": status.warning,
-    }

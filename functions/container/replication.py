@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 import httpx
@@ -136,8 +136,6 @@ class SlaveState:
     connected: bool = False
     master_written: int | None = None
     error: str | None = None
-    chunks: int = 0
-    since: float = field(default_factory=time.monotonic)
 
 
 class SlaveReplicator:
@@ -181,12 +179,12 @@ class SlaveReplicator:
         self.store.apply_replica(chunk)
         if not self.state.connected:
             log.info("replicating from %s at position %d", self.url, chunk.position)
-        self.state = SlaveState(True, chunk.master_written, None, self.state.chunks + 1, self.state.since)
+        self.state = SlaveState(True, chunk.master_written, None)
 
     def _failed(self, reason: str) -> None:
         if self.state.connected or self.state.error != reason:
             log.warning("replication from %s failed: %s; trying again", self.url, reason)
-        self.state = SlaveState(False, self.state.master_written, reason, self.state.chunks)
+        self.state = SlaveState(False, self.state.master_written, reason)
 
     def stop(self) -> None:
         self._stop.set()

@@ -42,7 +42,7 @@ from functions.local_gateway import (
     start_pools,
     to_event,
 )
-from functions.routes import Route
+from functions.routes import Route, routes_of
 from functions.store import close_store, install_store, process_store
 from shared.models import SEND_STATUS_HEADER, ErrorBody
 from shared.settings import get_settings
@@ -76,19 +76,7 @@ _logs: LogRouter | None = None
 
 @cache
 def container_routes() -> tuple[Route, ...]:
-    table = []
-    for path, item in handler.app.get_openapi_schema().paths.items():
-        for method in ("get", "put", "post", "delete", "patch"):
-            if getattr(item, method, None) is not None:
-                table.append(Route(method.upper(), path, "container"))
-    return tuple(table)
-
-
-def _match(table: tuple[Route, ...], method: str, path: str) -> tuple[Route, dict[str, str]] | None:
-    for route in table:
-        if route.method == method and (found := route.pattern.match(path)):
-            return route, found.groupdict()
-    return None
+    return tuple(routes_of("container", handler.app))
 
 
 def _not_here(path: str, why: str):
@@ -121,7 +109,7 @@ async def app(scope, receive, send) -> None:
         await _serve_broker(scope, send, body)
         return
     table = container_routes() if path.startswith("/container/") else None
-    matched = _match(table, method, path) if table else None
+    matched = match_route(method, path, table) if table else None
     if table is None and path.startswith(ROOT_PATHS):
         matched = match_route(method, path)
     if matched is None:

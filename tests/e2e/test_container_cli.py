@@ -190,7 +190,7 @@ def test_tidemq_container_c_starts_a_container_whose_slave_is_promoted_here(tide
     slave, which copies what r stores, refuses writes, and is promoted (`tidemq container promote`) once r's
     container stops, keeping r's messages and taking new ones."""
     root = tmp_path / "second"
-    started = [str(TIDEMQ), "container", "-c", str(conf_directory(root) / "broker-container.conf")]
+    started = [str(TIDEMQ), "container", "-c", str(conf_directory(root) / "broker-container.conf")]  # python <script>
     with container_running(root, {"r.conf": "brokerName=r\nbrokerRole=SYNC_MASTER\n"}, started) as second:
         master_key = second.credentials
         with Container(client=HttpClient(second.url, credentials=master_key)) as other:

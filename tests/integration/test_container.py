@@ -4,6 +4,7 @@ and removed while it runs; a removed broker's data is there when it is added aga
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -84,8 +85,8 @@ def test_removing_a_broker_finishes_its_requests_in_flight(container):
 
     sender = threading.Thread(target=send)
     sender.start()
-    while len(results) < 20:
-        pass
+    while len(results) < 20 and sender.is_alive():
+        time.sleep(0.005)
     container.client().request("DELETE", "/container/v1/brokers/d")
     sender.join()
     # once removed the broker is not there; a request that came while it was closing was told to come back

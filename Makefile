@@ -6,10 +6,12 @@ INSTALLED := $(VENV)/.installed
 
 .PHONY: install run test test-long test-localstack localstack lint format bench clean openapi spark spark-package synth deploy destroy first-user
 
-$(INSTALLED): pyproject.toml
+## install: one .venv with everything a developer needs: the client (shared/tidemq, its own distribution) and the
+## server (this directory's pyproject.toml), both editable, with the dev, Spark and CDK extras
+$(INSTALLED): pyproject.toml shared/tidemq/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark,infra]'
+	$(PY) -m pip install --quiet -e './shared/tidemq[s3,httpx]' -e '.[dev,spark,infra]'
 	touch $(INSTALLED)
 
 install: $(INSTALLED)
@@ -20,9 +22,9 @@ install: $(INSTALLED)
 ## unless TIDEMQ_PUSH_ALLOWED_HOSTS says otherwise
 run: $(INSTALLED)
 	@if [ "$${TIDEMQ_LOCAL_AWS:-moto}" = localstack ] && [ -z "$${AWS_ENDPOINT_URL:-}" ]; then \
-		$(PY) -m shared.localstack install; fi
+		$(PY) -m devtools.localstack install; fi
 	TIDEMQ_TIER=$${TIDEMQ_TIER:-s3} TIDEMQ_LOCAL_AWS=$${TIDEMQ_LOCAL_AWS:-moto} \
-		TIDEMQ_PUSH_ALLOWED_HOSTS=$${TIDEMQ_PUSH_ALLOWED_HOSTS-127.0.0.1} $(PY) -m functions.local_gateway
+		TIDEMQ_PUSH_ALLOWED_HOSTS=$${TIDEMQ_PUSH_ALLOWED_HOSTS-127.0.0.1} $(PY) -m servers.gateway
 
 ## test: lint (ruff, the import-linter layering contracts), then the whole suite (unit, integration, end-to-end,
 ## Spark) on TEST_WORKERS pytest-xdist workers (default 2: one a core here; tests/conftest.py says how work is split)
@@ -44,7 +46,7 @@ test-localstack: $(INSTALLED) localstack
 
 ## localstack: install LocalStack for TIDEMQ_LOCAL_AWS=localstack (make run and make test-localstack do it themselves)
 localstack: $(INSTALLED)
-	$(PY) -m shared.localstack install
+	$(PY) -m devtools.localstack install
 
 ## spark: run a Spark job on local[2]: make spark JOB=export ARGS="--bucket tidemq-tier --topic orders --output out"
 ## (without JOB: list the jobs); S3 and DynamoDB as AWS_ENDPOINT_URL says

@@ -2,8 +2,8 @@
 processes (local gateways), under the same load (same messages, same rate).
 
 Each layout runs alone (the other one stopped), in the order --order says:
-  separate   K processes `python -m functions.local_gateway`, each with its own TIDEMQ_HOME and port
-  container  one process `python -m functions.container -c broker-container.conf` naming K broker files
+  separate   K processes `python -m servers.gateway`, each with its own TIDEMQ_HOME and port
+  container  one process `python -m servers.container -c broker-container.conf` naming K broker files
              (`brokerName=b<i>`, `flushDiskType=<flush>`), broker i at `<url>/brokers/b<i>`
 Every process gets TIDEMQ_TIER=off, TIDEMQ_LOCAL_AWS=off and TIDEMQ_FLUSH_DISK_TYPE=<flush>.
 
@@ -44,10 +44,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from functions.local_gateway import start_server, stop_server, wait_healthy
-from shared.credentials import Credentials, read_profile
-from shared.local_aws import free_port
+from servers.process import free_port, start_server, stop_server, wait_healthy
 from tidemq import Admin, Consumer, HttpClient, OutgoingMessage, Producer
+from tidemq.credentials import Credentials, read_profile
 
 TOPIC = "bench"
 MIB_KB = 1024  # /proc reports kB
@@ -103,7 +102,7 @@ def separate(args, work: Path) -> Iterator[Layout]:
             port = free_port()
             env = environment(args, TIDEMQ_HOME=str(home), TIDEMQ_PORT=str(port))
             log = work / f"gateway-{i}.log"
-            processes.append(start_server(["-m", "functions.local_gateway"], env, log))
+            processes.append(start_server(["-m", "servers.gateway"], env, log))
             started.append((processes[-1], f"http://127.0.0.1:{port}", home, log))
         brokers = []
         for process, base, home, log in started:
@@ -129,7 +128,7 @@ def container(args, work: Path) -> Iterator[Layout]:
     paths = ":".join(f"{name}.conf" for name in names)
     conf.write_text(f"listenPort={port}\nstorePathRootDir={root}\nbrokerConfigPaths={paths}\n")
     log = work / "container.log"
-    processes = [start_server(["-m", "functions.container", "-c", str(conf)], environment(args), log)]
+    processes = [start_server(["-m", "servers.container", "-c", str(conf)], environment(args), log)]
     try:
         base = f"http://127.0.0.1:{port}"
         wait_healthy(processes[0], base, log)

@@ -29,9 +29,10 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
-from shared import codec
-from tidemq_store import FlushDiskType, Message, StoreConfig, TopicConfig, open_store
-from tidemq_store.record import decode_run
+from tidemq_protocol import codec
+from tidemq_protocol.message import Message
+from tidemq_protocol.record import decode_run
+from tidemq_store import FlushDiskType, StoreConfig, TopicConfig, open_store
 
 
 def produce_in_threads(batches: list, threads: int, send) -> float:

@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from functions.local_gateway import running_gateway
-from shared.credentials import read_profile
+from servers.process import running_gateway
 from tidemq import Admin, Consumer, HttpClient, OutgoingMessage, Producer
+from tidemq.credentials import read_profile
 
 
 def make_payloads(n: int, size: int) -> list[bytes]:

@@ -35,11 +35,11 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteOptions
 
-from functions.local_gateway import running_gateway
-from shared.credentials import read_profile
-from tidemq.auth import signed_client
+from servers.process import running_gateway
+from tidemq.credentials import read_profile
+from tidemq.httpx_auth import signed_client
+from tidemq_protocol.kv import NamespaceConfig
 from tidemq_store import FlushDiskType, StoreConfig, open_store
-from tidemq_store.kv import NamespaceConfig
 
 
 def rate(count: int, work: Callable[[], None]) -> float:

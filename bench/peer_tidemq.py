@@ -1,6 +1,6 @@
 """TideMQ as a peer in the broker benchmark of `../shared/bench/peers` (run it with `bench/peers.sh`).
 
-The harness starts the local gateway (`python -m functions.local_gateway`, what `make run` starts) in its
+The harness starts the local gateway (`python -m servers.gateway`, what `make run` starts) in its
 temp dir with the default flush policy, SYNC: every produce is acknowledged only after its fsync, which none
 of the other peers does. The workload, as for every peer:
 
@@ -32,10 +32,10 @@ from pathlib import Path
 import bench_peers
 from bench_peers import BenchError, E2ERun, Peer, ServerProc, free_port, remaining, stop_task
 
-from shared import codec
-from shared.credentials import read_profile
 from tidemq import Admin, OutgoingMessage, Producer
 from tidemq.client import HttpClient
+from tidemq.credentials import read_profile
+from tidemq_protocol import codec
 
 CONSUME_MAX_BYTES = 4 * 1024 * 1024
 E2E_SENDERS = 8
@@ -60,7 +60,7 @@ class TideMQPeer(Peer):
             "TIDEMQ_HOME": str(self.home),
             "TIDEMQ_FLUSH_DISK_TYPE": "SYNC",
         }
-        return [ServerProc("tidemq", [sys.executable, "-m", "functions.local_gateway"], tmp, env)]
+        return [ServerProc("tidemq", [sys.executable, "-m", "servers.gateway"], tmp, env)]
 
     def versions(self):
         version = importlib.metadata.version("tidemq")

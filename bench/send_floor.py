@@ -29,12 +29,12 @@ from pathlib import Path
 
 import uvicorn
 
-from functions.local_gateway import running_gateway
-from shared import codec
-from shared.credentials import read_profile
+from servers.process import running_gateway
 from tidemq import Admin, HttpClient, Producer
+from tidemq.credentials import read_profile
+from tidemq_protocol import codec
+from tidemq_protocol.message import Message
 from tidemq_store import StoreConfig, TopicConfig, open_store
-from tidemq_store.model import Message
 
 
 def serve_bare(port: int, home: str) -> None:

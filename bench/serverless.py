@@ -30,8 +30,8 @@ import time
 import uuid
 from pathlib import Path
 
-from shared.local_aws import LocalAws
-from shared.localstack import LocalStack
+from devtools.localstack import LocalStack
+from devtools.moto_server import LocalAws
 from tidemq_store import StoreConfig, TopicConfig, open_store
 
 TOPIC = "bench"

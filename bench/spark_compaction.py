@@ -47,14 +47,15 @@ import uuid
 from dataclasses import asdict
 from pathlib import Path
 
-from shared.local_aws import LocalAws
+from devtools.moto_server import LocalAws
 from spark_emr.backend import Backend
 from spark_emr.compaction import Plan, compact_queue, tier_driver
 from spark_emr.jobs import compaction
 from spark_emr.session import spark_session
 from spark_emr.tier import QueueRef
-from tidemq_store import Message, StoreConfig, TopicConfig, open_store
-from tidemq_store.model import TopicPolicy
+from tidemq_protocol.attributes import TopicPolicy
+from tidemq_protocol.message import Message
+from tidemq_store import StoreConfig, TopicConfig, open_store
 from tidemq_store.serverless.maintenance import Maintenance
 from tidemq_store.tiered.s3 import s3_client
 

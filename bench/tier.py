@@ -25,8 +25,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from shared.local_aws import LocalAws
-from tidemq_store import Message, StoreConfig, TopicConfig, open_store
+from devtools.moto_server import LocalAws
+from tidemq_protocol.message import Message
+from tidemq_store import StoreConfig, TopicConfig, open_store
 
 TOPIC = "bench"
 

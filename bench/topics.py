@@ -49,7 +49,7 @@ a million topics takes it longer than a client waits; DynamoDB reads only the pa
 def serverless(args, host: dict, root: Path) -> None:
     from rich.progress import Progress
 
-    from shared.local_aws import LocalAws
+    from devtools.moto_server import LocalAws
 
     with LocalAws() as aws:
         os.environ.update(aws.env)

@@ -25,12 +25,12 @@ from urllib.parse import urlsplit
 import httpx
 import urllib3
 
-from functions.local_gateway import running_gateway
-from shared import codec
-from shared.credentials import read_profile
+from servers.process import running_gateway
 from tidemq import Admin, HttpClient
 from tidemq.auth import signature_headers
-from tidemq_store.model import Message
+from tidemq.credentials import read_profile
+from tidemq_protocol import codec
+from tidemq_protocol.message import Message
 
 PATH = "/v1/topics/lat/batch"
 

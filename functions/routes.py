@@ -1,41 +1,26 @@
-"""The HTTP API's route table: which Lambda function serves which route.
+"""The HTTP API's route table: which Lambda function serves which route (each function's handler imported).
 
 Derived from the functions' own resolvers, so it cannot drift from them; used by both places that
-route, the local gateway (`functions.local_gateway`) and the CDK app (`infra_cdk`). Paths use API
+route, the local gateway (`servers.gateway`) and the CDK app (`infra_cdk`). Paths use API
 Gateway's syntax: `{name}` is one path segment.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cache
 from importlib import import_module
 from typing import Any
+
+from functions.api.routing import Route, methods_at, routes_of
 
 FUNCTIONS = ("admin", "produce", "consume", "kv")
 EXTRA_ROUTES = (("GET", "/openapi.json", "admin"),)  # served, but not part of the document itself
 
 
-@dataclass(frozen=True)
-class Route:
-    method: str
-    path: str
-    function: str  # package under functions/ whose handler.lambda_handler serves the route
-
-    @property
-    def route_key(self) -> str:
-        return f"{self.method} {self.path}"
-
-    @cached_property
-    def pattern(self) -> re.Pattern[str]:
-        return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.path) + "$")
-
-
 def handler_for(function: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """The Lambda entry point of a function, imported as Lambda would import it."""
-    return import_module(f"functions.{function}.handler").lambda_handler
+    return Route("", "", function).handler
 
 
 @cache
@@ -51,17 +36,7 @@ def routes() -> tuple[Route, ...]:
     return tuple(table)
 
 
-def routes_of(function: str, app: Any) -> list[Route]:
-    """The routes a function's resolver serves, from its OpenAPI document."""
-    table = []
-    for path, item in app.get_openapi_schema().paths.items():
-        for method in ("get", "put", "post", "delete", "patch"):
-            if getattr(item, method, None) is not None:
-                table.append(Route(method.upper(), path, function))
-    return table
-
-
 def allowed_methods(path: str) -> tuple[str, ...]:
-    """The methods some route serves at `path`, sorted (empty: no route has this path): what a 405 names in
-    its `Allow` header."""
-    return tuple(sorted({route.method for route in routes() if route.pattern.match(path)}))
+    """The methods some route of the API serves at `path`, sorted (empty: no route has this path): what the local
+    gateway's 405 names in its `Allow` header."""
+    return methods_at(path, routes())

@@ -3,7 +3,7 @@
 Handlers hold no state between calls; the store is opened on first use and reused by every
 invocation the environment serves (as RIP-20's stateless compute reuses its storage client).
 
-A BrokerContainer (functions/container) holds a store of its own, where its users live, and one store per broker:
+A BrokerContainer (servers/container) holds a store of its own, where its users live, and one store per broker:
 it serves each broker's requests with that broker's store bound (`serving`), so the same handlers reach the
 broker's store through `get_store()`, while users are always looked up in the process's store (`process_store`).
 """
@@ -16,14 +16,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from shared import local_aws
-from shared.local_aws import AwsEndpoint
+from shared import aws
+from shared.aws import AwsEndpoint, LocalAwsStarter
 from shared.settings import get_settings
 from tidemq_store import Backend, MessageStore, TierMedium, open_store
 
 _lock = threading.Lock()
 _store: MessageStore | None = None
 _aws: AwsEndpoint | None = None
+_local_aws: LocalAwsStarter | None = None
 _serving: ContextVar[MessageStore | None] = ContextVar("tidemq_serving_store", default=None)
 
 
@@ -53,16 +54,23 @@ def install_store(store: MessageStore) -> None:
         atexit.register(store.close)
 
 
+def allow_local_aws(start: LocalAwsStarter | None) -> None:
+    """Let this process start the local AWS its settings may ask for (`TIDEMQ_LOCAL_AWS`): the local servers do,
+    with `devtools.local_aws.start`; a Lambda function never does."""
+    global _local_aws
+    _local_aws = start
+
+
 def process_store() -> MessageStore:
     """The process's store, opened on first use. S3 or DynamoDB are looked for where the settings say
-    (`local_aws.connect`): a misconfiguration fails here, at start-up, saying what to change."""
+    (`aws.connect`): a misconfiguration fails here, at start-up, saying what to change."""
     global _store, _aws
     if _store is None:
         with _lock:
             if _store is None:
                 settings = get_settings()
                 if settings.tier is TierMedium.S3 or settings.backend is Backend.SERVERLESS:
-                    _aws = local_aws.connect(settings.local_aws, settings.home)
+                    _aws = aws.connect(settings.local_aws, settings.home, _local_aws)
                 _store = open_store(settings)
                 atexit.register(_store.close)
     return _store

@@ -26,8 +26,9 @@ from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from functions.api.auth import PUBLIC_PATHS
-from functions.routes import Route, routes
-from shared import signing
+from functions.api.routing import Route
+from functions.routes import routes
+from tidemq_protocol import signing
 
 from .config import DeployConfig
 from .functions import AUTHORIZER, Functions

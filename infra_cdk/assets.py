@@ -2,7 +2,8 @@
 
     code-<hash>/                     the functions' own modules (functions/, shared/): each handler's imports
                                      followed through the project, as the Spark package follows the jobs'
-    engine-<hash>/python/            the store engine (layers/store_engine/tidemq_store), a Lambda layer
+    engine-<hash>/python/            the store engine (layers/store_engine/tidemq_store) and the vocabulary it
+                                     shares with the client (shared/tidemq/src/tidemq_protocol), a Lambda layer
     dependencies-<hash>/python/      the third-party packages the handlers import, a Lambda layer, installed with
                                      `pip install --target ... --platform manylinux_2_34..2_17_aarch64
                                      --python-version 3.12 --implementation cp --only-binary=:all:` (Lambda's
@@ -40,14 +41,17 @@ from spark_emr.package import REPO, Imports, Target, canonical, pip, requirement
 
 BUILD = REPO / "build" / "infra_cdk"
 ENGINE = REPO / "layers" / "store_engine" / "tidemq_store"
+PROTOCOL = REPO / "shared" / "tidemq" / "src" / "tidemq_protocol"
+ENGINE_PACKAGES = (ENGINE, PROTOCOL)
 LAMBDA_TARGET = Target(EmrPlatform.AARCH64, "3.12")
 LAYER_ROOT = "python"
 """Where a Lambda layer's Python packages go: /opt/python is on the python3.12 runtime's path."""
 CODE_PACKAGES = ("functions", "shared")
-"""The project packages in the function code; the engine (tidemq_store) comes as its own layer."""
+"""The project packages in the function code; the engine (tidemq_store, with tidemq_protocol) comes as its own
+layer."""
 LOCAL_ONLY = frozenset({"moto", "werkzeug"})
-"""Imports reached only inside functions that start the embedded moto server (shared/local_aws.py), which a
-process in Lambda refuses to start: not shipped (tests/infra/test_assets.py checks they stay inside functions)."""
+"""Imports of the development tools (devtools/: the embedded moto server), which nothing Lambda runs imports (an
+import-linter contract): never shipped (tests/infra/test_assets.py checks no handler reaches them)."""
 STALE_AFTER_S = 3600.0
 
 
@@ -179,8 +183,9 @@ def code_files(imports: Imports) -> dict[str, Path]:
 
 def engine_files() -> dict[str, Path]:
     return {
-        f"{LAYER_ROOT}/{path.relative_to(ENGINE.parent).as_posix()}": path
-        for path in sorted(ENGINE.rglob("*.py"))
+        f"{LAYER_ROOT}/{path.relative_to(package.parent).as_posix()}": path
+        for package in ENGINE_PACKAGES
+        for path in sorted(package.rglob("*.py"))
         if "__pycache__" not in path.parts
     }
 

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from functions.push.handler import RESERVE_MS
 from shared.settings import Settings
-from tidemq_store.config import KIB, MIB, StoreConfig
+from tidemq_protocol.limits import KIB, MIB
+from tidemq_store.config import StoreConfig
 
 API_TIMEOUT_S = 29
 """API Gateway ends an HTTP API integration at 30 s: the API functions end before it, with their own answer."""

@@ -16,7 +16,7 @@ from typing import Any
 
 import boto3
 
-from shared.credentials import DEFAULT_PROFILE, Credentials, write_profile
+from tidemq.credentials import DEFAULT_PROFILE, Credentials, write_profile
 
 from .config import DeployConfig
 

@@ -13,8 +13,15 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
-from shared.push_target import push_target_kind
-from tidemq_store.config import KIB, MIB, StoreConfig
+from tidemq_protocol.errors import TideMQError
+from tidemq_protocol.limits import KIB, MIB
+from tidemq_protocol.push_target import push_target_kind
+from tidemq_store.config import StoreConfig
+
+
+class InvalidConfiguration(TideMQError):
+    """The process's settings cannot work together (e.g. the embedded moto server asked for inside AWS Lambda, or
+    no AWS credentials where AWS is needed): a start-up error saying what to change, never a silent stand-in."""
 
 
 class PushMode(StrEnum):

@@ -17,11 +17,11 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from tidemq_protocol.attributes import TopicPolicy
+from tidemq_protocol.errors import CorruptStore
+from tidemq_protocol.record import VerifiedRecords, decode_records, verify_records
 from tidemq_store.cq_entry import ENTRY_SIZE, CqEntries, CqEntry, pack_entry
-from tidemq_store.errors import CorruptStore
 from tidemq_store.kv.record import is_tombstone
-from tidemq_store.model import TopicPolicy
-from tidemq_store.record import VerifiedRecords, decode_records, verify_records
 from tidemq_store.tiered.container import TieredQueue
 from tidemq_store.tiered.manifest import Manifest, SegmentRef, compacted_name, garbage, write_manifest
 from tidemq_store.tiered.segment import FileSegment, TierDriver

@@ -116,13 +116,35 @@ class Imports:
     third_party: set[str] = field(default_factory=set)
 
 
-def pyproject() -> dict:
-    return tomllib.loads((REPO / "pyproject.toml").read_text())
+DISTRIBUTIONS = (REPO, REPO / "shared" / "tidemq")
+"""The project's two distributions: the server (the repository's root) and the client it depends on (shared/tidemq,
+which holds the vocabulary both sides share). Their code is shipped as project code, not installed from PyPI."""
+
+
+def pyproject(directory: Path = REPO) -> dict:
+    return tomllib.loads((directory / "pyproject.toml").read_text())
 
 
 def source_roots() -> list[Path]:
-    """The directories the project's packages live under (the store engine's is layers/store_engine)."""
-    return [REPO / where for where in pyproject()["tool"]["setuptools"]["packages"]["find"]["where"]]
+    """The directories the project's packages live under (the store engine's is layers/store_engine, the client's
+    shared/tidemq/src)."""
+    return [
+        directory / where
+        for directory in DISTRIBUTIONS
+        for where in pyproject(directory)["tool"]["setuptools"]["packages"]["find"]["where"]
+    ]
+
+
+def declared_dependencies() -> list[str]:
+    """Every third-party requirement of the project's distributions (not the client itself: its code ships as the
+    project's)."""
+    names = {canonical(pyproject(directory)["project"]["name"]) for directory in DISTRIBUTIONS}
+    return [
+        dep
+        for directory in DISTRIBUTIONS
+        for dep in pyproject(directory)["project"]["dependencies"]
+        if canonical(re.match(r"[A-Za-z0-9._-]+", dep).group()) not in names
+    ]
 
 
 def module_file(name: str, roots: list[Path]) -> Path | None:
@@ -183,9 +205,7 @@ def canonical(name: str) -> str:
 def requirements(third_party: set[str]) -> list[str]:
     """pyproject.toml's requirement of each distribution the imports need (and of those IMPLIED); an import no
     dependency declares is left to pip's resolution (botocore comes with boto3), and checked after install."""
-    declared = {
-        canonical(re.match(r"[A-Za-z0-9._-]+", dep).group()): dep for dep in pyproject()["project"]["dependencies"]
-    }
+    declared = {canonical(re.match(r"[A-Za-z0-9._-]+", dep).group()): dep for dep in declared_dependencies()}
     by_import = packages_distributions()
     tops = {name.partition(".")[0] for name in third_party}
     needed = {canonical(dist) for top in tops for dist in by_import.get(top, [top])}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.local_aws import LocalAws
-from shared.localstack import LocalStack
+from devtools.localstack import LocalStack
+from devtools.moto_server import LocalAws
 from shared.settings import LocalAwsMode
 from tidemq_store import MessageStore, StoreConfig, open_store
 

@@ -1,4 +1,4 @@
-"""BrokerContainer processes for tests: `python -m functions.container -c <conf>` on a free loopback port, with the
+"""BrokerContainer processes for tests: `python -m servers.container -c <conf>` on a free loopback port, with the
 credentials of the super user it made on its first start."""
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from functions.local_gateway import start_server, stop_server, wait_healthy
-from shared.credentials import Credentials, read_profile
-from shared.local_aws import free_port
+from servers.process import free_port, start_server, stop_server, wait_healthy
 from tidemq import Admin
 from tidemq.client import HttpClient
+from tidemq.credentials import Credentials, read_profile
 
 
 @dataclass
@@ -60,10 +59,10 @@ def write_container(directory: Path, brokers: Mapping[str, str], **settings: str
 
 def start_container(root: Path, conf: Path, command: Sequence[str] | None = None) -> RunningContainer:
     """Start a container keeping its files in `root` (its stdout and stderr in `<root>.out`), by `command`
-    (Python's arguments; else `-m functions.container -c <conf>`); wait for /health."""
+    (Python's arguments; else `-m servers.container -c <conf>`); wait for /health."""
     port = next(line.split("=", 1)[1] for line in conf.read_text().splitlines() if line.startswith("listenPort="))
     output = root.parent / f"{root.name}.out"
-    process = start_server(command or ["-m", "functions.container", "-c", str(conf)], environment(root), output)
+    process = start_server(command or ["-m", "servers.container", "-c", str(conf)], environment(root), output)
     running = RunningContainer(f"http://127.0.0.1:{port}", root, conf, process)
     wait_healthy(process, running.url, output)
     return running

@@ -14,10 +14,11 @@ from urllib.parse import unquote, urlsplit
 import httpx
 import requests
 
-from functions.local_gateway import running_gateway
-from shared import signing
-from tidemq.auth import find_credentials, signed_client
-from tidemq_store.clock import now_ms
+from servers.process import running_gateway
+from tidemq.auth import find_credentials
+from tidemq.httpx_auth import signed_client
+from tidemq_protocol import signing
+from tidemq_protocol.clock import now_ms
 
 
 @contextlib.contextmanager

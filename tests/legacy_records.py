@@ -12,7 +12,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from tidemq_store.record import END_OF_BATCH, MAGIC_V1, PendingRecord
+from tidemq_protocol.record import END_OF_BATCH, MAGIC_V1, PendingRecord
 
 _HEAD = struct.Struct("<IBI")  # total_size, magic, crc
 _REST = struct.Struct("<BIQQQQBHI")  # flags .. body_length: the CRC'd part of the header

@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-from functions.local_gateway import LocalContext
-from tidemq_store.clock import now_ms
+from servers.adapter import LocalContext
+from tidemq_protocol.clock import now_ms
 
 Function = Callable[[dict[str, Any], Any], Any]
 

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tidemq.auth import signed_client
+from tidemq.httpx_auth import signed_client
 
 
 class RawApi:

@@ -23,13 +23,14 @@ import schemathesis
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from shared import codec
-from shared.credentials import Credentials
-from shared.models import TARGET_PATTERN, ProduceRequest
 from tests.gateways import RequestsSigner
 from tidemq.auth import find_credentials
-from tidemq_store import Message
-from tidemq_store.errors import InvalidArgument
+from tidemq.credentials import Credentials
+from tidemq_protocol import codec
+from tidemq_protocol.api.common import TARGET_PATTERN
+from tidemq_protocol.api.messages import ProduceRequest
+from tidemq_protocol.errors import InvalidArgument
+from tidemq_protocol.message import Message
 
 CUT_SHORT = b"\x01\x00\x00\x00"
 """A frame that announces a byte and ends: what a request that is not a batch is sent as."""
@@ -37,7 +38,7 @@ CUT_SHORT = b"\x01\x00\x00\x00"
 
 @schemathesis.serializer(codec.CONTENT_TYPE)
 def produce_batch(ctx: Any, value: Any) -> bytes:
-    """The messages of a produce request, each one frame of `shared.codec`. A value that is no such request (a
+    """The messages of a produce request, each one frame of `tidemq_protocol.codec`. A value that is no such request (a
     negative case's) has no encoding: it is sent as a batch cut short, which the server refuses like any other."""
     try:
         request = ProduceRequest.model_validate(value)

@@ -12,48 +12,40 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.api.auth import authenticator, caller, require, require_any, require_super, secret_box, visible
 from functions.api.errors import responses
-from functions.api.observability import metrics
+from functions.observability import metrics
 from functions.api.params import GroupInPath, MessageIdInPath, PushGroupInPath, QueueInPath, TopicInPath, UserInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import groups, queries, subscriptions, tiers, topics, users
 from functions.logic.targets import TargetRules
 from functions.push.trigger import push_notifier
 from functions.store import get_store
-from shared.models import (
-    MAX_JSON_INTEGER,
-    AclRevoke,
-    Caller,
+from shared.settings import get_settings
+from tidemq_protocol import acl
+from tidemq_protocol.acl import AclEntry, Action
+from tidemq_protocol.api.common import MAX_JSON_INTEGER, Health, TopicName
+from tidemq_protocol.api.groups import (
     CommittedOffsets,
     GroupDescription,
     GroupList,
-    GroupPush,
     GroupSpec,
     GroupView,
-    Health,
-    MessageList,
-    MessageView,
     OffsetCommit,
-    OffsetForTime,
     OffsetReset,
-    PushSubscribed,
     PushSubscription,
+)
+from tidemq_protocol.api.messages import MessageList, MessageView, OffsetForTime
+from tidemq_protocol.api.push import GroupPush, PushSubscribed
+from tidemq_protocol.api.topics import (
     TierStatus,
     TierUpload,
     TopicChange,
     TopicDescription,
     TopicList,
-    TopicName,
     TopicSpec,
     TopicView,
-    UserCreated,
-    UserList,
-    UserSpec,
-    UserView,
 )
-from shared.settings import get_settings
-from tidemq_store import acl
-from tidemq_store.acl import AclEntry, Action
-from tidemq_store.errors import AccessDenied
+from tidemq_protocol.api.users import AclRevoke, Caller, UserCreated, UserList, UserSpec, UserView
+from tidemq_protocol.errors import AccessDenied
 
 app = new_resolver()
 

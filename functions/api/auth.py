@@ -39,12 +39,13 @@ from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
 from functions.logic.users import KEY_BYTES, SecretBox
 from functions.store import process_store
-from shared import signing
 from shared.settings import AuthMode, Settings, get_settings
+from tidemq_protocol import signing
+from tidemq_protocol.acl import Action, Decision, Resource, UserType
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import AccessDenied, Unauthenticated, UserNotFound
 from tidemq_store import MessageStore
-from tidemq_store.acl import Action, Decision, Resource, UserRecord, UserType, decide
-from tidemq_store.clock import now_ms
-from tidemq_store.errors import AccessDenied, Unauthenticated, UserNotFound
+from tidemq_store.acl import UserRecord, decide
 
 from .binary import request_bytes
 

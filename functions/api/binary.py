@@ -2,7 +2,7 @@
 
 pybase64 (SIMD) rather than the standard library: a 2 MB consume batch takes 0.3 ms instead of 5.
 
-The local gateway (functions/local_gateway.py) calls the handlers in its own process, so its events and replies
+The local gateway (servers/adapter.py) calls the handlers in its own process, so its events and replies
 need no base64: it hands a binary request body over as bytes, and takes a binary reply as a memoryview of the
 bytes (a type a Lambda reply, JSON, cannot hold, and Powertools leaves as it is). Its events say where they come
 from with `requestContext.apiId` = LOCAL_API_ID; in Lambda, bodies are base64 both ways, decoded once.
@@ -14,12 +14,12 @@ import pybase64
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
-from tidemq_store.errors import InvalidArgument
+from tidemq_protocol.errors import InvalidArgument
 
 
 def request_bytes(event: BaseProxyEvent) -> bytes:
     """The request body as bytes, whether API Gateway base64-encoded it or passed it as text, or the local gateway
-    handed it over as bytes (functions/local_gateway.py)."""
+    handed it over as bytes (servers/adapter.py)."""
     body = event.body or ""
     if isinstance(body, bytes):
         return body

@@ -2,7 +2,7 @@
 Lambda's own payload limit: 413), and where JSON is expected, UTF-8 (never replaced: 400) nested at most
 `MAX_JSON_DEPTH` levels deep (400, never the RecursionError that was a 500). A refused body changes nothing.
 
-The local gateway enforces the size as the body arrives (`functions.local_gateway`), so that an oversized body is
+The local gateway enforces the size as the body arrives (`servers.gateway`), so that an oversized body is
 refused before the rest is sent; `refusal` checks it again where every invocation passes, as in Lambda, where
 API Gateway has read the body before the function sees it.
 """
@@ -15,9 +15,9 @@ from typing import Any
 import pybase64
 from aws_lambda_powertools.event_handler import Response
 
-from shared.models import ErrorBody
 from shared.settings import get_settings
-from tidemq_store.errors import ClientError, InvalidArgument, Overloaded, RequestTooLarge
+from tidemq_protocol.api.common import ErrorBody
+from tidemq_protocol.errors import ClientError, InvalidArgument, Overloaded, RequestTooLarge
 
 from .errors import error_response, status_of
 

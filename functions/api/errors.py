@@ -1,8 +1,8 @@
 """The one place that maps engine errors to HTTP status codes.
 
-A `ClientError` becomes a 4xx whose JSON body (`shared.models.ErrorBody`) says what was wrong; a request that
-breaks the schema (docs/openapi.json declares every constraint the server checks) is a 422 naming each offending
-field. `StoreFailed` (the store stopped taking writes, e.g. after a failed fsync) and `StoreUnavailable` (this
+A `ClientError` becomes a 4xx whose JSON body (`tidemq_protocol.api.common.ErrorBody`) says what was wrong; a
+request that breaks the schema (docs/openapi.json declares every constraint the server checks) is a 422 naming each
+offending field. `StoreFailed` (the store stopped taking writes, e.g. after a failed fsync) and `StoreUnavailable` (this
 request could not be served now, nothing changed) are 503s that say why, so a load balancer, a client's retry and
 an operator see it. Anything else is a bug or an outage: a 500 that says only that, with the details in the log.
 
@@ -25,9 +25,9 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestValidationError,
 )
 
-from functions.routes import allowed_methods
-from shared.models import ErrorBody
-from tidemq_store.errors import (
+from functions.api.routing import methods_at, own_routes
+from tidemq_protocol.api.common import ErrorBody
+from tidemq_protocol.errors import (
     AccessDenied,
     BrokerExists,
     BrokerNotFound,
@@ -121,10 +121,10 @@ def error_response(status: int, body: ErrorBody) -> Response:
     return Response(status, content_types.APPLICATION_JSON, body.model_dump_json(exclude_none=True))
 
 
-def no_route(method: str, path: str) -> Response:
-    """405 naming the methods in `Allow` for a path that has routes but none for `method`; else 404 (a path no route
-    has, or one whose route the resolver could not match: a parameter with characters no name may have)."""
-    allowed = allowed_methods(path)
+def no_route(method: str, path: str, allowed: tuple[str, ...]) -> Response:
+    """405 naming the methods in `Allow` (`allowed`: those some route serves at `path`) for a path that has routes
+    but none for `method`; else 404 (a path no route has, or one whose route the resolver could not match: a
+    parameter with characters no name may have)."""
     if not allowed or method in allowed:
         return error_response(404, ErrorBody(error="RouteNotFound", message=f"no route for {path}"))
     body = ErrorBody(error="MethodNotAllowed", message=f"{method} is not allowed on {path}: use {', '.join(allowed)}")
@@ -178,7 +178,9 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
 
     @app.not_found
     def not_found(_: Exception) -> Response:
-        return no_route(app.current_event.http_method, app.current_event.path)
+        # From the function's own routes: what API Gateway routes to it (the other functions are not imported).
+        path = app.current_event.path
+        return no_route(app.current_event.http_method, path, methods_at(path, own_routes(app)))
 
 
 DESCRIBED = {

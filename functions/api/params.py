@@ -8,16 +8,17 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Path
 
 from functions.logic.push import DLQ_PREFIX
-from shared.models import GroupName, MessageId, TopicName, name_schema
-from tidemq_store import acl, model
+from tidemq_protocol import acl, names
+from tidemq_protocol.api.common import GroupName, MessageId, TopicName, name_schema
+from tidemq_protocol.limits import MAX_QUEUES
 
 TopicInPath = Annotated[TopicName, Path()]
 GroupInPath = Annotated[GroupName, Path()]
 PUSH_GROUP_LENGTH = 127 - len(DLQ_PREFIX)
 """A group that pushes has a dead-letter topic, `%DLQ%<group>`, whose name must be a topic name too."""
 PushGroupInPath = Annotated[
-    model.GroupName, name_schema("group", PUSH_GROUP_LENGTH), Path(max_length=PUSH_GROUP_LENGTH)
+    names.GroupName, name_schema("group", PUSH_GROUP_LENGTH), Path(max_length=PUSH_GROUP_LENGTH)
 ]
-QueueInPath = Annotated[int, Path(ge=0, le=model.MAX_QUEUES - 1, description="One of the topic's queues (else 404).")]
+QueueInPath = Annotated[int, Path(ge=0, le=MAX_QUEUES - 1, description="One of the topic's queues (else 404).")]
 MessageIdInPath = Annotated[MessageId, Path()]
 UserInPath = Annotated[acl.UserName, Path()]

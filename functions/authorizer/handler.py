@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from functions.api.auth import PUBLIC_PATHS, authenticator
-from functions.api.observability import instrumented, logger
-from shared import signing
-from tidemq_store.clock import now_ms
-from tidemq_store.errors import ClientError
+from functions.observability import instrumented, logger
+from tidemq_protocol import signing
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import ClientError
 
 
 def refusal(event: dict[str, Any]) -> str | None:

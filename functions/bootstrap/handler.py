@@ -1,5 +1,5 @@
 """Bootstrap function: makes the first super user of a deployed TideMQ (locally the gateway does it at its first
-start, functions/local_gateway.py).
+start, servers/adapter.py).
 
 An operator invokes it once, directly (`make first-user`, or `aws lambda invoke`; docs/deploy.md): no route of the
 HTTP API reaches it, so only an IAM principal allowed `lambda:InvokeFunction` on it can. When the store has no user
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from functions.api.auth import secret_box
-from functions.api.observability import instrumented, logger
+from functions.observability import instrumented, logger
 from functions.logic import users
 from functions.store import get_store
 

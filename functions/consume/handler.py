@@ -10,17 +10,17 @@ from aws_lambda_powertools.metrics import MetricUnit
 from functions.api.auth import require
 from functions.api.binary import binary_response
 from functions.api.errors import responses
-from functions.api.observability import metrics
+from functions.observability import metrics
 from functions.api.params import QueueInPath, TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic.consume import consume, consume_records
 from functions.store import get_store
-from shared import codec
-from shared.models import MAX_JSON_INTEGER, ConsumeResponse, MessageView, TagFilterText
 from shared.settings import get_settings
-from tidemq_store import acl
-from tidemq_store.acl import Action
-from tidemq_store.config import MIB
+from tidemq_protocol import acl, codec
+from tidemq_protocol.acl import Action
+from tidemq_protocol.api.common import MAX_JSON_INTEGER, TagFilterText
+from tidemq_protocol.api.messages import ConsumeResponse, MessageView
+from tidemq_protocol.limits import MIB
 
 app = new_resolver()
 BINARY = {codec.CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}}}
@@ -65,7 +65,11 @@ def consume_json(
     "/v1/topics/<topic>/queues/<queue>/batch",
     tags=["messages"],
     responses=responses(
-        404, 409, 503, ok_content=BINARY, description=f"A `{codec.CONTENT_TYPE}` consume batch (see shared/codec.py)."
+        404,
+        409,
+        503,
+        ok_content=BINARY,
+        description=f"A `{codec.CONTENT_TYPE}` consume batch (see tidemq_protocol/codec.py).",
     ),
     description="Like .../messages, in the compact binary batch encoding.",
 )

@@ -13,12 +13,15 @@ from pydantic import WithJsonSchema
 
 from functions.api.auth import require, require_any, visible
 from functions.api.errors import responses
-from functions.api.observability import metrics
+from functions.observability import metrics
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import kv
 from functions.store import get_store
-from shared.models import (
-    MAX_JSON_INTEGER,
+from shared.settings import get_settings
+from tidemq_protocol import acl
+from tidemq_protocol.acl import Action
+from tidemq_protocol.api.common import MAX_JSON_INTEGER
+from tidemq_protocol.api.kv import (
     KvBatchGet,
     KvChangeList,
     KvEntryList,
@@ -34,10 +37,7 @@ from shared.models import (
     NamespaceSpec,
     NamespaceView,
 )
-from shared.settings import get_settings
-from tidemq_store import acl
-from tidemq_store.acl import Action
-from tidemq_store.kv.model import MAX_PAGE
+from tidemq_protocol.kv import MAX_PAGE
 
 app = new_resolver()
 LIMITS = get_settings()

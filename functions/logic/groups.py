@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.models import (
+from tidemq_protocol.api.groups import (
     CommittedOffsets,
     GroupDescription,
     GroupList,

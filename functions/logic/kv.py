@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from shared.models import (
+from tidemq_protocol.api.kv import (
     KvChangeList,
     KvChangeView,
     KvEntryList,
@@ -26,9 +26,9 @@ from shared.models import (
     NamespaceSpec,
     NamespaceView,
 )
+from tidemq_protocol.errors import InvalidArgument, KeyNotFound, VersionMismatch
+from tidemq_protocol.kv import NamespaceConfig, Snapshot
 from tidemq_store import MessageStore
-from tidemq_store.errors import InvalidArgument, KeyNotFound, VersionMismatch
-from tidemq_store.kv import NamespaceConfig, Snapshot
 
 VERSION_TAG = re.compile(r'^\s*(?:W/)?"?([0-9]{1,16})"?\s*$')
 IF_MATCH_PATTERN = '^\\s*(?:W/)?"?[0-9]{1,16}"?\\s*$'

@@ -13,10 +13,11 @@ import itertools
 import zlib
 from collections.abc import Sequence
 
-from shared.codec import ProduceFrame
-from shared.models import MessageIn, ProduceResponse, PutView
-from tidemq_store import Message, MessageStore, PutResult
-from tidemq_store.errors import QueueOutOfRange
+from tidemq_protocol.api.messages import MessageIn, ProduceResponse, PutView
+from tidemq_protocol.codec import ProduceFrame
+from tidemq_protocol.errors import QueueOutOfRange
+from tidemq_protocol.message import Message
+from tidemq_store import MessageStore, PutResult
 
 from .notifier import PushNotifier
 
@@ -49,7 +50,7 @@ def produce_frames(
 
 
 def produce_records(store: MessageStore, topic: str, records: bytes, notifier: PushNotifier) -> list[PutResult]:
-    """Store records a producer encoded (shared/codec.py), a record without a queue going to the batch's
+    """Store records a producer encoded (tidemq_protocol/codec.py), a record without a queue going to the batch's
     round-robin queue, then tell `notifier`."""
     batch_queue = next(_round_robin) % store.get_topic(topic).queues
     results = store.put_records(topic, records, batch_queue)

@@ -30,14 +30,16 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from functions.api.observability import logger
-from shared.models import MessageView, PendingRetry, PushDelivery
-from shared.push_target import shown_target
-from tidemq_store import Message, MessageStore, StoredMessage, TopicConfig
-from tidemq_store.clock import now_ms
-from tidemq_store.errors import InvalidArgument, OffsetConflict, OffsetOutOfRange, TopicExists, TopicNotFound
+from functions.observability import logger
+from tidemq_protocol.api.messages import MessageView
+from tidemq_protocol.api.push import PendingRetry, PushDelivery
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import InvalidArgument, OffsetConflict, OffsetOutOfRange, TopicExists, TopicNotFound
+from tidemq_protocol.message import Message, StoredMessage
+from tidemq_protocol.push_target import shown_target
+from tidemq_protocol.record import encode_properties
+from tidemq_store import MessageStore, TopicConfig
 from tidemq_store.model import PushSubscription
-from tidemq_store.record import encode_properties
 
 from .notifier import PushNotifier
 from .targets import Target, TargetFailed

@@ -19,11 +19,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from functions.api.observability import logger
-from shared.models import PendingRetry, PushEvent
+from functions.observability import logger
+from tidemq_protocol.api.push import PendingRetry, PushEvent
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import GroupNotFound, TopicNotFound
 from tidemq_store import MessageStore
-from tidemq_store.clock import now_ms
-from tidemq_store.errors import GroupNotFound, TopicNotFound
 
 from .notifier import PushNotifier
 from .push import DeliveryReport, deliver

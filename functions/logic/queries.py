@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.models import MessageList, MessageView, OffsetForTime
+from tidemq_protocol.api.messages import MessageList, MessageView, OffsetForTime
 from tidemq_store import MessageStore
 
 

@@ -9,17 +9,19 @@ subscription gets a new signing secret, returned in the answer to this request o
 offsets (each queue's oldest message if it has none).
 
 A subscription is shown without its secret and with credentials in its target redacted
-(`shared.models.ShownPush`).
+(`tidemq_protocol.api.groups.ShownPush`).
 """
 
 from __future__ import annotations
 
-from shared.models import GroupPush, PushPing, PushSubscribed
-from shared.push_signature import new_signing_secret
-from shared.push_target import PushTargetKind
+from tidemq_protocol.api.push import GroupPush, PushPing, PushSubscribed
+from tidemq_protocol.errors import InvalidArgument, NoPushSubscription
+from tidemq_protocol.names import check_name
+from tidemq_protocol.push import PushSpec
+from tidemq_protocol.push_signature import new_signing_secret
+from tidemq_protocol.push_target import PushTargetKind
 from tidemq_store import MessageStore
-from tidemq_store.errors import InvalidArgument, NoPushSubscription
-from tidemq_store.model import PushSpec, PushSubscription, check_name
+from tidemq_store.model import PushSubscription
 
 from .notifier import PushNotifier
 from .push import dead_letter_topic

@@ -1,9 +1,9 @@
-"""Push targets: which ones a process allows (`TargetRules`), and how one delivery (`shared.models.PushDelivery`)
-reaches a group's target.
+"""Push targets: which ones a process allows (`TargetRules`), and how one delivery
+(`tidemq_protocol.api.push.PushDelivery`) reaches a group's target.
 
     lambda:<function>   invoked synchronously (InvocationType=RequestResponse) with the delivery as its event;
                         success unless the function raised (FunctionError) or Lambda refused the call
-    http(s)://...       the delivery POSTed as JSON, signed (`shared.push_signature`), to an allowed address
+    http(s)://...       the delivery POSTed as JSON, signed (`tidemq_protocol.push_signature`), to an allowed address
                         (`functions.logic.webhooks`); success on any 2xx
     python:<mod>:<fn>   only a target on the operator's allow-list (`TIDEMQ_PUSH_PYTHON_TARGETS`, exact
                         `module:callable` entries): imported in the delivering process and called with the
@@ -12,7 +12,7 @@ reaches a group's target.
 
 Python targets run the server's own code with the server's rights, so what may be named is the operator's
 choice, never a caller's: a target not on the list is refused before anything is imported (importing a module
-runs it), and one that names a private or dunder name is not even written as a target (`shared.push_target`).
+runs it), and one that names a private or dunder name is not even written as a target (`tidemq_protocol.push_target`).
 
 Every target gets the same JSON document. A call that fails (an error, a non-2xx, a timeout after
 `push_target_timeout_s`) raises `TargetFailed` with a short reason (a status or an error's kind, never what a
@@ -34,12 +34,12 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from shared.models import PushDelivery, PushPing
-from shared.push_signature import EVENT_HEADER, SIGNATURE_HEADER, push_signature
-from shared.push_target import PushTargetKind, push_target_kind, python_target_name, shown_target
 from shared.settings import Settings
+from tidemq_protocol.api.push import PushDelivery, PushPing
+from tidemq_protocol.errors import InvalidArgument
+from tidemq_protocol.push_signature import EVENT_HEADER, SIGNATURE_HEADER, push_signature
+from tidemq_protocol.push_target import PushTargetKind, push_target_kind, python_target_name, shown_target
 from tidemq_store.aws import aws_region
-from tidemq_store.errors import InvalidArgument
 from tidemq_store.model import PushSubscription
 
 from . import webhooks
@@ -77,7 +77,7 @@ class TargetRules:
 
 def check_target(target: str, rules: TargetRules) -> PushTargetKind:
     """The kind of `target`, or InvalidArgument if it cannot be used at all: it is not written as a push
-    target (`shared.push_target`), or it is a Python target not on the allow-list, or whose module does not
+    target (`tidemq_protocol.push_target`), or it is a Python target not on the allow-list, or whose module does not
     import or whose attribute is not callable. (Webhooks are checked by `ping_webhook`; Lambda functions are
     only reached when delivering.)"""
     kind = push_target_kind(target)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.models import TierQueueView, TierStatus, TierUpload
 from shared.settings import get_settings
+from tidemq_protocol.api.topics import TierQueueView, TierStatus, TierUpload
 from tidemq_store import MessageStore
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from shared.models import QueueRange, TopicChange, TopicDescription, TopicList, TopicSpec, TopicView
+from tidemq_protocol.api.topics import QueueRange, TopicChange, TopicDescription, TopicList, TopicSpec, TopicView
+from tidemq_protocol.kv import is_kv_topic
 from tidemq_store import MessageStore, TopicConfig
 from tidemq_store.api import UNSET
-from tidemq_store.kv.record import is_kv_topic
 
 
 def create_topic(store: MessageStore, spec: TopicSpec) -> TopicView:

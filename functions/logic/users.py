@@ -15,10 +15,11 @@ import secrets
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from shared.models import UserCreated, UserSpec, UserView
+from tidemq_protocol.acl import MAX_POLICY_ENTRIES, AclEntry, UserType
+from tidemq_protocol.api.users import UserCreated, UserSpec, UserView
+from tidemq_protocol.errors import PolicyConflict, UserExists
 from tidemq_store import MessageStore
-from tidemq_store.acl import MAX_POLICY_ENTRIES, AclEntry, UserRecord, UserType
-from tidemq_store.errors import PolicyConflict, UserExists
+from tidemq_store.acl import UserRecord
 
 FIRST_SUPER_USER = "admin"
 """The super user a store gets when it has no user yet (the local gateway's first start, or the bootstrap function)."""

@@ -18,7 +18,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from pydantic import BaseModel, ConfigDict
 
-from functions.api.observability import instrumented, logger, metrics
+from functions.observability import instrumented, logger, metrics
 from functions.store import get_store
 
 

@@ -9,18 +9,17 @@ from aws_lambda_powertools.metrics import MetricUnit
 from functions.api.auth import require
 from functions.api.binary import request_bytes
 from functions.api.errors import responses, unsupported_media_type
-from functions.api.observability import metrics
+from functions.observability import metrics
 from functions.api.params import TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import produce
 from functions.push.trigger import push_notifier
 from functions.store import get_store
-from shared import codec
-from shared.models import ProduceRequest, ProduceResponse
 from shared.settings import get_settings
-from tidemq_store import acl
-from tidemq_store.acl import Action
-from tidemq_store.errors import InvalidArgument
+from tidemq_protocol import acl, codec
+from tidemq_protocol.acl import Action
+from tidemq_protocol.api.messages import ProduceRequest, ProduceResponse
+from tidemq_protocol.errors import InvalidArgument
 
 app = new_resolver()
 
@@ -49,10 +48,11 @@ def produce_json(topic: TopicInPath, request: ProduceRequest) -> ProduceResponse
     ),
     description=(
         f"Body: `{codec.RECORDS_CONTENT_TYPE}` (records the store appends as they are) or `{codec.CONTENT_TYPE}`"
-        " (frames), see shared/codec.py."
+        " (frames), see tidemq_protocol/codec.py."
     ),
     # Powertools declares JSON bodies only; this route reads its own. OpenAPI describes a body by what it holds,
-    # each media type by its own encoding: here the messages of a JSON produce, each one frame of shared/codec.py.
+    # each media type by its own encoding: here the messages of a JSON produce, each one frame of
+    # tidemq_protocol/codec.py.
     openapi_extensions={
         "requestBody": {
             "required": True,

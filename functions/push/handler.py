@@ -1,7 +1,7 @@
 """Push function: delivers a topic's new messages to every group pushing from it, until caught up.
 
 Invoked asynchronously (InvocationType=Event) by the produce function with `{"topic": "orders"}` (and by the
-admin function, when a subscription is set, with the group too); the event is a `shared.models.PushEvent`.
+admin function, when a subscription is set, with the group too); the event is a `tidemq_protocol.api.push.PushEvent`.
 It delivers with `functions.logic.push_invocations.PushEnvironment`: passes while they make progress, waiting
 for a retry within this invocation's time. When the wait is longer (after waiting what it can), and when time
 runs out mid-delivery, the logic hands over to a continuation, which this handler sends before it returns: it
@@ -23,14 +23,14 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 
-from functions.api.observability import instrumented, metrics
+from functions.observability import instrumented, metrics
 from functions.logic.push_invocations import InvocationTime, PushEnvironment, TopicDelivery
 from functions.logic.targets import TargetRules
 from functions.store import get_store
-from shared.models import PushEvent
 from shared.settings import get_settings
+from tidemq_protocol.api.push import PushEvent
+from tidemq_protocol.clock import now_ms
 from tidemq_store import MessageStore
-from tidemq_store.clock import now_ms
 
 from .trigger import invoke_push_function, push_notifier, subscribers
 

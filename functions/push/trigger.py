@@ -4,7 +4,7 @@ produce and subscription logic. Event-driven, never polled; which one depends on
 - the local gateway (`TIDEMQ_PUSH_MODE=local`) starts the local push worker (`start_worker`), which is then the
   notifier: it wakes the groups pushing from the topic;
 - with `TIDEMQ_PUSH_MODE=lambda`, a `PushFunctionNotifier`: it invokes the push function
-  (`TIDEMQ_PUSH_FUNCTION`) asynchronously (InvocationType=Event) with a `shared.models.PushEvent`;
+  (`TIDEMQ_PUSH_FUNCTION`) asynchronously (InvocationType=Event) with a `tidemq_protocol.api.push.PushEvent`;
 - a process in local mode with no worker running gets `NO_DELIVERY`, which does nothing: the worker catches
   up when it starts.
 
@@ -18,14 +18,14 @@ from __future__ import annotations
 import threading
 from functools import cache
 
-from functions.api.observability import logger
+from functions.observability import logger
 from functions.logic.notifier import PushNotifier
 from functions.logic.targets import TargetRules, lambda_client
 from functions.store import get_store
-from shared.models import PushEvent
 from shared.settings import PushMode, get_settings
+from tidemq_protocol.api.push import PushEvent
+from tidemq_protocol.clock import now_ms
 from tidemq_store import MessageStore
-from tidemq_store.clock import now_ms
 
 from .subscribers import Subscribers
 from .worker import PushWorker

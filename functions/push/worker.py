@@ -22,13 +22,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from functions.api.observability import flush_background_metrics, logger
+from functions.observability import flush_background_metrics, logger
 from functions.logic.push import DeliveryReport, deliver
 from functions.logic.targets import TargetRules, target_caller
-from shared.models import PendingRetry
+from tidemq_protocol.api.push import PendingRetry
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import GroupNotFound, TopicNotFound
 from tidemq_store import MessageStore
-from tidemq_store.clock import now_ms
-from tidemq_store.errors import GroupNotFound, TopicNotFound
 from tidemq_store.model import PushSubscription
 
 from .subscribers import Subscribers

@@ -36,9 +36,9 @@ from spark_emr.compaction import (
 )
 from spark_emr.session import dry_run, run_job
 from spark_emr.tier import QueueRef
-from tidemq_store.clock import now_ms
-from tidemq_store.errors import InvalidArgument
-from tidemq_store.model import CleanupPolicy, TopicPolicy
+from tidemq_protocol.attributes import CleanupPolicy, TopicPolicy
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import InvalidArgument
 
 COUNTS = ("objects_in", "bytes_in", "records_in", "objects_out", "bytes_out", "records_out", "records_removed")
 

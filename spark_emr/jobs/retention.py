@@ -22,7 +22,7 @@ import time
 
 from spark_emr.backend import Backend, backend_arguments
 from spark_emr.session import dry_run, run_job
-from tidemq_store.clock import now_ms
+from tidemq_protocol.clock import now_ms
 from tidemq_store.serverless.maintenance import Maintenance
 
 

@@ -26,9 +26,9 @@ from botocore.exceptions import ClientError
 from spark_emr.backend import Backend, backend_arguments
 from spark_emr.session import run_job
 from spark_emr.tier import QueueRef
-from tidemq_store.clock import now_ms
-from tidemq_store.errors import InvalidArgument
-from tidemq_store.model import TopicPolicy
+from tidemq_protocol.attributes import TopicPolicy
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import InvalidArgument
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import sys
 
-from tidemq.auth import signed_client
+from tidemq.httpx_auth import signed_client
 
 
 def main() -> None:

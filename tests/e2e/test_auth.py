@@ -10,12 +10,12 @@ import httpx
 import pytest
 
 from functions.routes import routes
-from shared import signing
-from shared.credentials import Credentials, write_profile
 from tidemq import KV, Admin, Consumer, HttpClient, Producer
-from tidemq_store.acl import AclEntry, Decision
-from tidemq_store.clock import now_ms
-from tidemq_store.errors import AccessDenied, Unauthenticated
+from tidemq.credentials import Credentials, write_profile
+from tidemq_protocol import signing
+from tidemq_protocol.acl import AclEntry, Decision
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import AccessDenied, Unauthenticated
 
 from .test_cli import command, environment
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 import pytest
 
-from functions.local_gateway import free_port
+from servers.process import free_port
 from tidemq import Admin
 from tidemq.cli import cli
 

@@ -1,5 +1,5 @@
 """`tidemq.Container` and `tidemq container ...` against a real BrokerContainer process (`python -m
-functions.container`), the CLI run as the installed console script; and `tidemq container -c` starting one."""
+servers.container`), the CLI run as the installed console script; and `tidemq container -c` starting one."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from pathlib import Path
 import click
 import pytest
 
-from shared.credentials import Credentials
 from tests.containers import RunningContainer, conf_directory, container_running
 from tests.gateways import signing_with
 from tidemq import Admin, Consumer, Container, HttpClient, Producer
 from tidemq.cli import cli
-from tidemq_store.acl import AclEntry
-from tidemq_store.errors import AccessDenied, BrokerNotFound, BrokerReadOnly, InvalidArgument, TopicNotFound
+from tidemq.credentials import Credentials
+from tidemq_protocol.acl import AclEntry
+from tidemq_protocol.errors import AccessDenied, BrokerNotFound, BrokerReadOnly, InvalidArgument, TopicNotFound
 
 TIDEMQ = Path(sys.executable).parent / "tidemq"
 

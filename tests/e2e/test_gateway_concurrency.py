@@ -18,9 +18,9 @@ import httpx
 
 from functions.api.resolver import new_resolver
 from functions.routes import routes
-from shared import codec
-from tidemq.auth import signed_client
-from tidemq_store.model import Message
+from tidemq.httpx_auth import signed_client
+from tidemq_protocol import codec
+from tidemq_protocol.message import Message
 
 THREADS = 10
 DURATION_S = 10.0  # per backend; the gateway fixture runs the embedded and the serverless one

@@ -12,14 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from shared import codec
-from shared.models import TopicChange
 from tests.gateways import gateway_as_admin
 from tests.raw_requests import RawApi
 from tidemq import Admin, Producer
-from tidemq_store.config import MIB
-from tidemq_store.model import MAX_ATTRIBUTE_NAME_CHARS, MAX_ATTRIBUTE_VALUE_CHARS, MAX_ATTRIBUTES, Message
-from tidemq_store.record import MAX_PROPERTIES
+from tidemq_protocol import codec
+from tidemq_protocol.api.topics import TopicChange
+from tidemq_protocol.attributes import MAX_ATTRIBUTE_NAME_CHARS, MAX_ATTRIBUTE_VALUE_CHARS, MAX_ATTRIBUTES
+from tidemq_protocol.limits import MIB
+from tidemq_protocol.message import Message
+from tidemq_protocol.record import MAX_PROPERTIES
 
 LIMIT = 6 * MIB  # TIDEMQ_MAX_REQUEST_BYTES's default, which the gateway fixture keeps
 JSON = {"content-type": "application/json"}

@@ -20,7 +20,7 @@ from tests.e2e.conftest import Gateway
 from tests.gateways import gateway_as_admin
 from tidemq import KV
 from tidemq.cli import cli
-from tidemq_store.kv import Entry, NamespaceConfig, Snapshot
+from tidemq_protocol.kv import Entry, NamespaceConfig, Snapshot
 
 TIDEMQ = Path(sys.executable).parent / "tidemq"
 

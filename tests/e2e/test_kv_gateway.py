@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.gateways import gateway_as_admin
-from tidemq.auth import signed_client
+from tidemq.httpx_auth import signed_client
 
 CLIENT = Path(__file__).with_name("kv_cas_client.py")
 CLIENTS, ATTEMPTS = 4, 40

@@ -15,8 +15,9 @@ import pytest
 
 from tests.gateways import gateway_as_admin
 from tidemq import KV, HttpClient, KeyValue
-from tidemq_store.clock import now_ms
-from tidemq_store.errors import (
+from tidemq_protocol import kv_snapshot as snapshot
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import (
     InvalidArgument,
     InvalidName,
     KeyNotFound,
@@ -26,8 +27,15 @@ from tidemq_store.errors import (
     RevisionCompacted,
     VersionMismatch,
 )
-from tidemq_store.kv import ChangeKind, Entry, NamespaceConfig, Snapshot, snapshot
-from tidemq_store.kv.model import DEFAULT_HISTORY_MS, MAX_PAGE, MAX_VALUE_BYTES
+from tidemq_protocol.kv import (
+    DEFAULT_HISTORY_MS,
+    MAX_PAGE,
+    MAX_VALUE_BYTES,
+    ChangeKind,
+    Entry,
+    NamespaceConfig,
+    Snapshot,
+)
 
 
 class KvGateway(NamedTuple):

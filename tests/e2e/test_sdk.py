@@ -9,10 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from functions.local_gateway import free_port
+from servers.process import free_port
 from tests.gateways import gateway_as_admin
 from tidemq import Admin, ApiError, Consumer, HttpClient, OutgoingMessage, Producer, ServerUnreachable
-from tidemq_store.errors import (
+from tidemq_protocol.errors import (
     GroupNotFound,
     InvalidArgument,
     InvalidBatch,
@@ -23,7 +23,7 @@ from tidemq_store.errors import (
     TopicExists,
     TopicNotFound,
 )
-from tidemq_store.model import StoredMessage
+from tidemq_protocol.message import StoredMessage
 
 
 @pytest.fixture(scope="module")

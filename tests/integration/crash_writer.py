@@ -16,8 +16,9 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from tidemq_store import Message, StoreConfig, TopicConfig, open_store
-from tidemq_store.errors import TopicExists
+from tidemq_protocol.errors import TopicExists
+from tidemq_protocol.message import Message
+from tidemq_store import StoreConfig, TopicConfig, open_store
 
 QUEUES = 4
 

@@ -1,6 +1,6 @@
 """The local gateway on a disk whose fsync fails on demand, for the fsync-failure tests.
 
-    python failing_disk_gateway.py      # settings as for `python -m functions.local_gateway`
+    python failing_disk_gateway.py      # settings as for `python -m servers.gateway`
 
 Once the file named by TIDEMQ_TEST_FAIL_FSYNC exists, every os.fsync and os.fdatasync in this process raises
 EIO, as Linux reports a writeback error (the kernel's own fsync, not a mock of TideMQ's code).
@@ -12,7 +12,7 @@ import errno
 import os
 from pathlib import Path
 
-from functions.local_gateway import main
+from servers.gateway.app import main
 
 TRIGGER = Path(os.environ["TIDEMQ_TEST_FAIL_FSYNC"])
 

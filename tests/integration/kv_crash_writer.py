@@ -15,9 +15,9 @@ import sys
 import threading
 from pathlib import Path
 
+from tidemq_protocol.errors import KeyNotFound, NamespaceExists, VersionMismatch
+from tidemq_protocol.kv import NamespaceConfig
 from tidemq_store import StoreConfig, open_store
-from tidemq_store.errors import KeyNotFound, NamespaceExists, VersionMismatch
-from tidemq_store.kv import NamespaceConfig
 
 KEYS = 40
 

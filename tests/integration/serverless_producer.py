@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tidemq_store import Message, StoreConfig, open_store
+from tidemq_protocol.message import Message
+from tidemq_store import StoreConfig, open_store
 
 BATCH = 100
 

@@ -12,13 +12,13 @@ import pytest
 from functions import store as store_module
 from functions.api.auth import secret_box
 from functions.authorizer.handler import lambda_handler
-from functions.local_gateway import LocalContext
 from functions.logic.users import create_user
 from functions.store import get_store
-from shared import signing
-from shared.models import UserSpec
+from servers.adapter import LocalContext
 from shared.settings import get_settings
-from tidemq_store.acl import UserType
+from tidemq_protocol import signing
+from tidemq_protocol.acl import UserType
+from tidemq_protocol.api.users import UserSpec
 
 
 @pytest.fixture

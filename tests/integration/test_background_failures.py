@@ -14,10 +14,11 @@ import httpx
 import pytest
 
 from tests.gateways import gateway_as_admin
-from tidemq.auth import signed_client
-from tidemq_store import Message, StoreConfig, TopicConfig, open_store
+from tidemq.httpx_auth import signed_client
+from tidemq_protocol.errors import StoreUnavailable
+from tidemq_protocol.message import Message
+from tidemq_store import StoreConfig, TopicConfig, open_store
 from tidemq_store.embedded.consumequeue import Checkpoint
-from tidemq_store.errors import StoreUnavailable
 
 GATEWAY = Path(__file__).with_name("failing_disk_gateway.py")
 QUEUES = 2

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tidemq_store import GroupConfig, Message, TopicConfig
-from tidemq_store.errors import (
+from tidemq_protocol.errors import (
     GroupNotFound,
     InvalidArgument,
     InvalidBatch,
@@ -18,6 +17,8 @@ from tidemq_store.errors import (
     TopicExists,
     TopicNotFound,
 )
+from tidemq_protocol.message import Message
+from tidemq_store import GroupConfig, TopicConfig
 
 
 def snapshot(store) -> tuple:

@@ -13,11 +13,11 @@ import pytest
 from functions import store as store_module
 from functions.api.auth import authenticator
 from functions.bootstrap.handler import lambda_handler
-from functions.local_gateway import LocalContext
 from infra_cdk.first_user import save
-from shared.credentials import read_profile
+from servers.adapter import LocalContext
 from shared.settings import get_settings
-from tidemq_store.acl import UserType
+from tidemq.credentials import read_profile
+from tidemq_protocol.acl import UserType
 
 
 @pytest.fixture

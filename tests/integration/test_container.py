@@ -10,7 +10,7 @@ import pytest
 
 from tests.containers import container_running
 from tidemq.client import ApiError, HttpClient
-from tidemq_store.errors import (
+from tidemq_protocol.errors import (
     AccessDenied,
     BrokerExists,
     BrokerNotFound,
@@ -146,7 +146,7 @@ def test_every_route_but_health_knows_its_caller(container):
     assert unsigned.request("GET", "/brokers/a/health").json() == {"status": "ok"}
     root = container.client()
     created = root.request("POST", "/v1/users", json={"name": "reader", "policies": []}).json()
-    from shared.credentials import Credentials
+    from tidemq.credentials import Credentials
 
     reader = HttpClient(container.url, credentials=Credentials("reader", created["secret_key"]), retries=0)
     with pytest.raises(AccessDenied):

@@ -12,7 +12,7 @@ import pytest
 
 from tests.containers import container_running
 from tidemq.client import HttpClient
-from tidemq_store.errors import DiskQuotaExceeded
+from tidemq_protocol.errors import DiskQuotaExceeded
 
 SEGMENT = 64 * 1024
 QUOTA = 1024 * 1024  # the threshold (0.5) is half of it: 8 segments

@@ -13,7 +13,7 @@ import time
 from tests.containers import container_running
 from tidemq import Producer
 from tidemq.client import HttpClient
-from tidemq_store.errors import TideMQError
+from tidemq_protocol.errors import TideMQError
 
 MASTER = "brokerRole=SYNC_MASTER\nhaHousekeepingInterval=2000\nsyncFlushTimeout=2000\n"
 

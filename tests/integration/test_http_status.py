@@ -16,8 +16,10 @@ import httpx
 import pytest
 
 from functions import store as store_module
-from functions.local_gateway import LocalContext, match_route, running_gateway, to_event
-from functions.routes import Route, handler_for
+from functions.api.routing import Route
+from functions.routes import handler_for
+from servers.adapter import LocalContext, match_route, to_event
+from servers.process import running_gateway
 from shared.settings import get_settings
 
 
@@ -234,7 +236,7 @@ def test_an_unknown_path_is_404(gateway):
 
 
 def test_a_function_sent_a_method_it_has_no_route_for_answers_405_too(api):
-    """As Lambda behind an API Gateway route for any method would: the function's resolver knows the API's routes."""
+    """As Lambda behind an API Gateway route for any method would: the function's resolver knows its own routes."""
     status, body = api("DELETE", "/v1/topics", function="admin")
     assert (status, body["error"], api.headers["Allow"]) == (405, "MethodNotAllowed", "GET, POST")
     status, body = api("GET", "/v1/no/such/path", function="admin")

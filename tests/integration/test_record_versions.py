@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from shared import codec
-from tidemq_store import Message, StoreConfig, TieredStorageLevel, TopicConfig, open_store
-from tidemq_store.clock import now_ms
-from tidemq_store.errors import CorruptStore, InvalidArgument
-from tidemq_store.record import PendingRecord, decode_run, encode_properties, rebase
+from tidemq_protocol import codec
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import CorruptStore, InvalidArgument
+from tidemq_protocol.message import Message
+from tidemq_protocol.record import PendingRecord, decode_run, encode_properties, rebase
+from tidemq_store import StoreConfig, TieredStorageLevel, TopicConfig, open_store
 
 from ..legacy_records import append_v1_put, encode_v1_batch
 from ..tier_reads import read_all, wait_uploaded

@@ -11,9 +11,10 @@ import textwrap
 
 import pytest
 
-from tidemq_store import Message, TopicConfig
-from tidemq_store.errors import CorruptStore
-from tidemq_store.record import PendingRecord, encode_batch, record_size
+from tidemq_protocol.errors import CorruptStore
+from tidemq_protocol.message import Message
+from tidemq_protocol.record import PendingRecord, encode_batch, record_size
+from tidemq_store import TopicConfig
 
 
 def put_batches(store, count: int, size: int = 5, queue: int = 0) -> list:

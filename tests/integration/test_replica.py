@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from tidemq_store import Message, TopicConfig
+from tidemq_protocol.errors import ReplicaDiverged
+from tidemq_protocol.message import Message
+from tidemq_store import TopicConfig
 from tidemq_store.embedded.replica import ReplicaChunk
-from tidemq_store.errors import ReplicaDiverged
 
 SEGMENT = 64 * 1024
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tidemq_store import Message, TopicConfig
-from tidemq_store.errors import MessageNotFound, OffsetOutOfRange
+from tidemq_protocol.errors import MessageNotFound, OffsetOutOfRange
+from tidemq_protocol.message import Message
+from tidemq_store import TopicConfig
 
 HOUR = 3_600_000
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tidemq_store import Message, StoreConfig, TopicConfig, open_store
+from tidemq_protocol.message import Message
+from tidemq_store import StoreConfig, TopicConfig, open_store
 from tidemq_store.serverless.maintenance import Maintenance
 
 from .serverless_producer import BATCH

@@ -9,8 +9,9 @@ import uuid
 
 import pytest
 
-from tidemq_store import Message, TopicConfig
-from tidemq_store.errors import OffsetOutOfRange
+from tidemq_protocol.errors import OffsetOutOfRange
+from tidemq_protocol.message import Message
+from tidemq_store import TopicConfig
 from tidemq_store.serverless.maintenance import Maintenance
 from tidemq_store.tiered.container import TieredQueue
 

@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from tidemq_store import FlushDiskType, GroupConfig, Message, TopicConfig
-from tidemq_store.errors import MessageNotFound, OffsetOutOfRange, TopicNotFound
+from tidemq_protocol.errors import MessageNotFound, OffsetOutOfRange, TopicNotFound
+from tidemq_protocol.message import Message
+from tidemq_store import FlushDiskType, GroupConfig, TopicConfig
 
 
 def drain(store, topic: str, queue: int, offset: int = 0, **options) -> list:

@@ -8,9 +8,10 @@ import uuid
 
 import pytest
 
-from tidemq_store import Message, MessageStore, TieredStorageLevel, TopicConfig
-from tidemq_store.errors import OffsetOutOfRange
-from tidemq_store.record import decode_records
+from tidemq_protocol.errors import OffsetOutOfRange
+from tidemq_protocol.message import Message
+from tidemq_protocol.record import decode_records
+from tidemq_store import MessageStore, TieredStorageLevel, TopicConfig
 from tidemq_store.tiered import TieredMessageStore
 
 from ..tier_reads import read_all, read_all_records, wait_uploaded

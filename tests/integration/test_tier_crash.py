@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tidemq_protocol.record import decode_records
 from tidemq_store import StoreConfig, open_store
-from tidemq_store.record import decode_records
 
 from .crash_writer import QUEUES, make_message
 

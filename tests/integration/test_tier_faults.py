@@ -8,7 +8,8 @@ import time
 
 from botocore.awsrequest import AWSResponse
 
-from tidemq_store import Message, TopicConfig
+from tidemq_protocol.message import Message
+from tidemq_store import TopicConfig
 
 from ..tier_reads import read_all, wait_uploaded
 from .test_tier import tier_options

@@ -15,7 +15,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from shared.local_aws import LocalAws
+from devtools.moto_server import LocalAws
 
 EMR_ROLE = "arn:aws:iam::123456789012:role/tidemq-spark"  # moto's account
 EMR_SETTINGS = ("TIDEMQ_EMR_APPLICATION_ID", "TIDEMQ_EMR_ROLE_ARN", "TIDEMQ_EMR_PACKAGE_URI")

@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from spark_emr.jobs import compaction
-from tidemq_store import Message, TopicConfig
+from tidemq_protocol.message import Message
+from tidemq_store import TopicConfig
 from tidemq_store.serverless.cold import ColdTier
 from tidemq_store.serverless.maintenance import Maintenance
 from tidemq_store.tiered.manifest import load_manifest

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from tidemq_store import Message, TopicConfig
-from tidemq_store.record import decode_records
+from tidemq_protocol.message import Message
+from tidemq_protocol.record import decode_records
+from tidemq_store import TopicConfig
 from tidemq_store.serverless.cold import ColdTier
 from tidemq_store.serverless.maintenance import Maintenance
 from tidemq_store.tiered.manifest import KINDS, load_manifest

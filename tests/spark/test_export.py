@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from spark_emr.jobs import export
-from tidemq_store import Message, TopicConfig
+from tidemq_protocol.message import Message
+from tidemq_store import TopicConfig
 
 from ..tier_reads import read_all
 from .processes import kill_at

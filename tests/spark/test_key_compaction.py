@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 import uuid
 
-from shared import codec
 from spark_emr.jobs import compaction
 from tests.gateways import gateway_as_admin, signed_http
+from tidemq_protocol import codec
 from tidemq_store.serverless.cold import VIEW_TTL_S
 from tidemq_store.serverless.maintenance import Maintenance
 

@@ -8,7 +8,8 @@ import threading
 
 from spark_emr.jobs import migrate
 from spark_emr.tier import QueueRef, TierLocation, queue_messages
-from tidemq_store import Message, TopicConfig
+from tidemq_protocol.message import Message
+from tidemq_store import TopicConfig
 from tidemq_store.serverless.maintenance import Maintenance
 
 from ..tier_reads import read_all

@@ -80,7 +80,11 @@ def test_the_package_holds_every_job_entry_point_and_the_code_they_import(emr_pa
         inside = set(code.namelist())
     assert {f"spark_emr/jobs/{job}.py" for job in job_names()} <= inside
     assert {"spark_emr/__init__.py", "spark_emr/session.py", "spark_emr/tier.py", "tidemq_store/__init__.py"} <= inside
-    assert {"tidemq_store/record.py", "tidemq_store/tiered/container.py", "tidemq_store/serverless/store.py"} <= inside
+    assert {
+        "tidemq_protocol/record.py",
+        "tidemq_store/tiered/container.py",
+        "tidemq_store/serverless/store.py",
+    } <= inside
     assert not inside & {"spark_emr/__main__.py", "spark_emr/package.py", "spark_emr/emr.py"}  # not imported by jobs
     assert not [name for name in inside if name.startswith(("shared/", "functions/", "tidemq/"))]
 

@@ -9,8 +9,9 @@ import time
 import pytest
 
 from spark_emr.jobs import retention
-from tidemq_store import Message, TopicConfig
-from tidemq_store.errors import OffsetOutOfRange
+from tidemq_protocol.errors import OffsetOutOfRange
+from tidemq_protocol.message import Message
+from tidemq_store import TopicConfig
 from tidemq_store.serverless.maintenance import Maintenance
 
 from ..tier_reads import read_all

@@ -9,7 +9,8 @@ import time
 import boto3
 
 from spark_emr.jobs import storage_class
-from tidemq_store import Message, TopicConfig
+from tidemq_protocol.message import Message
+from tidemq_store import TopicConfig
 from tidemq_store.serverless.maintenance import Maintenance
 
 from ..tier_reads import read_all

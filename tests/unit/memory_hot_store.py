@@ -10,13 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from tidemq_store import StoreConfig
-from tidemq_store.acl import UserRecord
-from tidemq_store.api import UNSET, CleanReport
-from tidemq_store.batch import ValidatedBatch, validate_batch, validate_records
-from tidemq_store.clock import now_ms
-from tidemq_store.cq_entry import ENTRY_SIZE, CqEntries, pack_entry
-from tidemq_store.errors import (
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import (
     GroupExists,
     GroupNotFound,
     MessageNotFound,
@@ -27,21 +22,25 @@ from tidemq_store.errors import (
     UserExists,
     UserNotFound,
 )
+from tidemq_protocol.message import Message, StoredMessage
+from tidemq_protocol.record import decode_message, decode_run, message_id, parse_message_id
+from tidemq_store import StoreConfig
+from tidemq_store.acl import UserRecord
+from tidemq_store.api import UNSET, CleanReport
+from tidemq_store.batch import ValidatedBatch, validate_batch, validate_records
+from tidemq_store.cq_entry import ENTRY_SIZE, CqEntries, pack_entry
 from tidemq_store.hot import HotStore, PutListener, QueueExtent, ReleasePolicy, StoredBatch
 from tidemq_store.model import (
     GetResult,
     GroupConfig,
-    Message,
     Page,
     PutResult,
     QueueOffsets,
     RecordBatch,
-    StoredMessage,
     TopicConfig,
     check_queue,
     validated,
 )
-from tidemq_store.record import decode_message, decode_run, message_id, parse_message_id
 from tidemq_store.selection import check_read, scan_size, select_runs
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from shared import signing
-from tidemq_store.acl import CLUSTER, AclEntry, Action, Decision, UserRecord, UserType, decide, group, topic
+from tidemq_protocol import signing
+from tidemq_protocol.acl import CLUSTER, AclEntry, Action, Decision, UserType, group, topic
+from tidemq_store.acl import UserRecord, decide
 
 
 def user(*entries: AclEntry, user_type: UserType = UserType.NORMAL) -> UserRecord:

@@ -15,11 +15,15 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from functions.openapi import openapi_json
-from shared.models import MessageIn, OffsetCommit, PushSubscription, TopicSpec
-from shared.push_target import push_target_kind
-from tidemq_store.errors import InvalidArgument
-from tidemq_store.model import MAX_QUEUES, TagFilter, check_name
-from tidemq_store.record import encode_properties
+from tidemq_protocol.api.groups import OffsetCommit, PushSubscription
+from tidemq_protocol.api.messages import MessageIn
+from tidemq_protocol.api.topics import TopicSpec
+from tidemq_protocol.errors import InvalidArgument
+from tidemq_protocol.limits import MAX_QUEUES
+from tidemq_protocol.message import TagFilter
+from tidemq_protocol.names import check_name
+from tidemq_protocol.push_target import push_target_kind
+from tidemq_protocol.record import encode_properties
 
 # Characters each check treats specially, mixed with any others.
 SPECIAL = [*"aZ09_%|-*. :/@#?[]+=", "\t", "\n", "\x00", "\x01", "\x02", "\x1f", "\x85", "\xa0", "\u3000"]

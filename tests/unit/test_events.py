@@ -12,21 +12,23 @@ import pytest
 from functions import store as store_module
 from functions.api.auth import secret_box
 from functions.api.binary import LOCAL_API_ID
-from functions.local_gateway import LocalContext
 from functions.logic import subscriptions, users
 from functions.logic.targets import TargetRules
 from functions.maintenance import handler as maintenance_function
 from functions.push import handler as push_function
 from functions.push import trigger
 from functions.routes import handler_for, routes
-from shared import codec
-from shared.models import UserSpec
+from servers.adapter import LocalContext
 from shared.settings import get_settings
 from tests import push_targets
-from tidemq_store import GroupConfig, Message, TopicConfig
-from tidemq_store.acl import AclEntry, UserType
-from tidemq_store.kv import NamespaceConfig
-from tidemq_store.model import PushSpec, PushSubscription
+from tidemq_protocol import codec
+from tidemq_protocol.acl import AclEntry, UserType
+from tidemq_protocol.api.users import UserSpec
+from tidemq_protocol.kv import NamespaceConfig
+from tidemq_protocol.message import Message
+from tidemq_protocol.push import PushSpec
+from tidemq_store import GroupConfig, TopicConfig
+from tidemq_store.model import PushSubscription
 
 EVENTS = Path(__file__).parents[2] / "events"
 SAMPLES = {path: json.loads(path.read_text()) for path in sorted(EVENTS.glob("*.json"))}

@@ -4,6 +4,10 @@
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import tidemq_store.tiered
@@ -36,3 +40,26 @@ def test_the_check_would_catch_a_reach_into_the_hot_stores_internals(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f(hot):\n    return hot._max_offset('t', 0), hot.cq._db\nfrom x import _private\n")
     assert sorted(private_names_used(bad)) == ["bad.py:2: ._db", "bad.py:2: ._max_offset", "bad.py:3: import _private"]
+
+
+PROBE_404 = """
+import json, sys
+from functions.produce.handler import lambda_handler
+from servers.adapter import LocalContext
+event = {
+    "version": "2.0", "routeKey": "$default", "rawPath": "/v1/no/such/path", "rawQueryString": "", "headers": {},
+    "requestContext": {"http": {"method": "GET", "path": "/v1/no/such/path", "sourceIp": "127.0.0.1"},
+                       "requestId": "probe", "stage": "$default"},
+    "isBase64Encoded": False,
+}
+response = lambda_handler(event, LocalContext("tidemq-produce"))
+loaded = sorted(name for name in sys.modules if name.startswith("functions.") and name.endswith(".handler"))
+print(json.dumps({"status": response["statusCode"], "handlers": loaded}))
+"""
+
+
+def test_a_404_inside_one_function_imports_no_other_handler(tmp_path):
+    """A function answers a path it has no route for from its own routes: it does not import the whole API."""
+    env = {**os.environ, "TIDEMQ_HOME": str(tmp_path), "TIDEMQ_AUTH": "off", "POWERTOOLS_METRICS_DISABLED": "true"}
+    ran = subprocess.run([sys.executable, "-c", PROBE_404], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(ran.stdout.splitlines()[-1]) == {"status": 404, "handlers": ["functions.produce.handler"]}

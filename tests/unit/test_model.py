@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tidemq_store.errors import InvalidArgument, InvalidName
-from tidemq_store.model import (
+from tidemq_protocol.attributes import (
     MAX_ATTRIBUTE_NAME_CHARS,
     MAX_ATTRIBUTE_VALUE_CHARS,
     MAX_ATTRIBUTES,
     MAX_ATTRIBUTES_BYTES,
-    TagFilter,
-    TopicConfig,
-    check_name,
 )
+from tidemq_protocol.errors import InvalidArgument, InvalidName
+from tidemq_protocol.message import TagFilter
+from tidemq_protocol.names import check_name
+from tidemq_store.model import TopicConfig
 
 
 @pytest.mark.parametrize("name", ["a", "Orders_2024", "%DLQ%group", "a|b-c", "x" * 127])

@@ -18,8 +18,8 @@ SCENARIO = textwrap.dedent(
     f"""
     import threading
 
-    from functions.api.observability import instrumented, logger
-    from functions.local_gateway import LocalContext
+    from functions.observability import instrumented, logger
+    from servers.adapter import LocalContext
 
     everyone_in = threading.Barrier({REQUESTS})  # every request is in flight before any goes on
 

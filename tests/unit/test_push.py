@@ -15,14 +15,15 @@ from functions.logic.push import DLQ_REASON, ORIGIN_MESSAGE_ID, backoff_ms, dead
 from functions.logic.push_invocations import PushEnvironment
 from functions.logic.targets import TargetRules, check_target
 from functions.logic.webhooks import WebhookRefused, WebhookRules
-from shared.models import GroupPush, GroupView, PendingRetry, PushEvent, PushSubscribed, PushSubscription
-from shared.push_signature import InvalidPushSignature, push_signature, verify_push_signature
-from shared.push_target import PushTargetKind, push_target_kind, shown_target
 from shared.settings import Settings
+from tidemq_protocol.api.groups import GroupView, PushSubscription
+from tidemq_protocol.api.push import GroupPush, PendingRetry, PushEvent, PushSubscribed
+from tidemq_protocol.errors import InvalidArgument
+from tidemq_protocol.message import StoredMessage
+from tidemq_protocol.push_signature import InvalidPushSignature, push_signature, verify_push_signature
+from tidemq_protocol.push_target import PushTargetKind, push_target_kind, shown_target
+from tidemq_protocol.record import MAX_PROPERTIES, MAX_PROPERTIES_BYTES, encode_properties
 from tidemq_store import GroupConfig, model
-from tidemq_store.errors import InvalidArgument
-from tidemq_store.model import StoredMessage
-from tidemq_store.record import MAX_PROPERTIES, MAX_PROPERTIES_BYTES, encode_properties
 
 ALLOWED = frozenset({"tests.push_targets:accept", "tests.no_such_module:call", "tests.push_targets:FLAKY_FAILURES"})
 RULES = TargetRules(ALLOWED, WebhookRules())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tidemq_store.errors import CorruptStore, InvalidArgument, MessageNotFound
-from tidemq_store.record import (
+from tidemq_protocol.errors import CorruptStore, InvalidArgument, MessageNotFound
+from tidemq_protocol.record import (
     CRC_START,
     END_OF_BATCH,
     HEADER_SIZE,

@@ -7,8 +7,9 @@ import shutil
 
 import pytest
 
-from tidemq_store import Message, StoreConfig, TieredStorageLevel, TopicConfig
-from tidemq_store.errors import OffsetOutOfRange
+from tidemq_protocol.errors import OffsetOutOfRange
+from tidemq_protocol.message import Message
+from tidemq_store import StoreConfig, TieredStorageLevel, TopicConfig
 from tidemq_store.tiered import PosixDriver, TieredMessageStore
 
 from ..tier_reads import read_all, read_all_records, wait_uploaded

@@ -4,20 +4,11 @@ from tidemq_store import StoreConfig, open_store
 with open_store(StoreConfig(home="data")) as store: ...
 """
 
+from tidemq_protocol.message import Message, MessageType, StoredMessage, TagFilter
+
 from .api import CleanReport, MaintenanceReport, MessageStore
 from .config import Backend, FlushDiskType, StoreConfig, TieredStorageLevel, TierMedium
-from .model import (
-    GetResult,
-    GroupConfig,
-    Message,
-    MessageType,
-    PutResult,
-    QueueOffsets,
-    RecordBatch,
-    StoredMessage,
-    TagFilter,
-    TopicConfig,
-)
+from .model import GetResult, GroupConfig, PutResult, QueueOffsets, RecordBatch, TopicConfig
 
 
 def open_store(config: StoreConfig) -> MessageStore:

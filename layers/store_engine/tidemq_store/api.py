@@ -23,21 +23,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tidemq_protocol.message import Message, StoredMessage, TagFilter
+
 from .acl import UserRecord
 from .kv.api import KeyValueStore
-from .model import (
-    GetResult,
-    GroupConfig,
-    Message,
-    Page,
-    PutResult,
-    QueueOffsets,
-    RecordBatch,
-    StoredMessage,
-    TagFilter,
-    TierQueueStatus,
-    TopicConfig,
-)
+from .model import GetResult, GroupConfig, Page, PutResult, QueueOffsets, RecordBatch, TierQueueStatus, TopicConfig
 
 UNSET = object()
 

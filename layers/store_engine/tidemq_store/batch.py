@@ -10,11 +10,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .clock import now_ms
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import InvalidArgument, InvalidBatch, MessageTooLarge, QueueOutOfRange
+from tidemq_protocol.message import Message, tag_hash
+from tidemq_protocol.record import (
+    ANY_QUEUE,
+    HEADER_SIZE,
+    check_produced,
+    check_properties,
+    encode_properties,
+    encode_record,
+    stamp,
+)
+
 from .config import StoreConfig
-from .errors import InvalidArgument, InvalidBatch, MessageTooLarge, QueueOutOfRange
-from .model import Message, TopicConfig, tag_hash
-from .record import ANY_QUEUE, HEADER_SIZE, check_produced, check_properties, encode_properties, encode_record, stamp
+from .model import TopicConfig
 
 
 @dataclass(slots=True, frozen=True)

@@ -4,7 +4,7 @@
        0     8   position          where the message's record starts: in the hot commit log (the embedded
                                    ConsumeQueue) or in the queue's own tier commit log (the tier's ConsumeQueue)
        8     4   size              the record's total size
-      12     4   tag_code          `model.tag_hash` of its tag (0: none): reads filter by tag from entries alone
+      12     4   tag_code          `message.tag_hash` of its tag (0: none): reads filter by tag from entries alone
       16     8   store_timestamp   ms since the epoch: time lookups and retention read it here, not in the record
 
 All little-endian. The embedded ConsumeQueue keeps one entry per RocksDB value (embedded/consumequeue.py); the
@@ -18,6 +18,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from typing import NamedTuple, overload
+
+from tidemq_protocol.message import tag_hash
+from tidemq_protocol.record import read_header
 
 ENTRY = struct.Struct("<QIIQ")
 ENTRY_SIZE = ENTRY.size  # 24
@@ -90,3 +93,14 @@ class CqEntries:
 
     def __repr__(self) -> str:
         return f"CqEntries({list(self)!r})"
+
+
+def entries_of(data: bytes) -> CqEntries:
+    """The ConsumeQueue entries of the records in `data` (verified records back to back), positions counted from
+    the start of `data`."""
+    packed, position = [], 0
+    while position < len(data):
+        header = read_header(data, position)
+        packed.append(pack_entry(position, header.size, tag_hash(header.tag), header.store_timestamp))
+        position += header.size
+    return CqEntries(b"".join(packed))

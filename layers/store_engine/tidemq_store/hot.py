@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from .api import CleanReport, MessageStore
 from .cq_entry import CqEntries
+from .kv.api import KeyValueStore
 
 
 @dataclass(slots=True, frozen=True)
@@ -94,3 +95,8 @@ class HotStore(MessageStore):
     @abstractmethod
     def disk_usage(self) -> int:
         """Bytes the hot store's messages take on disk (commit log and ConsumeQueue)."""
+
+    def open_kv_over(self, store: MessageStore) -> KeyValueStore:
+        """The hot store's KV namespaces, writing their changes through `store` (the tier over it, so that a
+        namespace rebuilt from its topic reads what only the cold tier holds)."""
+        raise NotImplementedError(f"{type(self).__name__} has no KV namespaces")

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from tidemq_protocol.errors import InvalidArgument
+from tidemq_protocol.message import TagFilter
+
 from .cq_entry import CqEntries
-from .errors import InvalidArgument
-from .model import TagFilter
 
 SCAN_LIMIT = 4096
 """Most entries a tag-filtered read examines, however few of them match."""

@@ -3,7 +3,7 @@
 The log is a run of segment files in one directory, each named by the 20-digit commit-log position of
 its first byte (RocketMQ's naming), so positions are dense across segments. A put is appended whole
 to the active segment; when it would not fit, the active segment is fsync'd and a new one started,
-so a batch never straddles two files. The record format lives in `tidemq_store.record`.
+so a batch never straddles two files. The record format lives in `tidemq_protocol.record`.
 
 Durability follows `FlushDiskType`. `wait_durable(end)` implements group commit: the first caller
 that finds no fsync under way becomes the leader, fsyncs everything written so far, and wakes every
@@ -28,9 +28,10 @@ from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
+from tidemq_protocol.errors import CorruptStore, ReplicaDiverged, StoreFailed
+from tidemq_protocol.record import SHORTEST_HEADER, RecordHeader, read_header, scan_batches, size_at, store_timestamp_at
+
 from ..config import FlushDiskType
-from ..errors import CorruptStore, ReplicaDiverged, StoreFailed
-from ..record import SHORTEST_HEADER, RecordHeader, read_header, scan_batches, size_at, store_timestamp_at
 from ..threads import background_thread
 
 log = logging.getLogger("tidemq.store")

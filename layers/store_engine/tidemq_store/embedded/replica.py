@@ -1,5 +1,5 @@
 """What a master broker sends its slave: a run of whole batches of its commit log, and the configs of the topics
-they belong to. The one module that knows this format; the container's transport (functions/container) carries
+they belong to. The one module that knows this format; the container's transport (servers/container) carries
 it as the body of one HTTP response.
 
     <JSON header, one line>\\n<data>
@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..errors import InvalidArgument
+from tidemq_protocol.errors import InvalidArgument
+
 from ..model import TopicConfig, validated
 
 CONTENT_TYPE = "application/x-tidemq-replica"

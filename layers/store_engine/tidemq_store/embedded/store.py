@@ -35,13 +35,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from .. import clock
-from ..acl import UserRecord
-from ..api import UNSET, CleanReport
-from ..batch import ValidatedBatch, validate_batch, validate_records
-from ..config import StoreConfig
-from ..cq_entry import CqEntries, CqEntry
-from ..errors import (
+from tidemq_protocol import clock
+from tidemq_protocol.errors import (
     CorruptStore,
     GroupExists,
     GroupNotFound,
@@ -51,33 +46,15 @@ from ..errors import (
     OffsetOutOfRange,
     QueuesCannotShrink,
     ReplicaDiverged,
-    StoreClosed,
     StoreFailed,
-    StoreLocked,
     TopicExists,
     TopicNotFound,
     UserExists,
     UserNotFound,
 )
-from ..hot import HotStore, PutListener, QueueExtent, ReleasePolicy, StoredBatch
-from ..model import (
-    GetResult,
-    GroupConfig,
-    Message,
-    Page,
-    PutResult,
-    QueueOffsets,
-    RecordBatch,
-    StoredMessage,
-    TagFilter,
-    TopicConfig,
-    check_name,
-    check_page_limit,
-    check_queue,
-    tag_hash,
-    validated,
-)
-from ..record import (
+from tidemq_protocol.message import Message, StoredMessage, TagFilter, tag_hash
+from tidemq_protocol.names import check_name
+from tidemq_protocol.record import (
     RecordHeader,
     decode_message,
     decode_run,
@@ -85,6 +62,27 @@ from ..record import (
     parse_message_id,
     read_by_id,
     scan_batches,
+)
+
+from ..acl import UserRecord
+from ..api import UNSET, CleanReport, MessageStore
+from ..batch import ValidatedBatch, validate_batch, validate_records
+from ..config import StoreConfig
+from ..cq_entry import CqEntries, CqEntry
+from ..errors import StoreClosed, StoreLocked
+from ..hot import HotStore, PutListener, QueueExtent, ReleasePolicy, StoredBatch
+from ..kv.api import KeyValueStore
+from ..model import (
+    GetResult,
+    GroupConfig,
+    Page,
+    PutResult,
+    QueueOffsets,
+    RecordBatch,
+    TopicConfig,
+    check_page_limit,
+    check_queue,
+    validated,
 )
 from ..selection import Selection, check_read, scan_size, select_runs
 from ..threads import background_thread
@@ -784,10 +782,13 @@ class EmbeddedMessageStore(HotStore):
         if self._closed:
             raise StoreClosed("the store is closed")
 
-    def open_kv(self):
-        from ..kv.embedded import EmbeddedKeyValueStore
+    def open_kv(self) -> KeyValueStore:
+        return self.open_kv_over(self)
 
-        return EmbeddedKeyValueStore(self, self.config.home / "kv", self.config.metadata_sync)
+    def open_kv_over(self, store: MessageStore) -> KeyValueStore:
+        from .kv import EmbeddedKeyValueStore
+
+        return EmbeddedKeyValueStore(store, self.config.home / "kv", self.config.metadata_sync)
 
     def close(self) -> None:
         if self._closed:

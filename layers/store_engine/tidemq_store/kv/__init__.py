@@ -1,28 +1,7 @@
-"""KV namespaces on the broker (the RIP-22 thread): `KeyValueStore` (api.py), its records (model.py), the format of
-a change in a namespace's topic (record.py) and of a snapshot file (snapshot.py)."""
+"""KV namespaces on the broker (the RIP-22 thread): the `KeyValueStore` interface every backend implements (api.py;
+`embedded/kv.py`, `serverless/kv.py`) and the format of a change as a message of a namespace's topic (record.py).
+What a namespace holds and the snapshot file are `tidemq_protocol.kv` and `tidemq_protocol.kv_snapshot`."""
 
 from .api import KeyValueStore
-from .model import (
-    Change,
-    ChangeKind,
-    ChangePage,
-    Entry,
-    EntryPage,
-    NamespaceConfig,
-    Read,
-    Snapshot,
-    Written,
-)
 
-__all__ = [
-    "Change",
-    "ChangeKind",
-    "ChangePage",
-    "Entry",
-    "EntryPage",
-    "KeyValueStore",
-    "NamespaceConfig",
-    "Read",
-    "Snapshot",
-    "Written",
-]
+__all__ = ["KeyValueStore"]

@@ -1,6 +1,6 @@
 """`KeyValueStore`: the KV namespaces of a store (`MessageStore.kv`), the one API every backend serves.
 
-    embedded     kv/embedded.py: each write goes to the namespace's topic first (commit log, tiered and compacted
+    embedded     embedded/kv.py: each write goes to the namespace's topic first (commit log, tiered and compacted
                  like any topic), then into RocksDB; watches read the topic
     serverless   serverless/kv.py: DynamoDB conditional transactions; changes recorded in a table of their own
 
@@ -13,21 +13,19 @@ and then the changes that happened during it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 
-from .. import clock
-from ..model import Page
-from .model import (
+from tidemq_protocol.kv import (
     MAX_PAGE,
-    ChangeKind,
     ChangePage,
-    Entry,
     EntryPage,
     NamespaceConfig,
     Read,
     Snapshot,
     Written,
 )
+from tidemq_protocol.kv_snapshot import read_at_one_revision
+
+from ..model import Page
 
 
 class KeyValueStore(ABC):
@@ -123,46 +121,4 @@ class KeyValueStore(ABC):
         """Release what the KV layer holds (its store closes it)."""
 
 
-def read_at_one_revision(
-    config: NamespaceConfig,
-    revision: Callable[[], int],
-    scan: Callable[[str | None], EntryPage],
-    watch: Callable[[int], ChangePage],
-    progress: Callable[[int], None] | None = None,
-) -> Snapshot:
-    """A namespace's contents at one revision, from reads that each see their own moment: its revision r0, a scan of
-    every key (`scan(after)`, page by page), its revision r1, then the changes (r0, r1] (`watch(from_revision)`)
-    applied over the scan, each key's last change winning. A key the scan read is at some revision up to r1, and
-    each change in the window is its state from then on, so the result is the namespace at r1: no mix of before and
-    after. Expired keys are left out. `progress` is told the keys read so far after each page. The engine's
-    `export` and the SDK's (which reads over HTTP) are both this."""
-    start = revision()
-    entries: dict[str, Entry] = {}
-    after: str | None = None
-    while True:
-        page = scan(after)
-        entries.update((entry.key, entry) for entry in page.entries)
-        if progress is not None:
-            progress(len(entries))
-        if page.next_after is None:
-            break
-        after = page.next_after
-    end = revision()
-    at = start + 1
-    while at <= end:
-        changes = watch(at)
-        for change in changes.changes:
-            if change.revision > end:
-                break
-            if change.kind is ChangeKind.PUT:
-                entries[change.key] = Entry(change.key, change.value, change.version, change.expires_at_ms)
-            else:
-                entries.pop(change.key, None)
-        if changes.next_revision <= at:  # a watch answering so would have this loop spin forever
-            raise RuntimeError(f"a watch of KV namespace {config.name!r} from revision {at} got nowhere")
-        at = changes.next_revision
-    now = clock.now_ms()
-    return Snapshot(config, end, [entries[key] for key in sorted(entries) if entries[key].live(now)])
-
-
-__all__ = ["KeyValueStore", "read_at_one_revision"]
+__all__ = ["KeyValueStore"]

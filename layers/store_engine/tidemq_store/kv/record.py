@@ -18,20 +18,11 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from ..model import Message, StoredMessage
-from .model import Change, ChangeKind
+from tidemq_protocol.kv import Change, ChangeKind
+from tidemq_protocol.message import Message, StoredMessage
 
-TOPIC_PREFIX = "%KV%"
 KEY, OP, REVISION, PREVIOUS, VERSION, EXPIRES = "kv.key", "kv.op", "kv.rev", "kv.prev", "kv.ver", "kv.exp"
 _SAFE = "!#$&'()*+,/:;=?@[]~^`{|}<>\"\\"
-
-
-def topic_of(namespace: str) -> str:
-    return TOPIC_PREFIX + namespace
-
-
-def is_kv_topic(topic: str) -> bool:
-    return topic.startswith(TOPIC_PREFIX)
 
 
 def message_key(key: str) -> str:

@@ -13,9 +13,10 @@ import threading
 import time
 from typing import NamedTuple
 
+from tidemq_protocol.errors import OffsetOutOfRange
+from tidemq_protocol.message import TagFilter
+
 from ..config import StoreConfig
-from ..errors import OffsetOutOfRange
-from ..model import TagFilter
 from ..tiered import open_driver
 from ..tiered.cache import ReadAheadCache, read_cold
 from ..tiered.container import TieredQueue

@@ -51,8 +51,8 @@ from datetime import UTC, datetime
 from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from .. import clock
-from ..errors import (
+from tidemq_protocol import clock
+from tidemq_protocol.errors import (
     InvalidArgument,
     KeyNotFound,
     NamespaceExists,
@@ -62,8 +62,7 @@ from ..errors import (
     StoreUnavailable,
     VersionMismatch,
 )
-from ..kv.api import KeyValueStore
-from ..kv.model import (
+from tidemq_protocol.kv import (
     MAX_PAGE,
     MAX_PAGE_BYTES,
     Change,
@@ -83,6 +82,8 @@ from ..kv.model import (
     check_value,
     restorable,
 )
+
+from ..kv.api import KeyValueStore
 from ..model import Page
 from .queue_index import BACKOFF_S, MAX_BACKOFF_S, is_conditional, raced
 

@@ -38,11 +38,13 @@ from typing import TYPE_CHECKING
 
 from pynamodb.exceptions import UpdateError
 
-from .. import clock
+from tidemq_protocol import clock
+from tidemq_protocol.errors import CorruptStore
+from tidemq_protocol.record import rebase
+from tidemq_store.cq_entry import entries_of
+
 from ..api import CleanReport, MaintenanceReport
 from ..cq_entry import CqEntries
-from ..errors import CorruptStore
-from ..record import entries_of, rebase
 from ..tiered.container import TieredQueue
 from .queue_index import QueueState, is_conditional, queue_key, state_of
 from .segments import newest_write, read_segment

@@ -4,7 +4,7 @@
 
 Each writer (a process, a Lambda execution environment) appends only to files of its own, created
 exclusively under a random 24-bit key, so writers never share a file and need no lock between them.
-A file holds whole produce batches back to back, each one `tidemq_store.record` records (CRC'd) with
+A file holds whole produce batches back to back, each one `tidemq_protocol.record` records (CRC'd) with
 queue offsets relative to the batch (0, 1, ...): a batch is written before it is sequenced, and
 `record.rebase` gives records their real offsets when they are read. A record's physical offset is
 `key << 40 | position`, so a message id (record.py) names its file and place.
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import StoreUnavailable
+from tidemq_protocol.errors import StoreUnavailable
 
 KEY_BITS = 24
 POSITION_BITS = 40

@@ -25,12 +25,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from .. import clock
-from ..acl import UserRecord
-from ..api import UNSET, CleanReport, MaintenanceReport, MessageStore
-from ..batch import ValidatedBatch, validate_batch, validate_records
-from ..config import StoreConfig, TierMedium
-from ..errors import (
+from tidemq_protocol import clock
+from tidemq_protocol.errors import (
     GroupExists,
     GroupNotFound,
     InvalidArgument,
@@ -44,25 +40,28 @@ from ..errors import (
     UserExists,
     UserNotFound,
 )
+from tidemq_protocol.message import Message, StoredMessage, TagFilter
+from tidemq_protocol.names import check_name
+from tidemq_protocol.record import decode_records, message_id, parse_message_id, read_by_id, rebase
+
+from ..acl import UserRecord
+from ..api import UNSET, CleanReport, MaintenanceReport, MessageStore
+from ..batch import ValidatedBatch, validate_batch, validate_records
+from ..config import StoreConfig, TierMedium
 from ..model import (
     GetResult,
     GroupConfig,
-    Message,
     Page,
     PutResult,
     QueueOffsets,
     RecordBatch,
-    StoredMessage,
-    TagFilter,
     TierQueueStatus,
     TopicConfig,
-    check_name,
     check_page_limit,
     check_queue,
     take_page,
     validated,
 )
-from ..record import decode_records, message_id, parse_message_id, read_by_id, rebase
 from ..selection import check_read, scan_size
 from .arrivals import ArrivalWatch
 from .queue_index import (

@@ -32,8 +32,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from tidemq_protocol.message import TagFilter
+
 from ..cq_entry import CqEntries
-from ..model import TagFilter
 from ..selection import SCAN_LIMIT, Selection, scan_size, select_runs
 from .container import TieredQueue
 

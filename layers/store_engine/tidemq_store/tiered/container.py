@@ -1,7 +1,7 @@
 """The tier's container layer: each queue's own commit log and ConsumeQueue, as runs of segments.
 
     <topic>/<queue>/commitlog/      the queue's records, back to back, byte for byte as the hot commit
-                                    log holds them (`tidemq_store.record`, CRC included), so a message
+                                    log holds them (`tidemq_protocol.record`, CRC included), so a message
                                     read cold is identical to the one read hot, id included
     <topic>/<queue>/consumequeue/   a 24-byte ConsumeQueue entry per queue offset (cq_entry.py), from the
                                     tier's first offset on, `position` being regenerated: the record's
@@ -26,8 +26,9 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
+from tidemq_protocol.errors import CorruptStore
+
 from ..cq_entry import ENTRY_SIZE, CqEntries, pack_entry
-from ..errors import CorruptStore
 from .manifest import KINDS, Manifest, load_manifest, write_manifest
 from .segment import FileSegment, SegmentGone, TierDriver
 

@@ -29,9 +29,11 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from .. import clock
+from tidemq_protocol import clock
+from tidemq_protocol.errors import OffsetOutOfRange, TopicNotFound
+
 from ..config import StoreConfig
-from ..errors import OffsetOutOfRange, StoreClosed, TopicNotFound
+from ..errors import StoreClosed
 from ..hot import HotStore, StoredBatch
 from ..threads import background_thread
 from .container import TieredQueue

@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from ..errors import CorruptStore
+from tidemq_protocol.errors import CorruptStore
+
 from .segment import NAME_DIGITS, StoredObject, TierDriver, segment_name
 
 FORMAT = 1

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from botocore.exceptions import ClientError
 
-from ..errors import CorruptStore
+from tidemq_protocol.errors import CorruptStore
 
 NAME_DIGITS = 20
 

@@ -26,27 +26,27 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
-from .. import clock
+from tidemq_protocol import clock
+from tidemq_protocol.errors import OffsetOutOfRange, TideMQError, TopicNotFound
+from tidemq_protocol.message import Message, StoredMessage, TagFilter
+from tidemq_protocol.record import decode_run
+
 from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MessageStore
 from ..config import StoreConfig, TieredStorageLevel
-from ..errors import OffsetOutOfRange, TideMQError, TopicNotFound
 from ..hot import HotStore, ReleasePolicy
+from ..kv.api import KeyValueStore
 from ..model import (
     GetResult,
     GroupConfig,
-    Message,
     Page,
     PutResult,
     QueueOffsets,
     RecordBatch,
-    StoredMessage,
-    TagFilter,
     TierQueueStatus,
     TopicConfig,
     check_queue,
 )
-from ..record import decode_run
 from ..selection import check_read
 from .cache import ColdSelection, ReadAheadCache, read_cold
 from .container import TieredQueue
@@ -369,10 +369,8 @@ class TieredMessageStore(MessageStore):
                     log.exception("cold retention of %s:%s failed", topic, queue)
         return CleanReport(report.segments_deleted, report.messages_expired + expired)
 
-    def open_kv(self):
-        from ..kv.embedded import EmbeddedKeyValueStore
-
-        return EmbeddedKeyValueStore(self, self.config.home / "kv", self.config.metadata_sync)
+    def open_kv(self) -> KeyValueStore:
+        return self.hot.open_kv_over(self)
 
     def close(self) -> None:
         if self._closed:

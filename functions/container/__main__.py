@@ -1,3 +1,0 @@
-from functions.container.server import main
-
-main()

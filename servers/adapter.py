@@ -1,0 +1,262 @@
+"""HTTP in, Lambda out: each request as an API Gateway HTTP API (payload v2.0) event, handed to the very
+`lambda_handler` the deployed function exports, and its result as the HTTP answer. The local gateway and the
+BrokerContainer serve the handlers through this.
+
+Handlers run in worker threads, so concurrent requests really run concurrently (and share group commits), with one
+store per process as in a Lambda execution environment. Long polls (consumes and KV watches with `wait_ms`) run on
+threads of their own, at most `TIDEMQ_GATEWAY_LONG_POLLS` at once (one more is a 503 at once), so however many
+wait, every other request finds a handler thread. A body is read as it arrives and refused with a 413 as soon as it
+(or the length it declares) passes `TIDEMQ_MAX_REQUEST_BYTES`, before the rest is sent. A binary body goes to the
+function as the bytes that came: the event is handed over in this process, so it needs no base64 (in Lambda, API
+Gateway base64-encodes it and the function decodes it once). A text body that is not UTF-8 goes base64-encoded, as
+API Gateway sends it, never with its bad bytes replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+import pybase64
+
+from functions.api import bounds
+from functions.api.binary import LOCAL_API_ID
+from functions.api.routing import Route
+from functions.routes import routes
+from shared.settings import get_settings
+from tidemq_protocol.clock import now_ms
+from tidemq_protocol.errors import Overloaded, RequestTooLarge
+
+TEXT_TYPES = ("text/", "application/json", "application/x-ndjson", "application/xml")
+
+
+@dataclass
+class LocalContext:
+    """The parts of the Lambda context object that handlers and Powertools read."""
+
+    function_name: str
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = ""
+    log_group_name: str = ""
+    log_stream_name: str = ""
+    deadline_ms: int = field(default_factory=lambda: now_ms() + 30_000)
+
+    def __post_init__(self) -> None:
+        self.invoked_function_arn = f"arn:aws:lambda:local:000000000000:function:{self.function_name}"
+        self.log_group_name = f"/aws/lambda/{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, self.deadline_ms - now_ms())
+
+
+def match_route(method: str, path: str, table: Sequence[Route] | None = None) -> tuple[Route, dict[str, str]] | None:
+    """The route of `table` (default: the HTTP API's) serving `method` at `path` and its path parameters; None if
+    there is none (`no_route` says whether that is a 404 or a 405)."""
+    for route in routes() if table is None else table:
+        if route.method == method:
+            found = route.pattern.match(path)
+            if found:
+                return route, found.groupdict()
+    return None
+
+
+def to_event(
+    scope: dict[str, Any],
+    body: bytes,
+    route: Route,
+    path_parameters: dict[str, str],
+    request_id: str,
+    path: str | None = None,
+) -> dict[str, Any]:
+    """An API Gateway HTTP API v2.0 event for one request; `path`: the path the function routes on, when it is not
+    the whole path sent (a container's broker, under its prefix: `requestContext.http.path` keeps what was sent)."""
+    headers: dict[str, str] = {}
+    for name, value in scope["headers"]:
+        key = name.decode("latin-1").lower()
+        headers[key] = f"{headers[key]},{value.decode('latin-1')}" if key in headers else value.decode("latin-1")
+    raw_query = scope.get("query_string", b"").decode("latin-1")
+    query: dict[str, str] = {}
+    for key, value in parse_qsl(raw_query, keep_blank_values=True):
+        query[key] = f"{query[key]},{value}" if key in query else value
+    content_type = headers.get("content-type", "")
+    declared_text = content_type.startswith(TEXT_TYPES)
+    text = _utf8(body) if body and declared_text else None
+    if not body or text is not None:
+        encoded = text
+    elif declared_text:  # not UTF-8: base64, as API Gateway sends it, for the function to judge
+        encoded = pybase64.b64encode(body).decode()
+    else:  # binary, handed over in this process as the bytes that came; a Lambda event (JSON) carries base64
+        encoded = body
+    now = time.time()
+    client = scope.get("client") or ("127.0.0.1", 0)
+    return {
+        "version": "2.0",
+        "routeKey": route.route_key,
+        "rawPath": scope["path"] if path is None else path,
+        "rawQueryString": raw_query,
+        "headers": headers,
+        "queryStringParameters": query or None,
+        "pathParameters": path_parameters or None,
+        "requestContext": {
+            "accountId": "000000000000",
+            "apiId": LOCAL_API_ID,
+            "domainName": headers.get("host", "localhost"),
+            "domainPrefix": "local",
+            "http": {
+                "method": scope["method"],
+                "path": scope["path"],
+                "protocol": f"HTTP/{scope.get('http_version', '1.1')}",
+                "sourceIp": client[0],
+                "userAgent": headers.get("user-agent", ""),
+            },
+            "requestId": request_id,
+            "routeKey": route.route_key,
+            "stage": "$default",
+            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+            "timeEpoch": int(now * 1000),
+        },
+        "body": encoded or None,  # `binary.request_bytes` takes text, base64 or bytes
+        "isBase64Encoded": isinstance(encoded, str) and text is None and bool(body),
+        "stageVariables": None,
+    }
+
+
+def _utf8(body: bytes) -> str | None:
+    """A text body as text, or None if it is not UTF-8 (the function then gets it base64-encoded, and judges it)."""
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+async def read_body(scope, receive, limit: int) -> bytes:
+    """The request body, read as it arrives: RequestTooLarge as soon as it passes `limit` bytes, or at once when
+    its Content-Length says it will, so the rest is never read (nor held in memory)."""
+    declared = dict(scope["headers"]).get(b"content-length", b"")
+    if declared.isdigit() and int(declared) > limit:
+        raise RequestTooLarge(f"the request body is {int(declared)} bytes; the limit is {limit}")
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLarge(f"the request body is over {limit} bytes, the limit")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+class LongPolls:
+    """Where consumes that may wait (`wait_ms` > 0) run: threads of their own, at most `limit` at once, so that
+    however many wait, the handler threads stay free for every other route. One more is refused at once
+    (Overloaded, a 503 the SDK retries), not queued behind waits of up to TIDEMQ_MAX_GET_WAIT_MS."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.waiting = 0  # changed on the event loop only
+        self.executor = ThreadPoolExecutor(limit, thread_name_prefix="long-poll")
+
+    @staticmethod
+    def wants(route: Route, query: str) -> bool:
+        """Whether a request may wait: a consume or a KV watch with a positive `wait_ms` (a malformed one fails
+        validation)."""
+        if route.function not in ("consume", "kv"):
+            return False
+        wait_ms = dict(parse_qsl(query)).get("wait_ms", "")
+        return wait_ms.isdigit() and int(wait_ms) > 0
+
+    def refusal(self) -> Overloaded | None:
+        """Why one more long poll is refused now; None while there is room."""
+        if self.waiting < self.limit:
+            return None
+        return Overloaded(f"{self.limit} long polls are waiting in this gateway already; send it again shortly")
+
+    async def run(self, handler, event: dict[str, Any], context: LocalContext) -> dict[str, Any]:
+        self.waiting += 1
+        try:  # in a copy of this context, as asyncio.to_thread runs handlers
+            call = functools.partial(contextvars.copy_context().run, handler, event, context)
+            return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+        finally:
+            self.waiting -= 1
+
+
+_long_polls: LongPolls | None = None
+
+
+async def refuse(send, error: RequestTooLarge | Overloaded) -> None:
+    """Answer a request the gateway refuses itself, as API Gateway answers what no function sees (the body says
+    why, as the functions' errors do). A body left unread closes the connection rather than being read."""
+    response = bounds.refused(error)
+    headers = {"content-type": response.content_type}
+    if isinstance(error, RequestTooLarge):
+        headers["connection"] = "close"
+    else:
+        headers["retry-after"] = "1"
+    await send_response(send, response.status_code, headers, response.body.encode())
+
+
+async def send_response(send, status: int, headers: dict[str, str], body: bytes) -> None:
+    raw_headers = [(k.lower().encode(), str(v).encode()) for k, v in headers.items()]
+    if not any(k == b"content-length" for k, _ in raw_headers):
+        raw_headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def start_pools() -> None:
+    """The threads handlers run on (in the running event loop): a pool for requests, and one for long polls."""
+    global _long_polls
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(get_settings().gateway_threads, thread_name_prefix="handler")
+    )
+    _long_polls = LongPolls(get_settings().gateway_long_polls)
+
+
+async def call_function(route: Route, event: dict[str, Any], context: LocalContext) -> dict[str, Any]:
+    """Run the function serving `route` on `event`, as Lambda would: a long poll on a thread of its own (or a 503
+    when there are too many), anything else on a handler thread; a function that fails is a 500."""
+    handler = route.handler
+    long_polls = _long_polls if _long_polls is not None and _long_polls.wants(route, event["rawQueryString"]) else None
+    if long_polls is not None and (refusal := long_polls.refusal()) is not None:
+        return as_result(bounds.refused(refusal), **{"retry-after": "1"})
+    try:
+        if long_polls is not None:
+            return await long_polls.run(handler, event, context)
+        return await asyncio.to_thread(handler, event, context)
+    except Exception:  # as API Gateway does when a Lambda function fails: a bug or an outage, never the client
+        logging.getLogger("tidemq.gateway").exception(
+            "function %s failed on %s %s", route.function, event["requestContext"]["http"]["method"], event["rawPath"]
+        )
+        return {"statusCode": 500, "headers": {"content-type": "application/json"}, "body": INTERNAL_ERROR}
+
+
+INTERNAL_ERROR = '{"message":"Internal Server Error"}'
+
+
+def as_result(response, **headers: str) -> dict[str, Any]:
+    """A Powertools `Response` (with more `headers`) as a function's result."""
+    return {"statusCode": response.status_code, "headers": {**response.headers, **headers}, "body": response.body}
+
+
+async def send_result(send, result: dict[str, Any]) -> None:
+    """Answer with what a function returned (binary replies handed over as they are, base64 decoded)."""
+    payload = result.get("body") or ""
+    if isinstance(payload, memoryview):  # a binary reply, handed over as it is (functions/api/binary.py)
+        data = payload.obj if isinstance(payload.obj, bytes) else bytes(payload)
+    else:
+        data = pybase64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
+    headers = dict(result.get("headers") or {})
+    for name, values in (result.get("multiValueHeaders") or {}).items():
+        headers[name] = ",".join(values)
+    await send_response(send, int(result.get("statusCode", 200)), headers, data)

@@ -1,0 +1,3 @@
+from servers.container.server import main
+
+main()

@@ -1,0 +1,232 @@
+"""`tidemq container -c broker-container.conf`: the BrokerContainer's one server (RIP-31's shared transport).
+
+One uvicorn server, one event loop and one pool of handler threads serve every broker, each under its own path
+prefix on the container's port, with the functions the local gateway runs (the same handlers as in Lambda):
+
+    /brokers/<brokerName>/v1/...   the broker's HTTP API (topics, messages, groups, KV), served from its store
+    /container/v1/brokers...       the container's admin API (servers/container/handler.py)
+    /v1/users..., /v1/whoami       the container's users, who may call any of its brokers (their policies say what)
+    /health                        public
+
+A client of broker `a` uses `http://<host>:<listenPort>/brokers/a` as its URL (the SDK, CLI and signatures take a
+base URL with a path). A slave serves reads (GET routes) only, and a broker refusing writes for its disk quota
+refuses produces and KV writes (507); push delivery is not run in a container, so push subscriptions are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+import uuid
+from functools import cache
+from pathlib import Path
+
+import uvicorn
+
+from functions.api.errors import client_error_response, error_response
+from functions.api.routing import Route, routes_of
+from functions.store import close_store, install_store, process_store
+from servers.adapter import (
+    LocalContext,
+    as_result,
+    call_function,
+    match_route,
+    read_body,
+    refuse,
+    send_result,
+    start_pools,
+    to_event,
+)
+from servers.bootstrap import check_exposure, first_super_user
+from shared.settings import get_settings
+from tidemq_protocol.api.common import ErrorBody
+from tidemq_protocol.api.messages import SEND_STATUS_HEADER
+from tidemq_protocol.errors import (
+    BrokerReadOnly,
+    ClientError,
+    DiskQuotaExceeded,
+    InvalidArgument,
+    RequestTooLarge,
+    StoreUnavailable,
+    TideMQError,
+)
+from tidemq_store import open_store
+from tidemq_store.config import Backend, StoreConfig, TierMedium
+
+from . import handler
+from .broker import Broker
+from .config import ContainerConfig
+from .container import BrokerContainer
+from .logs import LogRouter, as_broker
+from .logs import install as install_logs
+from .replication import noting_outcome
+from .state import container, set_container
+
+log = logging.getLogger("tidemq.access")
+BROKERS = "/brokers/"
+ROOT_PATHS = ("/health", "/v1/whoami", "/v1/users")  # the container's own (users live in its store)
+_config: ContainerConfig | None = None
+_logs: LogRouter | None = None
+
+
+@cache
+def container_routes() -> tuple[Route, ...]:
+    return tuple(routes_of("container", handler.app, handler.__name__))
+
+
+def _not_here(path: str, why: str):
+    return error_response(404, ErrorBody(error="RouteNotFound", message=f"no route for {path} here: {why}"))
+
+
+def refusal(broker: Broker, route: Route) -> ClientError | None:
+    """Why a broker does not serve a route now: a slave takes no writes; a broker past its disk quota takes no
+    messages."""
+    reads = route.method == "GET" or route.path.endswith("/batch-get")
+    if broker.config.is_slave and (not reads or route.function == "kv"):  # a slave's KV state is not replicated
+        return BrokerReadOnly(broker.name)
+    if broker.quota.refusing_writes and (route.function == "produce" or (route.function == "kv" and not reads)):
+        return DiskQuotaExceeded(f"broker {broker.name!r} takes no new messages now: {broker.quota.warning}")
+    return None
+
+
+async def app(scope, receive, send) -> None:
+    """The ASGI application uvicorn serves."""
+    if scope["type"] == "lifespan":
+        await _lifespan(receive, send)
+        return
+    try:
+        body = await read_body(scope, receive, get_settings().max_request_bytes)
+    except RequestTooLarge as error:
+        await refuse(send, error)
+        return
+    path, method = scope["path"], scope["method"]
+    if path.startswith(BROKERS):
+        await _serve_broker(scope, send, body)
+        return
+    table = container_routes() if path.startswith("/container/") else None
+    matched = match_route(method, path, table) if table else None
+    if table is None and path.startswith(ROOT_PATHS):
+        matched = match_route(method, path)
+    if matched is None:
+        why = "a broker's API is under /brokers/<brokerName>, the container's under /container/v1"
+        await send_result(send, as_result(_not_here(path, why)))
+        return
+    route, parameters = matched
+    request_id = str(uuid.uuid4())
+    event = to_event(scope, body, route, parameters, request_id)
+    await send_result(send, await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id)))
+
+
+async def _serve_broker(scope, send, body: bytes) -> None:
+    started = time.perf_counter()
+    name, _, rest = scope["path"][len(BROKERS) :].partition("/")
+    rest = "/" + rest
+    try:
+        broker = container().get(name)
+    except ClientError as error:
+        await send_result(send, as_result(client_error_response(error)))
+        return
+    matched = match_route(scope["method"], rest)
+    if matched is None:
+        await send_result(send, as_result(_not_here(scope["path"], f"the broker's routes are {BROKERS}{name}/v1/...")))
+        return
+    route, parameters = matched
+    if rest.startswith("/v1/users"):
+        await send_result(send, as_result(_not_here(scope["path"], "users are the container's: /v1/users")))
+        return
+    if rest.endswith("/push") and route.method != "GET":
+        await send_result(send, as_result(_not_here(scope["path"], "push delivery is not run in a BrokerContainer")))
+        return
+    if (refused := refusal(broker, route)) is not None:
+        await send_result(send, as_result(client_error_response(refused)))
+        return
+    request_id = str(uuid.uuid4())
+    event = to_event(scope, body, route, parameters, request_id, path=rest)
+    try:
+        with broker.serving(), noting_outcome() as outcome:
+            result = await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id))
+    except StoreUnavailable as error:  # the broker is closing
+        closing = error_response(503, ErrorBody(error=type(error).__name__, message=str(error)))
+        await send_result(send, as_result(closing, **{"retry-after": "1"}))
+        return
+    if outcome.status is not None:
+        result.setdefault("headers", {})[SEND_STATUS_HEADER] = outcome.status.value
+    with as_broker(broker.identity):
+        log.info(
+            "%s %s %s %.1f ms", scope["method"], rest, result.get("statusCode"), (time.perf_counter() - started) * 1000
+        )
+    await send_result(send, result)
+
+
+async def _lifespan(receive, send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            start_pools()
+            try:
+                await asyncio.to_thread(start)
+            except (TideMQError, OSError) as error:  # say what to change, without a traceback
+                await send({"type": "lifespan.startup.failed", "message": f"TideMQ container cannot start: {error}"})
+                return
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await asyncio.to_thread(stop)
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def start() -> BrokerContainer:
+    """Open the container's own store (its users), make its first super user, then start its brokers."""
+    settings = get_settings()
+    root = settings.home
+    own = StoreConfig(home=root / "container", backend=Backend.EMBEDDED, tier=TierMedium.OFF)
+    install_store(open_store(own))
+    first_super_user(process_store())
+    running = BrokerContainer(root, _logs).start(_config.broker_files)
+    set_container(running)
+    names = ", ".join(broker.name for broker in running.brokers()) or "none yet"
+    print(f"TideMQ container on http://{settings.host}:{settings.port} (brokers: {names})", flush=True)
+    return running
+
+
+def stop() -> None:
+    try:
+        container().close()
+    finally:
+        set_container(None)
+        close_store()
+
+
+def main(argv: list[str] | None = None) -> None:
+    global _config, _logs
+    parser = argparse.ArgumentParser(prog="tidemq container", description="Run a BrokerContainer (RIP-31).")
+    parser.add_argument("-c", "--config", required=True, type=Path, help="broker-container.conf")
+    arguments = parser.parse_args(argv)
+    try:
+        _config = ContainerConfig.read(arguments.config)
+    except InvalidArgument as error:
+        raise SystemExit(f"tidemq container: {error}") from None
+    # The container's file says where the process listens and keeps its files; the rest of the process's settings
+    # (auth, limits) come from the environment as anywhere else.
+    overrides = {
+        "TIDEMQ_PORT": _config.listen_port,
+        "TIDEMQ_HOST": _config.broker_container_ip,
+        "TIDEMQ_HOME": _config.store_path_root_dir,
+    }
+    os.environ.update({name: str(value) for name, value in overrides.items() if value is not None})
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    settings = get_settings()
+    check_exposure(settings)
+    _logs = install_logs(settings.home / "logs")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # log_config=None: uvicorn leaves the logging set up here as it is (its lines go through the router too)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on", log_config=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The local gateway (`python -m servers.gateway`): `app.py`."""

@@ -1,0 +1,3 @@
+from servers.gateway.app import main
+
+main()

@@ -1,0 +1,115 @@
+"""The local gateway: a real HTTP server in front of the Lambda handlers, as API Gateway is in AWS
+(`servers.adapter` turns each request into the function's event).
+
+    python -m servers.gateway       # what `make run` starts; TIDEMQ_HOST / TIDEMQ_PORT
+
+`servers.process.running_gateway` starts one as a child process on a free loopback port (tests and benchmarks).
+
+With `TIDEMQ_PUSH_MODE=local` (the default) the process also runs the push worker (`functions.push.worker`), where
+AWS would invoke the push function: started here, it is the push notifier the handlers give the produce and
+subscription logic. With the serverless backend it also runs the maintenance schedule, and it starts the local AWS
+(`TIDEMQ_LOCAL_AWS`) that its settings ask for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import uuid
+
+import uvicorn
+
+from devtools import local_aws
+from functions import store as process_store
+from functions.api.errors import no_route
+from functions.push import trigger
+from functions.routes import allowed_methods
+from functions.store import aws_endpoint, close_store, get_store
+from servers.adapter import (
+    LocalContext,
+    call_function,
+    match_route,
+    read_body,
+    refuse,
+    send_response,
+    send_result,
+    start_pools,
+    to_event,
+)
+from servers.bootstrap import check_exposure, first_super_user
+from shared.settings import InvalidConfiguration, PushMode, get_settings
+from tidemq_protocol.errors import RequestTooLarge
+from tidemq_store import Backend
+
+
+def _start_schedule():
+    """With the serverless backend, what AWS runs on EventBridge schedules runs here on timers (the maintenance
+    function: upload to the cold tier, clean-up, retention); None with the embedded engine, which does its own."""
+    settings = get_settings()
+    if settings.backend is not Backend.SERVERLESS:
+        return None
+    from functions.maintenance.schedule import LocalSchedule
+
+    return LocalSchedule(settings.maintenance_interval_s, settings.clean_interval_s, LocalContext).start()
+
+
+async def app(scope, receive, send) -> None:
+    """The ASGI application uvicorn serves."""
+    if scope["type"] == "lifespan":
+        schedule = None
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                start_pools()
+                try:
+                    store = await asyncio.to_thread(get_store)  # open (and recover) the store before serving
+                except InvalidConfiguration as error:  # say what to change, without a traceback
+                    await send({"type": "lifespan.startup.failed", "message": f"TideMQ cannot start: {error}"})
+                    return
+                aws = aws_endpoint()
+                if store.tier_medium:
+                    via = f" via {aws}" if aws is not None and store.tier_medium.startswith("s3:") else ""
+                    print(f"cold tier {store.tier_medium}{via}, reads {get_settings().tier_level}", flush=True)
+                if get_settings().backend is Backend.SERVERLESS:
+                    print(f"DynamoDB via {aws}", flush=True)
+                await asyncio.to_thread(first_super_user, store)
+                if get_settings().push_mode is PushMode.LOCAL:
+                    await asyncio.to_thread(trigger.start_worker, store)  # the notifier; it catches up
+                schedule = _start_schedule()
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if schedule is not None:
+                    await asyncio.to_thread(schedule.stop)
+                await asyncio.to_thread(trigger.stop_worker)
+                await asyncio.to_thread(close_store)
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    try:
+        body = await read_body(scope, receive, get_settings().max_request_bytes)
+    except RequestTooLarge as error:
+        await refuse(send, error)
+        return
+    matched = match_route(scope["method"], scope["path"])
+    if matched is None:
+        refused = no_route(scope["method"], scope["path"], allowed_methods(scope["path"]))
+        await send_response(send, refused.status_code, refused.headers, refused.body.encode())
+        return
+    route, path_parameters = matched
+    request_id = str(uuid.uuid4())
+    event = to_event(scope, body, route, path_parameters, request_id)
+    await send_result(send, await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id)))
+
+
+def main() -> None:
+    # Locally, EMF metric lines would drown the console; POWERTOOLS_METRICS_DISABLED=false brings them back.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    settings = get_settings()
+    check_exposure(settings)
+    process_store.allow_local_aws(local_aws.start)
+    print(f"TideMQ local gateway on http://{settings.host}:{settings.port} (data in {settings.home.resolve()})")
+    # Once shut down, uvicorn raises again the signal that stopped it: as SystemExit, so that this process's atexit
+    # hooks run (the store closed, a LocalStack it started stopped with its JVM) instead of dying with them undone.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")

@@ -1,0 +1,248 @@
+"""Admin: topics, consumer groups and message queries over the HTTP API, as `tidemq_protocol.api` values."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
+
+from tidemq_protocol.acl import AclEntry, UserType
+from tidemq_protocol.api.groups import CommittedOffsets, GroupDescription, GroupList, GroupView
+from tidemq_protocol.api.messages import MessageList, MessageView, OffsetForTime
+from tidemq_protocol.api.push import GroupPush, PushSubscribed
+from tidemq_protocol.api.topics import TierStatus, TierUpload, TopicChange, TopicDescription, TopicList, TopicView
+from tidemq_protocol.api.users import Caller, UserCreated, UserList, UserView
+from tidemq_protocol.errors import NoPushSubscription
+from tidemq_protocol.limits import HOUR_MS
+from tidemq_protocol.message import MessageType
+
+from .client import HttpClient, segment
+
+M = TypeVar("M", bound=BaseModel)
+ResetTarget = Literal["earliest", "latest"] | int
+"""Where a group's offsets go: the start or end of each queue, or the first message at or after a time (ms)."""
+
+
+def model_of(model: type[M], response) -> M:
+    return model.model_validate_json(response.content)
+
+
+class Admin:
+    """Create, inspect and delete topics and groups; commit and reset group offsets; look messages up.
+
+    Errors are the engine's classes (`TopicNotFound`, `GroupExists`, ...; see `tidemq.errors`).
+    """
+
+    def __init__(self, url: str | None = None, *, client: HttpClient | None = None) -> None:
+        self._client = client or HttpClient(url)
+        self._owns_client = client is None
+
+    # ---- topics ----------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        *,
+        queues: int = 8,
+        retention_ms: int | None = 72 * HOUR_MS,
+        message_type: MessageType | str = MessageType.NORMAL,
+        attributes: Mapping[str, str] | None = None,
+    ) -> TopicView:
+        """Create a topic (`retention_ms=None` keeps its messages forever); raises TopicExists."""
+        spec = {
+            "name": name,
+            "queues": queues,
+            "retention_ms": retention_ms,
+            "message_type": str(message_type),
+            "attributes": dict(attributes or {}),
+        }
+        return self._send(TopicView, "POST", "/v1/topics", spec)
+
+    def list_topics(self, *, after: str | None = None, limit: int = 100) -> TopicList:
+        """One page of topics in name order, after the name `after`."""
+        return self._get(TopicList, "/v1/topics", after=after, limit=limit)
+
+    def iter_topics(self, *, page_size: int = 1000) -> Iterator[TopicView]:
+        """Every topic, in name order, fetched a page at a time."""
+        after = None
+        while True:
+            page = self.list_topics(after=after, limit=page_size)
+            yield from page.topics
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        """The topic's config and each queue's [min_offset, max_offset)."""
+        return self._get(TopicDescription, f"/v1/topics/{segment(name)}")
+
+    def change_topic(self, name: str, change: TopicChange) -> TopicView:
+        """Apply the fields set in `change` (retention, attributes, more queues); others stay as they are."""
+        return self._send(TopicView, "PATCH", f"/v1/topics/{segment(name)}", change.model_dump(exclude_unset=True))
+
+    def set_retention(self, name: str, retention_ms: int | None) -> TopicView:
+        """Keep the topic's messages `retention_ms` (None: forever)."""
+        return self.change_topic(name, TopicChange(retention_ms=retention_ms))
+
+    def delete_topic(self, name: str) -> None:
+        """Delete the topic, its messages and every group's offsets on it."""
+        self._client.request("DELETE", f"/v1/topics/{segment(name)}")
+
+    def tier_status(self, name: str) -> TierStatus:
+        """Per queue: the hot minimum, the cold tier's range and how far the upload lags."""
+        return self._get(TierStatus, f"/v1/topics/{segment(name)}/tier")
+
+    def upload_now(self, name: str) -> TierUpload:
+        """Upload the topic's waiting messages to the cold tier now."""
+        return model_of(TierUpload, self._client.request("POST", f"/v1/topics/{segment(name)}/tier/upload"))
+
+    # ---- consumer groups -------------------------------------------------------------------------
+
+    def create_group(self, name: str, *, attributes: Mapping[str, str] | None = None) -> GroupView:
+        """Create a consumer group; raises GroupExists."""
+        return self._send(GroupView, "POST", "/v1/groups", {"name": name, "attributes": dict(attributes or {})})
+
+    def list_groups(self, *, after: str | None = None, limit: int = 100) -> GroupList:
+        """One page of groups in name order, after the name `after`."""
+        return self._get(GroupList, "/v1/groups", after=after, limit=limit)
+
+    def iter_groups(self, *, page_size: int = 1000) -> Iterator[GroupView]:
+        """Every group, in name order, fetched a page at a time."""
+        after = None
+        while True:
+            page = self.list_groups(after=after, limit=page_size)
+            yield from page.groups
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def describe_group(self, name: str, topic: str | None = None) -> GroupDescription:
+        """The group with its lag per queue on `topic`, or on every topic it has committed offsets on."""
+        return self._get(GroupDescription, f"/v1/groups/{segment(name)}", topic=topic)
+
+    def delete_group(self, name: str) -> None:
+        self._client.request("DELETE", f"/v1/groups/{segment(name)}")
+
+    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> CommittedOffsets:
+        """Record the group's next offset to consume per queue; returns every offset it has on `topic`."""
+        commit = {"topic": topic, "offsets": {str(queue): offset for queue, offset in offsets.items()}}
+        return self._send(CommittedOffsets, "POST", f"/v1/groups/{segment(group)}/offsets", commit)
+
+    def reset_offsets(self, group: str, topic: str, to: ResetTarget) -> CommittedOffsets:
+        """Move the group's offsets on every queue of `topic` to `earliest`, `latest` or a timestamp (ms)."""
+        reset = (
+            {"topic": topic, "to": "timestamp", "timestamp": to} if isinstance(to, int) else {"topic": topic, "to": to}
+        )
+        return self._send(CommittedOffsets, "POST", f"/v1/groups/{segment(group)}/reset", reset)
+
+    # ---- push delivery ---------------------------------------------------------------------------
+
+    def set_push(
+        self,
+        group: str,
+        topic: str,
+        target: str,
+        *,
+        tag: str | None = None,
+        max_attempts: int | None = None,
+        batch_size: int | None = None,
+        backoff_base_ms: int | None = None,
+        backoff_max_ms: int | None = None,
+    ) -> PushSubscribed:
+        """Push `topic`'s new messages to `target` for `group` (`lambda:<function>`, an http(s) webhook URL,
+        or locally `python:<module>:<callable>`, one the server's operator allows); options left None take the
+        server's defaults (tag `*`, 16 attempts, batches of 1, backoff from 1 s doubling to 5 min). For a
+        webhook, `.signing_secret` is the secret its deliveries are signed with, returned this once: the
+        receiver checks them with `tidemq.verify_push_signature`. Raises InvalidArgument saying what is wrong
+        with a target (or why the server will not push there), TopicNotFound, GroupNotFound."""
+        options = {
+            "tag": tag,
+            "max_attempts": max_attempts,
+            "batch_size": batch_size,
+            "backoff_base_ms": backoff_base_ms,
+            "backoff_max_ms": backoff_max_ms,
+        }
+        body = {"topic": topic, "target": target, **{k: v for k, v in options.items() if v is not None}}
+        return self._send(PushSubscribed, "PUT", f"/v1/groups/{segment(group)}/push", body)
+
+    def push(self, group: str) -> GroupPush | None:
+        """The group's push subscription and its dead-letter topic; None if the group has none (it is pulled
+        from). Raises GroupNotFound."""
+        try:
+            return self._get(GroupPush, f"/v1/groups/{segment(group)}/push")
+        except NoPushSubscription:
+            return None
+
+    def clear_push(self, group: str) -> None:
+        """Stop pushing to `group`; its committed offsets stay."""
+        self._client.request("DELETE", f"/v1/groups/{segment(group)}/push")
+
+    # ---- queries ---------------------------------------------------------------------------------
+
+    def message(self, msg_id: str) -> MessageView:
+        """The message with this id; raises MessageNotFound."""
+        return self._get(MessageView, f"/v1/messages/{segment(msg_id)}")
+
+    def messages_by_key(self, topic: str, key: str, *, limit: int = 32) -> list[MessageView]:
+        """The most recent `limit` messages of `topic` carrying `key`, oldest first."""
+        return self._get(MessageList, f"/v1/topics/{segment(topic)}/messages", key=key, limit=limit).messages
+
+    def offset_for_time(self, topic: str, queue: int, timestamp_ms: int) -> OffsetForTime:
+        """The first offset of the queue stored at or after `timestamp_ms` (its max_offset if none)."""
+        return self._get(OffsetForTime, f"/v1/topics/{segment(topic)}/queues/{queue}/offset", timestamp=timestamp_ms)
+
+    # ---- users and access control (super users; RocketMQ ACL 2.0) -------------------------------
+
+    def create_user(
+        self, name: str, *, super_user: bool = False, policies: list[AclEntry] | None = None
+    ) -> UserCreated:
+        """A new user; its `secret_key` is in the answer, and only there (raises UserExists)."""
+        user_type = UserType.SUPER if super_user else UserType.NORMAL
+        entries = [entry.model_dump(mode="json") for entry in policies or []]
+        return self._send(UserCreated, "POST", "/v1/users", {"name": name, "user_type": user_type, "policies": entries})
+
+    def list_users(self, *, after: str | None = None, limit: int = 100) -> UserList:
+        return self._get(UserList, "/v1/users", after=after, limit=limit)
+
+    def describe_user(self, name: str) -> UserView:
+        return self._get(UserView, f"/v1/users/{segment(name)}")
+
+    def delete_user(self, name: str) -> None:
+        self._client.request("DELETE", f"/v1/users/{segment(name)}")
+
+    def rotate_secret(self, name: str) -> UserCreated:
+        """A new secret key for the user (in the answer, and only there); the old one stops working."""
+        return model_of(UserCreated, self._client.request("POST", f"/v1/users/{segment(name)}/rotate"))
+
+    def grant(self, user: str, entry: AclEntry) -> UserView:
+        """Add a policy entry to a normal user."""
+        return self._send(UserView, "POST", f"/v1/users/{segment(user)}/acl", entry.model_dump(mode="json"))
+
+    def revoke(self, user: str, resource: str) -> UserView:
+        """Remove the user's policy entries on `resource` (as granted)."""
+        return self._send(UserView, "POST", f"/v1/users/{segment(user)}/acl/revoke", {"resource": resource})
+
+    def whoami(self) -> Caller:
+        """The user this client signs as."""
+        return self._get(Caller, "/v1/whoami")
+
+    # ---- plumbing --------------------------------------------------------------------------------
+
+    def _get(self, model: type[M], path: str, **params: Any) -> M:
+        given = {name: value for name, value in params.items() if value is not None}
+        return model.model_validate_json(self._client.request("GET", path, params=given).content)
+
+    def _send(self, model: type[M], method: str, path: str, body: dict) -> M:
+        return model_of(model, self._client.request(method, path, json=body))
+
+    def close(self) -> None:
+        """Close the HTTP client, unless it was passed in (then its owner closes it)."""
+        if self._owns_client:
+            self._client.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,104 @@
+"""The `tidemq` command line: topics, groups, messages, produce and consume, KV namespaces over the HTTP API; a
+BrokerContainer and its brokers; the Spark jobs.
+
+Errors end the command with one line on stderr, `tidemq: <what went wrong>`, and exit code 1 (the
+API or the connection failed) or 2 (the command line itself is wrong); never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+
+from tidemq_protocol.errors import InvalidArgument, TideMQError
+
+from ..auth import find_credentials
+from ..client import DEFAULT_URL, HttpClient
+from .access import acl, user
+from .consume import consume
+from .container import container
+from .group import group
+from .kv import kv
+from .message import message
+from .produce import produce
+from .spark import spark
+from .topic import topic
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--url",
+    envvar="TIDEMQ_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    show_envvar=True,
+    help="Base URL of the TideMQ HTTP API.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for an answer (long polls wait longer).",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="Retries (with backoff) after a connection error or a 5xx.",
+)
+@click.option(
+    "--profile",
+    envvar="TIDEMQ_PROFILE",
+    show_envvar=True,
+    help="Sign as this profile of the credentials file (~/.tidemq/credentials, or TIDEMQ_CREDENTIALS_FILE) "
+    "[default: TIDEMQ_ACCESS_KEY/TIDEMQ_SECRET_KEY, else the default profile, first of <TIDEMQ_HOME>/credentials, "
+    "which make run writes].",
+)
+@click.version_option(package_name="tidemq", prog_name="tidemq")
+@click.pass_context
+def cli(ctx: click.Context, url: str, timeout: float, retries: int, profile: str | None) -> None:
+    """TideMQ from the command line: manage topics, consumer groups and users, produce and consume messages, keep
+    keys in KV namespaces."""
+    try:
+        credentials = find_credentials(profile)
+    except (InvalidArgument, ValueError) as error:  # no such profile, or a profile without its keys
+        raise click.BadParameter(str(error), ctx, param_hint="'--profile'") from None
+    try:
+        client = HttpClient(url, timeout_s=timeout, retries=retries, credentials=credentials)
+    except InvalidArgument as error:
+        raise click.BadParameter(str(error), ctx, param_hint="'--url'") from None
+    ctx.obj = ctx.with_resource(client)
+
+
+for command in (topic, group, produce, consume, message, kv, user, acl, container, spark):
+    cli.add_command(command)
+
+
+def fail(message: str, code: int) -> None:
+    click.echo(f"tidemq: {message}", err=True)
+    sys.exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the CLI, turning every expected error into one line on stderr and an exit code."""
+    try:
+        code = cli.main(args=argv, prog_name="tidemq", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as error:
+        error.show()  # `tidemq` or `tidemq topic` alone: the help text
+        sys.exit(2)
+    except click.UsageError as error:
+        hint = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
+        fail(f"{error.format_message()}{hint}", 2)
+    except click.ClickException as error:
+        fail(error.format_message(), error.exit_code)
+    except click.Abort as error:
+        if isinstance(error.__cause__, KeyboardInterrupt):
+            sys.exit(130)
+        fail("aborted", 1)
+    except TideMQError as error:
+        fail(str(error), 1)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,216 @@
+"""Producer: send messages to one topic, one at a time (JSON) or in binary batches (the fast path).
+
+    with Producer("orders") as producer:
+        producer.send(b"hello", keys=["order-1"], tag="new")
+        for line in lines:
+            producer.add(line, tag="bulk")      # sent batch_size at a time
+    # leaving the block sends what is still buffered
+
+A batch is stored atomically (all or nothing). Without a queue or sharding key the server puts a
+whole batch in one queue, chosen round-robin per batch; one sharding key always goes to one queue.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from tidemq_protocol import codec
+from tidemq_protocol.api.messages import SEND_STATUS_HEADER
+from tidemq_protocol.message import Message
+
+from .client import HttpClient, segment
+
+DEFAULT_BATCH_SIZE = 100
+DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024
+"""Half the server's default limit on one put (TIDEMQ_MAX_BATCH_BYTES), leaving room for framing."""
+
+
+@dataclass(slots=True, frozen=True)
+class OutgoingMessage:
+    """A message to send: body, keys (for lookups), tag (for filtering), user properties, and where to
+    put it: an explicit `queue`, else the queue of its `sharding_key`, else the server's choice."""
+
+    body: bytes
+    keys: Sequence[str] = ()
+    tag: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    queue: int | None = None
+    sharding_key: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class SendResult:
+    """Where a message was stored, and how far its put got (RocketMQ's sendStatus): `SEND_OK`, or, from a
+    BrokerContainer's SYNC_MASTER whose slave did not confirm it, `FLUSH_SLAVE_TIMEOUT` or `SLAVE_NOT_AVAILABLE`
+    (stored on the master only)."""
+
+    msg_id: str
+    queue: int
+    offset: int
+    send_status: str = "SEND_OK"
+
+
+def _as_bytes(body: bytes | str) -> bytes:
+    return body.encode() if isinstance(body, str) else bytes(body)
+
+
+def _stored(message: OutgoingMessage) -> Message:
+    queue = -1 if message.queue is None else message.queue  # -1: the server chooses
+    return Message(message.body, queue, tuple(message.keys), message.tag, message.properties)
+
+
+def _lane(batch: Sequence[OutgoingMessage]) -> int | None:
+    """The one queue every message of `batch` names (and no sharding key), else None."""
+    queues = {m.queue for m in batch}
+    if len(queues) != 1 or None in queues or any(m.sharding_key for m in batch):
+        return None
+    return queues.pop()
+
+
+def _encode(topic: str, messages: Sequence[OutgoingMessage]) -> tuple[list[bytes], str]:
+    """Each message encoded for one produce request, and the request's content type: records the store appends
+    as they are (tidemq_protocol/codec.py), or frames when a message has a sharding key (which records do not carry)."""
+    if any(m.sharding_key for m in messages):
+        return [codec.encode_produce([(_stored(m), m.sharding_key)]) for m in messages], codec.CONTENT_TYPE
+    return [codec.encode_records(topic, [_stored(m)]) for m in messages], codec.RECORDS_CONTENT_TYPE
+
+
+class Producer:
+    """Sends messages to `topic`. Connection errors and 5xx are retried with backoff (see HttpClient)."""
+
+    def __init__(
+        self,
+        topic: str,
+        url: str | None = None,
+        *,
+        client: HttpClient | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.topic, self.batch_size, self.max_batch_bytes = topic, batch_size, max_batch_bytes
+        self._client = client or HttpClient(url)
+        self._owns_client = client is None
+        self._buffer: list[OutgoingMessage] = []
+
+    def send(
+        self,
+        body: bytes | str,
+        *,
+        keys: Sequence[str] = (),
+        tag: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        queue: int | None = None,
+        sharding_key: str | None = None,
+    ) -> SendResult:
+        """Send one message now and return where it was stored (a binary batch of one, as `send_batch` sends)."""
+        message = OutgoingMessage(_as_bytes(body), tuple(keys), tag, dict(properties or {}), queue, sharding_key)
+        return self.send_batch([message])[0]
+
+    def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[SendResult]:
+        """Send `messages` as one binary batch, stored all or nothing; results in the same order.
+
+        The server bounds a batch (TIDEMQ_MAX_BATCH_MESSAGES, TIDEMQ_MAX_BATCH_BYTES): over them this raises
+        InvalidBatch or MessageTooLarge. `add` and `flush` send batches that fit.
+        """
+        if not messages:
+            return []
+        encoded, content_type = _encode(self.topic, messages)
+        return self._post(b"".join(encoded), content_type)
+
+    def send_pipelined(
+        self, batches: Iterable[Sequence[OutgoingMessage]], in_flight: int = 4
+    ) -> Iterator[list[SendResult]]:
+        """Send `batches` with up to `in_flight` of them outstanding at once (each on a connection of its own),
+        yielding each batch's results in the order the batches came.
+
+        Order per queue is kept: a batch whose messages all name one queue goes out once no earlier batch to that
+        queue is still in flight; any other batch (the server choosing its queue, several queues, sharding keys)
+        goes out alone, once everything before it is answered, and nothing after it goes out before it is. So
+        name each batch's queue to pipeline. A batch that fails raises when its turn comes; batches sent after it
+        may have been stored (at least once, as any retried produce). Batches go out as the results are iterated:
+
+            for results in producer.send_pipelined(batches, in_flight=8):
+                ...
+        """
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be at least 1, got {in_flight}")
+        pending: deque[tuple[int | None, Future[list[SendResult]]]] = deque()
+        with ThreadPoolExecutor(in_flight, thread_name_prefix="tidemq-send") as senders:
+            for batch in batches:
+                lane = _lane(batch)
+                while pending and (
+                    len(pending) == in_flight or lane is None or any(busy in (lane, None) for busy, _ in pending)
+                ):
+                    yield pending.popleft()[1].result()
+                pending.append((lane, senders.submit(self.send_batch, list(batch))))
+            while pending:
+                yield pending.popleft()[1].result()
+
+    def add(
+        self,
+        body: bytes | str,
+        *,
+        keys: Sequence[str] = (),
+        tag: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        queue: int | None = None,
+        sharding_key: str | None = None,
+    ) -> list[SendResult]:
+        """Buffer a message. Once `batch_size` are buffered they are sent, and their results returned;
+        until then this returns []."""
+        message = OutgoingMessage(_as_bytes(body), tuple(keys), tag, dict(properties or {}), queue, sharding_key)
+        self._buffer.append(message)
+        return self.flush() if len(self._buffer) >= self.batch_size else []
+
+    @property
+    def buffered(self) -> int:
+        """Messages added and not sent yet."""
+        return len(self._buffer)
+
+    def flush(self) -> list[SendResult]:
+        """Send everything buffered, in batches of at most `batch_size` messages and `max_batch_bytes`."""
+        results: list[SendResult] = []
+        while self._buffer:
+            encoded, content_type = _encode(self.topic, self._buffer[: self.batch_size])
+            taken, size = 0, 0
+            for message in encoded:
+                if taken and size + len(message) > self.max_batch_bytes:
+                    break
+                taken += 1
+                size += len(message)
+            results += self._post(b"".join(encoded[:taken]), content_type)
+            del self._buffer[:taken]  # only once stored: a batch that failed stays buffered
+        return results
+
+    def _post(self, batch: bytes, content_type: str) -> list[SendResult]:
+        response = self._client.request(
+            "POST", f"/v1/topics/{segment(self.topic)}/batch", content=batch, headers={"content-type": content_type}
+        )
+        results = []
+        status = response.headers.get(SEND_STATUS_HEADER, "SEND_OK")
+        for line in response.text.splitlines():  # "msg_id queue offset" per message, in order
+            msg_id, queue, offset = line.split()
+            results.append(SendResult(msg_id, int(queue), int(offset), status))
+        return results
+
+    def close(self) -> None:
+        """Send what is buffered, then close the HTTP client (unless it was passed in)."""
+        try:
+            self.flush()
+        finally:
+            if self._owns_client:
+                self._client.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        if exc_type is None:
+            self.close()
+        elif self._owns_client:
+            self._client.close()  # an error left the block: do not send half a job

@@ -1,0 +1,164 @@
+"""The compact binary encodings of the HTTP API: bulk produce and consume use them instead of JSON + base64.
+
+Produce takes either of two bodies (POST /v1/topics/{topic}/batch):
+
+- `application/vnd.tidemq.records` (the fast path): the messages as version 2 commit-log records, back to
+  back, exactly as the store keeps them (`tidemq_protocol.record`: `encode_records` here makes them). The broker
+  checks each record's CRC32C, writes the fields only it knows (queue offset, position, store time) and
+  appends the bytes as they came. A record's queue field is its queue, or `record.ANY_QUEUE`: a queue the
+  server chooses for the whole batch. Sharding keys are not part of a record: send those as frames.
+- `application/vnd.tidemq.batch`: frames, which the server decodes and encodes as records itself, for
+  sharding keys (or clients that do not encode records).
+
+All integers are little-endian; text is UTF-8; `properties` use RocketMQ's `name\\x01value\\x02` encoding, as in
+the commit log, with the message keys under KEYS (joined by spaces) and the tag under TAGS.
+
+Frames (`application/vnd.tidemq.batch`): one per message, back to back
+
+    u32 frame_size         bytes after this field
+    i32 queue              -1: let the server choose (by sharding key if given, else any queue)
+    u16 sharding_key_size  then the sharding key
+    u32 properties_size    then the properties (keys, tag, user properties)
+    ... body               the rest of the frame
+
+Consume response body (GET /v1/topics/{topic}/queues/{queue}/batch):
+
+    u64 next_offset, u64 min_offset, u64 max_offset, u32 count
+    then `count` records exactly as the commit log stores them (format: `tidemq_protocol.record`),
+    sent without decoding, as RocketMQ sends pulled messages; the client verifies each record's
+    CRC32C as it decodes, so the check covers the wire too. With a tag filter a record whose tag
+    merely shares the tag code can be included: `decode_consume` drops it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from .clock import now_ms
+from .errors import CorruptStore, InvalidArgument, InvalidBatch, MessageTooLarge
+from .limits import PutLimits
+from .message import Message, StoredMessage, TagFilter
+from .record import ANY_QUEUE, decode_properties, decode_records, encode_properties, encode_record
+
+CONTENT_TYPE = "application/vnd.tidemq.batch"
+RECORDS_CONTENT_TYPE = "application/vnd.tidemq.records"
+_PRODUCE = struct.Struct("<IiH")
+_PROPERTIES = struct.Struct("<I")
+_FRAME_FIELDS = _PRODUCE.size - 4 + _PROPERTIES.size  # queue, key size, properties size: counted in frame_size
+_CONSUME_HEAD = struct.Struct("<QQQI")
+
+
+@dataclass(slots=True)
+class ProduceFrame:
+    """One message of a produce batch: where it should go and what it is."""
+
+    message: Message
+    queue: int | None
+    sharding_key: str | None
+
+
+def encode_produce(frames: Iterable[tuple[Message, str | None]]) -> bytes:
+    """Encode (message, sharding key) pairs; a message's `queue` of -1 or None lets the server choose."""
+    parts: list[bytes] = []
+    for message, sharding_key in frames:
+        key = sharding_key.encode() if sharding_key else b""
+        props = encode_properties(tuple(message.keys), message.tag, message.properties)
+        queue = -1 if message.queue is None or message.queue < 0 else message.queue
+        size = 4 + 2 + len(key) + 4 + len(props) + len(message.body)
+        parts += (_PRODUCE.pack(size, queue, len(key)), key, _PROPERTIES.pack(len(props)), props, message.body)
+    return b"".join(parts)
+
+
+def encode_records(topic: str, messages: Iterable[Message]) -> bytes:
+    """The records body of a produce to `topic` (a message's `queue` of -1 or None: the server chooses; its
+    `born_timestamp` None: now)."""
+    name, now, parts = topic.encode(), now_ms(), []
+    for message in messages:
+        props = encode_properties(tuple(message.keys), message.tag, message.properties)
+        queue = ANY_QUEUE if message.queue is None or message.queue < 0 else message.queue
+        born = now if message.born_timestamp is None else message.born_timestamp
+        parts.append(encode_record(name, queue, born, props, message.body))
+    return b"".join(parts)
+
+
+def check_produce(data: bytes, limits: PutLimits) -> None:
+    """Refuse a produce batch from its frame headers alone, before any message is decoded: more frames than a put
+    takes (InvalidBatch), a message larger than one may be, or more message bytes than a batch may hold
+    (MessageTooLarge). The same limits as the store's put, so a batch that passes here is judged by the put; what
+    is malformed is left to `decode_produce` to report."""
+    position, end, count, total = 0, len(data), 0, 0
+    while position + _PRODUCE.size <= end:
+        if count == limits.max_batch_messages:
+            raise InvalidBatch(f"a batch holds at most {limits.max_batch_messages} messages; this one holds more")
+        size, _, key_size = _PRODUCE.unpack_from(data, position)
+        message = size - _FRAME_FIELDS - key_size  # properties and body
+        if message > limits.max_message_bytes:
+            raise MessageTooLarge(
+                f"message {count} is {message} bytes (body and properties); the limit is {limits.max_message_bytes}"
+            )
+        total += max(0, message)
+        if total > limits.max_batch_bytes:
+            raise MessageTooLarge(f"the batch holds more than {limits.max_batch_bytes} bytes; that is the limit")
+        position += 4 + size
+        count += 1
+
+
+def decode_produce(data: bytes, limits: PutLimits | None = None) -> list[ProduceFrame]:
+    """Decode a produce batch, raising InvalidArgument (naming the frame) if it is malformed; with `limits`, a batch
+    over them is refused first, from its frame headers (`check_produce`)."""
+    if limits is not None:
+        check_produce(data, limits)
+    frames: list[ProduceFrame] = []
+    position, end = 0, len(data)
+    while position < end:
+        index = len(frames)
+        try:
+            size, queue, key_size = _PRODUCE.unpack_from(data, position)
+            frame_end = position + 4 + size
+            start = position + _PRODUCE.size
+            key = data[start : start + key_size].decode() if key_size else None
+            start += key_size
+            (props_size,) = _PROPERTIES.unpack_from(data, start)
+            start += 4
+            if frame_end > end or start + props_size > frame_end:
+                raise InvalidArgument(f"frame {index} is cut short")
+            keys, tag, properties = decode_properties(data[start : start + props_size])
+        except (struct.error, UnicodeDecodeError, ValueError) as error:
+            raise InvalidArgument(f"frame {index} of the batch is malformed: {error}") from None
+        body = data[start + props_size : frame_end]
+        frames.append(ProduceFrame(Message(body, 0, keys, tag, properties), None if queue < 0 else queue, key))
+        position = frame_end
+    return frames
+
+
+class ConsumeBatch(Protocol):
+    """Records read from one queue as stored, with the queue's range: the store's `RecordBatch`."""
+
+    records: bytes
+    count: int
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
+def encode_consume(batch: ConsumeBatch) -> bytes:
+    return _CONSUME_HEAD.pack(batch.next_offset, batch.min_offset, batch.max_offset, batch.count) + batch.records
+
+
+def consume_header(data: bytes) -> tuple[int, int, int, int]:
+    """(next_offset, min_offset, max_offset, count) of a consume batch, without decoding its records."""
+    return _CONSUME_HEAD.unpack_from(data)
+
+
+def decode_consume(data: bytes, tag_filter: TagFilter | None = None) -> tuple[list[StoredMessage], int, int, int]:
+    """Decode (and CRC-check) a consume batch into (messages, next_offset, min_offset, max_offset)."""
+    next_offset, min_offset, max_offset, count = consume_header(data)
+    messages = decode_records(data[_CONSUME_HEAD.size :])
+    if len(messages) != count:
+        raise CorruptStore(f"consume batch announced {count} messages and holds {len(messages)}")
+    if tag_filter is not None:
+        messages = [m for m in messages if tag_filter.matches(m.tag)]
+    return messages, next_offset, min_offset, max_offset

@@ -1,0 +1,27 @@
+"""The bounds client and server agree on: time units, queues per topic, and the default limits of a put (a server's
+`StoreConfig` may set its own; the client checks against what it is told)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+MAX_QUEUES = 1024
+"""Queues of one topic, numbered 0..MAX_QUEUES-1."""
+
+DEFAULT_MAX_MESSAGE_BYTES = 4 * MIB
+DEFAULT_MAX_BATCH_MESSAGES = 1000
+DEFAULT_MAX_BATCH_BYTES = 8 * MIB
+
+
+class PutLimits(Protocol):
+    """What bounds one put: the store's config, or anything else with these three numbers."""
+
+    max_message_bytes: int
+    max_batch_messages: int
+    max_batch_bytes: int

@@ -1,0 +1,77 @@
+"""Messages as client and server hold them: one to store (`Message`), one read back (`StoredMessage`), a topic's
+message type, and RocketMQ's tag filter."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from .errors import InvalidArgument
+
+
+class MessageType(StrEnum):
+    """RocketMQ 5's topic message types; a topic accepts one kind."""
+
+    NORMAL = "NORMAL"
+    FIFO = "FIFO"
+    DELAY = "DELAY"
+    TRANSACTION = "TRANSACTION"
+
+
+@dataclass(slots=True)
+class Message:
+    """A message to store. `queue` is chosen by the caller (the produce logic routes sharding keys)."""
+
+    body: bytes
+    queue: int = 0
+    keys: tuple[str, ...] = ()
+    tag: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    born_timestamp: int | None = None
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    """A message read back from the store, with where and when it was stored."""
+
+    topic: str
+    queue: int
+    queue_offset: int
+    msg_id: str
+    born_timestamp: int
+    store_timestamp: int
+    body: bytes
+    keys: tuple[str, ...]
+    tag: str | None
+    properties: dict[str, str]
+
+
+def tag_hash(tag: str | None) -> int:
+    """The 32-bit tag code kept in each ConsumeQueue entry (0 for no tag); reads confirm the real tag."""
+    return zlib.crc32(tag.encode()) if tag else 0
+
+
+@dataclass(slots=True, frozen=True)
+class TagFilter:
+    """RocketMQ's tag expression: `*` (or empty) matches everything, `TagA || TagB` matches either tag."""
+
+    tags: frozenset[str]
+
+    @classmethod
+    def parse(cls, expression: str | None) -> TagFilter | None:
+        """Return a filter, or None when the expression matches every message."""
+        if expression is None or expression.strip() in ("", "*"):
+            return None
+        tags = [part.strip() for part in expression.split("||")]
+        if any(not tag or tag == "*" for tag in tags):
+            raise InvalidArgument(f"tag filter {expression!r} must be '*' or tags joined by '||'")
+        return cls(frozenset(tags))
+
+    @property
+    def codes(self) -> frozenset[int]:
+        return frozenset(tag_hash(tag) for tag in self.tags)
+
+    def matches(self, tag: str | None) -> bool:
+        return tag in self.tags

@@ -12,11 +12,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.api.auth import authenticator, caller, require, require_any, require_super, secret_box, visible
 from functions.api.errors import responses
-from functions.observability import metrics
 from functions.api.params import GroupInPath, MessageIdInPath, PushGroupInPath, QueueInPath, TopicInPath, UserInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import groups, queries, subscriptions, tiers, topics, users
 from functions.logic.targets import TargetRules
+from functions.observability import metrics
 from functions.push.trigger import push_notifier
 from functions.store import get_store
 from shared.settings import get_settings

@@ -14,12 +14,12 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
+from functions.observability import Handler, instrumented
 from tidemq_protocol.errors import ClientError
 
 from . import bounds
 from .auth import authenticated, calling_as
 from .errors import client_error_response, install_error_handlers, unsupported_media_type
-from functions.observability import Handler, instrumented
 
 FORMS = ("multipart/", "application/x-www-form-urlencoded")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from functions.api.auth import secret_box
-from functions.observability import instrumented, logger
 from functions.logic import users
+from functions.observability import instrumented, logger
 from functions.store import get_store
 
 

@@ -10,10 +10,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 from functions.api.auth import require
 from functions.api.binary import binary_response
 from functions.api.errors import responses
-from functions.observability import metrics
 from functions.api.params import QueueInPath, TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic.consume import consume, consume_records
+from functions.observability import metrics
 from functions.store import get_store
 from shared.settings import get_settings
 from tidemq_protocol import acl, codec

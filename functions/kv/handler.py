@@ -13,9 +13,9 @@ from pydantic import WithJsonSchema
 
 from functions.api.auth import require, require_any, visible
 from functions.api.errors import responses
-from functions.observability import metrics
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import kv
+from functions.observability import metrics
 from functions.store import get_store
 from shared.settings import get_settings
 from tidemq_protocol import acl

@@ -53,26 +53,26 @@ def create_only(if_none_match: str | None) -> bool:
     return True
 
 
-def namespace_view(store: MessageStore, config: NamespaceConfig) -> NamespaceView:
+def namespace_view(config: NamespaceConfig, revision: int) -> NamespaceView:
     return NamespaceView(
-        name=config.name,
-        history_ms=config.history_ms,
-        created_at=config.created_at,
-        revision=store.kv.revision(config.name),
+        name=config.name, history_ms=config.history_ms, created_at=config.created_at, revision=revision
     )
 
 
 def create_namespace(store: MessageStore, spec: NamespaceSpec) -> NamespaceView:
-    return namespace_view(store, store.kv.create_namespace(NamespaceConfig(spec.name, spec.history_ms)))
+    created = store.kv.create_namespace(NamespaceConfig(spec.name, spec.history_ms))
+    return namespace_view(created, store.kv.revision(created.name))
 
 
 def describe_namespace(store: MessageStore, name: str) -> NamespaceView:
-    return namespace_view(store, store.kv.get_namespace(name))
+    return namespace_view(store.kv.get_namespace(name), store.kv.revision(name))
 
 
 def list_namespaces(store: MessageStore, after: str | None, limit: int, visible) -> NamespaceList:
+    """A page of namespaces with the revision each was listed at: nothing is read again per namespace, so one
+    deleted meanwhile cannot fail the listing (`KeyValueStore.list_namespaces`)."""
     page = store.kv.list_namespaces(after, limit)
-    shown = [namespace_view(store, config) for config in page if visible(config.name)]
+    shown = [namespace_view(listed.config, listed.revision) for listed in page if visible(listed.name)]
     return NamespaceList(namespaces=shown, next_after=page.next_after)
 
 

@@ -9,10 +9,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 from functions.api.auth import require
 from functions.api.binary import request_bytes
 from functions.api.errors import responses, unsupported_media_type
-from functions.observability import metrics
 from functions.api.params import TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import produce
+from functions.observability import metrics
 from functions.push.trigger import push_notifier
 from functions.store import get_store
 from shared.settings import get_settings

@@ -23,9 +23,9 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 
-from functions.observability import instrumented, metrics
 from functions.logic.push_invocations import InvocationTime, PushEnvironment, TopicDelivery
 from functions.logic.targets import TargetRules
+from functions.observability import instrumented, metrics
 from functions.store import get_store
 from shared.settings import get_settings
 from tidemq_protocol.api.push import PushEvent

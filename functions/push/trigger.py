@@ -18,9 +18,9 @@ from __future__ import annotations
 import threading
 from functools import cache
 
-from functions.observability import logger
 from functions.logic.notifier import PushNotifier
 from functions.logic.targets import TargetRules, lambda_client
+from functions.observability import logger
 from functions.store import get_store
 from shared.settings import PushMode, get_settings
 from tidemq_protocol.api.push import PushEvent

@@ -22,9 +22,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from functions.observability import flush_background_metrics, logger
 from functions.logic.push import DeliveryReport, deliver
 from functions.logic.targets import TargetRules, target_caller
+from functions.observability import flush_background_metrics, logger
 from tidemq_protocol.api.push import PendingRetry
 from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import GroupNotFound, TopicNotFound

@@ -5,16 +5,23 @@ Each thread works on its own topics and groups, so each response can be checked 
 produce's offsets start at 0 on a fresh topic, a describe names its own topic, a consume returns its own bodies,
 a message fetched by id is the one produced, a 404 names what was asked for. Every route of the route table is
 hit, and none answers 5xx.
+
+Listings are raced against deletes on their own (tests/listing_race.py), on a gateway whose threads switch often
+(racing_gateway.py): a page of topics, groups, users or KV namespaces never fails because entries vanish under it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
+import pytest
 
 from functions.api.resolver import new_resolver
 from functions.routes import routes
@@ -22,9 +29,13 @@ from tidemq.httpx_auth import signed_client
 from tidemq_protocol import codec
 from tidemq_protocol.message import Message
 
+from ..gateways import gateway_as_admin
+from ..listing_race import Entries, race_listings
+
 THREADS = 10
 DURATION_S = 10.0  # per backend; the gateway fixture runs the embedded and the serverless one
 ACCEPT = "python:tests.push_targets:accept"
+RACING_GATEWAY = Path(__file__).with_name("racing_gateway.py")
 
 
 class Caller:
@@ -174,6 +185,58 @@ def test_every_route_from_many_threads_at_once_answers_each_request_its_own_resp
     assert not failures, f"{len(failures)} of {THREADS} threads failed:\n" + "\n".join(failures)
     never_hit = {route.route_key for route in routes()} - hit
     assert not never_hit, f"routes never hit: {sorted(never_hit)}"
+
+
+LISTINGS = {  # a kind of entry: its collection's route, the field its listing holds them in, what a create adds
+    "topics": ("/v1/topics", "topics", {"queues": 1}),
+    "groups": ("/v1/groups", "groups", {}),
+    "users": ("/v1/users", "users", {}),
+    "namespaces": ("/v1/kv", "namespaces", {}),
+}
+
+
+@contextlib.contextmanager
+def entries_over_http(url: str, kind: str) -> Iterator[Entries]:
+    """One kind of entry made, deleted and listed through the gateway, each thread with a client of its own."""
+    route, field, spec = LISTINGS[kind]
+    mine, callers = threading.local(), []
+
+    def call(method: str, path: str, status: int = 200, **kwargs) -> httpx.Response:
+        if not hasattr(mine, "call"):
+            mine.call = Caller(url, set())
+            callers.append(mine.call)
+        return mine.call(method, path, status, **kwargs)
+
+    def page(after: str | None, limit: int) -> tuple[list[str], str | None]:
+        params = {"limit": limit} if after is None else {"limit": limit, "after": after}
+        listed = call("GET", route, params=params).json()
+        return [entry["name"] for entry in listed[field]], listed["next_after"]
+
+    try:
+        yield Entries(
+            create=lambda name: call("POST", route, 201, json={"name": name, **spec}),
+            delete=lambda name: call("DELETE", f"{route}/{name}", 204),
+            page=page,
+        )
+    finally:
+        for caller in callers:
+            caller.client.close()
+
+
+@pytest.fixture(scope="module", params=["embedded", "serverless"])
+def racing_gateway(request, tmp_path_factory) -> Iterator[str]:
+    """A gateway of each backend whose threads switch often (racing_gateway.py); yields its URL."""
+    home = tmp_path_factory.mktemp(f"racing-{request.param}") / "data"
+    with gateway_as_admin(home, (str(RACING_GATEWAY),), TIDEMQ_BACKEND=request.param) as url:
+        yield url
+
+
+@pytest.mark.parametrize("kind", list(LISTINGS))
+def test_a_listing_over_http_skips_entries_deleted_under_it_and_pages_through_the_rest_once(racing_gateway, kind):
+    with entries_over_http(racing_gateway, kind) as entries:
+        report = race_listings(entries, f"listed-{kind}-")
+    assert report.deletes > 0 and report.passes > 0
+    assert report.pages_racing_deletes > 0, f"no delete completed while a page was read: no race ({report})"
 
 
 def http_event(method: str, path: str) -> dict:

@@ -72,7 +72,9 @@ class MessageStore(ABC):
     @abstractmethod
     def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
         """Topics in name order, starting after `after`: at most `limit`, and at most `max_page_bytes` of them past
-        the first; the page's `next_after` is where the next one starts (None: nothing follows)."""
+        the first; the page's `next_after` is where the next one starts (None: nothing follows). A topic deleted
+        while the listing runs is listed as it was or left out, never the cause of an error, and no topic is
+        listed on two pages."""
 
     @abstractmethod
     def update_topic(

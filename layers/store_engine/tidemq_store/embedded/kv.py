@@ -55,6 +55,7 @@ from tidemq_protocol.kv import (
     Entry,
     EntryPage,
     NamespaceConfig,
+    NamespaceStatus,
     Read,
     Snapshot,
     Written,
@@ -148,13 +149,18 @@ class EmbeddedKeyValueStore(KeyValueStore):
     def get_namespace(self, name: str) -> NamespaceConfig:
         return self._state(name).config
 
-    def list_namespaces(self, after: str | None = None, limit: int = 100) -> Page[NamespaceConfig]:
+    def list_namespaces(self, after: str | None = None, limit: int = 100) -> Page[NamespaceStatus]:
+        """A page of the open namespaces, from one copy of them. Safe against concurrent deletes: the copy is taken
+        in one step (a dict copy runs no Python code, so no other thread runs during it) and the page is made from
+        the copy alone, never by looking a name up again, which a delete meanwhile would make fail."""
         check_limit(limit)
-        names = sorted(self._states)
+        states = dict(self._states)
+        names = sorted(states)
         start = bisect.bisect_right(names, after) if after is not None else 0
         chosen = names[start : start + limit]
         more = start + limit < len(names)
-        return Page([self._states[name].config for name in chosen], chosen[-1] if more and chosen else None)
+        page = [NamespaceStatus(states[name].config, states[name].revision) for name in chosen]
+        return Page(page, chosen[-1] if more and chosen else None)
 
     def delete_namespace(self, name: str) -> None:
         with self._admin:

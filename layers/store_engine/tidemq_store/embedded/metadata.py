@@ -108,7 +108,10 @@ class MetadataStore:
         return self._list("topics", TopicConfig, after, limit, max_bytes)
 
     def _list(self, family: str, model: type, after: str | None, limit: int, max_bytes: int) -> Page:
-        """A page of configs in name order, starting after `after` (`model.take_page`)."""
+        """A page of configs in name order, starting after `after` (`model.take_page`). Safe against concurrent
+        deletes: the page comes from one RocksDB iterator, which reads the family as it was when the iterator was
+        made, and each item is the whole config, so nothing is looked up again; the next page seeks past a name,
+        whether it is still there or not."""
         stored = (raw for _, raw in self._scan(family, b"", after.encode() if after else None))
         return take_page(stored, model, limit, max_bytes)
 

@@ -19,6 +19,7 @@ from tidemq_protocol.kv import (
     ChangePage,
     EntryPage,
     NamespaceConfig,
+    NamespaceStatus,
     Read,
     Snapshot,
     Written,
@@ -40,8 +41,11 @@ class KeyValueStore(ABC):
         """The namespace's settings, or NamespaceNotFound."""
 
     @abstractmethod
-    def list_namespaces(self, after: str | None = None, limit: int = 100) -> Page[NamespaceConfig]:
-        """Namespaces in name order, from after `after`."""
+    def list_namespaces(self, after: str | None = None, limit: int = 100) -> Page[NamespaceStatus]:
+        """Namespaces in name order, from after `after`, each with its revision. Safe against concurrent deletes:
+        each namespace's settings and revision are read in one go, so one deleted meanwhile is listed as it was or
+        left out, never the cause of an error; the next page starts after a name (there or not), so none is listed
+        twice."""
 
     @abstractmethod
     def delete_namespace(self, name: str) -> None:

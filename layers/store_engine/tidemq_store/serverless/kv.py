@@ -71,6 +71,7 @@ from tidemq_protocol.kv import (
     Entry,
     EntryPage,
     NamespaceConfig,
+    NamespaceStatus,
     Read,
     Snapshot,
     Written,
@@ -145,20 +146,23 @@ class ServerlessKeyValueStore(KeyValueStore):
     def get_namespace(self, name: str) -> NamespaceConfig:
         return _config_of(self._namespace(name))
 
-    def list_namespaces(self, after: str | None = None, limit: int = 100) -> Page[NamespaceConfig]:
-        """One Query of the namespaces' partition, in name order (namespaces being deleted left out)."""
+    def list_namespaces(self, after: str | None = None, limit: int = 100) -> Page[NamespaceStatus]:
+        """One Query of the namespaces' partition, in name order (namespaces being deleted left out). Safe against
+        concurrent deletes: each item holds the namespace's settings and revision, so nothing is read per namespace
+        after the Query (where a namespace deleted meanwhile would raise NamespaceNotFound): one deleted during the
+        listing is listed as it was or left out, and the next page starts after a name, whether it is still there."""
         check_limit(limit)
         if after is not None:
             check_namespace(after)
         namespaces = self._namespaces
         condition = namespaces.name > after if after is not None else None
-        found: list[NamespaceConfig] = []
+        found: list[NamespaceStatus] = []
         for item in namespaces.query(NAMESPACE, condition, consistent_read=True, page_size=limit + 1):
             if item.busy == DELETING:
                 continue
             if len(found) == limit:
                 return Page(found, found[-1].name)
-            found.append(_config_of(item))
+            found.append(NamespaceStatus(_config_of(item), int(item.revision)))
         return Page(found, None)
 
     def delete_namespace(self, name: str) -> None:

@@ -131,7 +131,9 @@ class ServerlessMessageStore(MessageStore):
 
     def _list(self, model, kind: str, config_type, after: str | None, limit: int) -> Page:
         """A page of configs in name order (`model.take_page`): one Query, of one item more than the page when
-        the page is cut by bytes."""
+        the page is cut by bytes. Safe against concurrent deletes: each item holds the whole config, so nothing is
+        read per entry after the Query; an item deleted meanwhile is listed as it was or not at all, and the next
+        page is a Query for the names after `after`, whether that one is still there, so none is listed twice."""
         check_page_limit(limit)
         condition = model.name > after if after else None
         items = model.query(kind, condition, limit=limit, consistent_read=True)

@@ -62,6 +62,19 @@ class NamespaceConfig:
     created_at: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class NamespaceStatus:
+    """A namespace as a listing finds it: its settings and its revision, read together, so that whoever shows a
+    listing reads nothing more per namespace (a second read would fail for a namespace deleted meanwhile)."""
+
+    config: NamespaceConfig
+    revision: int
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
 @dataclass(slots=True)  # not frozen: a frozen dataclass costs twice as much to make, and a get makes one
 class Entry:
     """A key as it is now."""

@@ -1,7 +1,7 @@
 """The one settings model of a TideMQ process, read once from `TIDEMQ_*` environment variables.
 
 It extends the store engine's `StoreConfig` (data directory, flush policy, limits) with what the
-process itself needs. Every field, its variable and its default are listed in the README.
+process itself needs. Every field, its variable and its default are listed in docs/settings.md.
 """
 
 from __future__ import annotations

@@ -38,9 +38,7 @@ class SettingsMissing(EmrError):
 def required(settings: Settings, *fields: str) -> list[str]:
     """The values of settings `fields`, or SettingsMissing naming every variable among them that is not set."""
     if missing := [f"TIDEMQ_{name.upper()}" for name in fields if getattr(settings, name) is None]:
-        raise SettingsMissing(
-            f"{', '.join(missing)} not set: EMR Serverless job runs need them (README: Spark pipeline)"
-        )
+        raise SettingsMissing(f"{', '.join(missing)} not set: EMR Serverless job runs need them (docs/spark.md)")
     return [getattr(settings, name) for name in fields]
 
 

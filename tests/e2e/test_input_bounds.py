@@ -1,5 +1,5 @@
 """Every input is bounded before it costs much: each bound refused with a 4xx that says which, changing nothing,
-through a real gateway process, each backend (README: Limits)."""
+through a real gateway process, each backend (docs/http-api.md: Limits)."""
 
 from __future__ import annotations
 

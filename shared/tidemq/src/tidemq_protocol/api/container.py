@@ -12,7 +12,7 @@ from .common import ApiModel
 
 
 class BrokerAdd(ApiModel):
-    """A broker to add: the text of its config file (Java properties; README: BrokerContainer)."""
+    """A broker to add: the text of its config file (Java properties; docs/container.md)."""
 
     properties: str = Field(min_length=1, max_length=64 * 1024, description="`key=value` lines, as in broker-a.conf.")
 

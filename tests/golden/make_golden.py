@@ -15,10 +15,11 @@ from __future__ import annotations
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
 
+from shared.local_aws import LocalAws
 from tidemq_store import Message, StoreConfig, TopicConfig, open_store
 from tidemq_store.kv import snapshot
 from tidemq_store.kv.model import NamespaceConfig
@@ -177,28 +178,26 @@ def golden_files(scratch: Path) -> dict[str, bytes]:
     """Every golden file's name and bytes, written in `scratch` by the real writers."""
     files = {COMMITLOG_V1: commitlog_v1(), **embedded_files(scratch)}
     files[KV_SNAPSHOT] = kv_snapshot(scratch)
-    with ExitStack() as stack:
-        from shared.local_aws import LocalAws
-
-        aws = stack.enter_context(LocalAws())
-        stack.enter_context(mock.patch.dict("os.environ", aws.env))
+    with LocalAws() as aws, mock.patch.dict("os.environ", aws.env):
         files[SERVERLESS_SEGMENT] = serverless_segment(scratch / "serverless")
     return files
 
 
 def main() -> int:
-    missing = []
+    """Write the golden files that do not exist yet; 1 if a writer no longer writes an existing one's bytes."""
+    written, changed = [], []
     with tempfile.TemporaryDirectory() as scratch:
         for name, data in golden_files(Path(scratch)).items():
             target = GOLDEN / name
-            if target.exists():
-                if target.read_bytes() != data:
-                    print(f"{name}: the writer no longer writes these bytes (left as it is)", file=sys.stderr)
-                continue
-            target.write_bytes(data)
-            missing.append(name)
-    print("written:", ", ".join(missing) or "nothing (every golden file exists)")
-    return 0
+            if not target.exists():
+                target.write_bytes(data)
+                written.append(name)
+            elif target.read_bytes() != data:
+                changed.append(name)
+    print("written:", ", ".join(written) or "nothing (every golden file exists)")
+    for name in changed:
+        print(f"{name}: its writer no longer writes these bytes; the file is left as it is", file=sys.stderr)
+    return 1 if changed else 0
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run test test-long test-localstack localstack lint format bench clean openapi spark spark-package synth deploy destroy first-user
+.PHONY: install run test test-long test-localstack localstack mutation lint format bench clean openapi spark spark-package synth deploy destroy first-user
 
 ## install: one .venv with everything a developer needs: the client (shared/tidemq, its own distribution) and the
 ## server (this directory's pyproject.toml), both editable, with the dev, Spark and CDK extras
@@ -43,6 +43,11 @@ test-long: $(INSTALLED)
 ## LocalStack instead of moto; installs LocalStack on first use (into .venv-localstack and .localstack: ~2 min)
 test-localstack: $(INSTALLED) localstack
 	TIDEMQ_LOCAL_AWS=localstack $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
+## mutation: mutation testing of the record module (devtools/mutation.py: its survivors, and those known to be
+## equivalent in devtools/record_mutants.toml); about half an hour on two cores, so make test leaves it out
+mutation: $(INSTALLED)
+	$(PY) -m devtools.mutation
 
 ## localstack: install LocalStack for TIDEMQ_LOCAL_AWS=localstack (make run and make test-localstack do it themselves)
 localstack: $(INSTALLED)

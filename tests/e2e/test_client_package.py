@@ -48,25 +48,14 @@ def run(*command: str | Path, cwd: Path, input: str | None = None) -> str:
 def client_venv(tmp_path_factory) -> Path:
     """A new virtualenv holding the client's wheel and what it depends on, nothing else. The wheel is built from a
     copy of the source, so the build writes nothing into the repository; this process's pip installs into the
-    virtualenv (`--python`), which saves installing pip there, and compiles nothing ahead (its first run does)."""
+    virtualenv (`--python`), which saves installing pip there."""
     root = tmp_path_factory.mktemp("client-only")
     source = root / "source"
     shutil.copytree(CLIENT_SOURCE, source, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__", "build"))
     run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", root / "wheels", source, cwd=root)
     (wheel,) = (root / "wheels").glob("tidemq-*.whl")
     run(sys.executable, "-m", "venv", "--without-pip", root / "venv", cwd=root)
-    run(
-        sys.executable,
-        "-m",
-        "pip",
-        "--python",
-        root / "venv" / "bin" / "python",
-        "install",
-        "--quiet",
-        "--no-compile",
-        wheel,
-        cwd=root,
-    )
+    run(sys.executable, "-m", "pip", "--python", root / "venv" / "bin" / "python", "install", "-q", wheel, cwd=root)
     return root / "venv"
 
 

@@ -103,8 +103,8 @@ format: $(INSTALLED)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-## bench: the engine, metadata, HTTP, tier and Spark compaction benchmarks (JSON lines on stdout); bench/peers.sh
-## runs the peers
+## bench: the engine, metadata, HTTP, tier and Spark compaction benchmarks and the client's start-up time (JSON lines on
+## stdout); bench/peers.sh runs the peers
 bench: $(INSTALLED)
 	$(PY) bench/engine.py
 	$(PY) bench/topics.py
@@ -114,6 +114,7 @@ bench: $(INSTALLED)
 	$(PY) bench/tier.py
 	$(PY) bench/serverless.py
 	$(PY) bench/spark_compaction.py
+	$(PY) bench/client_import.py
 
 clean:
 	rm -rf $(VENV) .venv-localstack .localstack .pytest_cache .ruff_cache cdk.out build/infra_cdk build/cdk-cli

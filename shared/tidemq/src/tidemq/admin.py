@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal, TypeVar
-
-from pydantic import BaseModel
+from typing import Literal
 
 from tidemq_protocol.acl import AclEntry, UserType
 from tidemq_protocol.api.groups import CommittedOffsets, GroupDescription, GroupList, GroupView
@@ -17,26 +15,18 @@ from tidemq_protocol.errors import NoPushSubscription
 from tidemq_protocol.limits import HOUR_MS
 from tidemq_protocol.message import MessageType
 
-from .client import HttpClient, segment
+from .api_client import ApiClient, M, every, model_of
+from .client import segment
 
-M = TypeVar("M", bound=BaseModel)
 ResetTarget = Literal["earliest", "latest"] | int
 """Where a group's offsets go: the start or end of each queue, or the first message at or after a time (ms)."""
 
 
-def model_of(model: type[M], response) -> M:
-    return model.model_validate_json(response.content)
-
-
-class Admin:
+class Admin(ApiClient):
     """Create, inspect and delete topics and groups; commit and reset group offsets; look messages up.
 
     Errors are the engine's classes (`TopicNotFound`, `GroupExists`, ...; see `tidemq.errors`).
     """
-
-    def __init__(self, url: str | None = None, *, client: HttpClient | None = None) -> None:
-        self._client = client or HttpClient(url)
-        self._owns_client = client is None
 
     # ---- topics ----------------------------------------------------------------------------------
 
@@ -65,13 +55,7 @@ class Admin:
 
     def iter_topics(self, *, page_size: int = 1000) -> Iterator[TopicView]:
         """Every topic, in name order, fetched a page at a time."""
-        after = None
-        while True:
-            page = self.list_topics(after=after, limit=page_size)
-            yield from page.topics
-            if page.next_after is None:
-                return
-            after = page.next_after
+        return every(lambda after: self.list_topics(after=after, limit=page_size), lambda page: page.topics)
 
     def describe_topic(self, name: str) -> TopicDescription:
         """The topic's config and each queue's [min_offset, max_offset)."""
@@ -109,13 +93,7 @@ class Admin:
 
     def iter_groups(self, *, page_size: int = 1000) -> Iterator[GroupView]:
         """Every group, in name order, fetched a page at a time."""
-        after = None
-        while True:
-            page = self.list_groups(after=after, limit=page_size)
-            yield from page.groups
-            if page.next_after is None:
-                return
-            after = page.next_after
+        return every(lambda after: self.list_groups(after=after, limit=page_size), lambda page: page.groups)
 
     def describe_group(self, name: str, topic: str | None = None) -> GroupDescription:
         """The group with its lag per queue on `topic`, or on every topic it has committed offsets on."""
@@ -205,6 +183,10 @@ class Admin:
     def list_users(self, *, after: str | None = None, limit: int = 100) -> UserList:
         return self._get(UserList, "/v1/users", after=after, limit=limit)
 
+    def iter_users(self, *, page_size: int = 1000) -> Iterator[UserView]:
+        """Every user, in name order, fetched a page at a time."""
+        return every(lambda after: self.list_users(after=after, limit=page_size), lambda page: page.users)
+
     def describe_user(self, name: str) -> UserView:
         return self._get(UserView, f"/v1/users/{segment(name)}")
 
@@ -229,20 +211,5 @@ class Admin:
 
     # ---- plumbing --------------------------------------------------------------------------------
 
-    def _get(self, model: type[M], path: str, **params: Any) -> M:
-        given = {name: value for name, value in params.items() if value is not None}
-        return model.model_validate_json(self._client.request("GET", path, params=given).content)
-
     def _send(self, model: type[M], method: str, path: str, body: dict) -> M:
         return model_of(model, self._client.request(method, path, json=body))
-
-    def close(self) -> None:
-        """Close the HTTP client, unless it was passed in (then its owner closes it)."""
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

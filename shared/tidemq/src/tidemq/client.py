@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import quote, urlencode, urlsplit
 
 from tidemq.credentials import Credentials
@@ -41,6 +41,16 @@ def default_url() -> str:
 def segment(name: str) -> str:
     """`name` as one URL path segment (topic names may hold `%` and `|`)."""
     return quote(name, safe="")
+
+
+class RequestOptions(TypedDict, total=False):
+    """What `HttpClient.request` takes beside the method and path: the keyword arguments of `HttpClient.send`."""
+
+    json: Any
+    params: Mapping[str, Any] | None
+    content: bytes | None
+    headers: Mapping[str, str] | None
+    timeout_s: float | None
 
 
 @dataclass(slots=True, frozen=True)
@@ -100,24 +110,13 @@ class HttpClient:
         self._connections: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        params: Mapping[str, Any] | None = None,
-        content: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout_s: float | None = None,
-    ) -> Response:
-        """Send a request and return its 2xx response, or raise what the error response means."""
+    def request(self, method: str, path: str, **options: Unpack[RequestOptions]) -> Response:
+        """Send a request (`options` as `send` takes them) and return its 2xx response, or raise what the error
+        response means."""
         attempt = 0
         while True:
             try:
-                response = self.send(
-                    method, path, json=json, params=params, content=content, headers=headers, timeout_s=timeout_s
-                )
+                response = self.send(method, path, **options)
             except (OSError, http.client.HTTPException) as error:
                 if attempt == self.retries:
                     raise ServerUnreachable(self.url, transport_reason(error)) from None
@@ -141,7 +140,8 @@ class HttpClient:
         timeout_s: float | None = None,
     ) -> Response:
         """One attempt, signed anew (so no retry is a replay): the answer whatever its status; OSError or
-        http.client.HTTPException when there is none."""
+        http.client.HTTPException when there is none. The body is `json` (sent as JSON) or `content`; `params` go
+        in the query string; `timeout_s` replaces the client's for this request."""
         target = self._base_path + path
         if params:
             target += "?" + urlencode({name: _param(value) for name, value in params.items()}, quote_via=quote)

@@ -21,6 +21,7 @@ from tidemq_protocol.errors import GroupExists, InvalidArgument, OffsetOutOfRang
 from tidemq_protocol.message import StoredMessage, TagFilter
 
 from .admin import Admin
+from .api_client import ApiClient
 from .client import HttpClient, segment
 
 Start = Literal["earliest", "latest"] | int
@@ -31,8 +32,9 @@ LONG_POLL_SLICE_MS = 500
 arriving on another queue waits no longer than this."""
 
 
-class Consumer:
-    """Pulls messages of `topic` (optionally of some `queues` only, and matching the `tag` filter)."""
+class Consumer(ApiClient):
+    """Pulls messages of `topic` (optionally of some `queues` only, and matching the `tag` filter). Closing it
+    commits nothing: call `commit()` first."""
 
     def __init__(
         self,
@@ -51,8 +53,7 @@ class Consumer:
         self._filter = TagFilter.parse(tag)  # raises InvalidArgument before any request
         if start not in ("earliest", "latest") and (type(start) is not int or start < 0):
             raise InvalidArgument(f"start must be 'earliest', 'latest' or a timestamp in ms, got {start!r}")
-        self._client = client or HttpClient(url)
-        self._owns_client = client is None
+        super().__init__(url, client=client)
         self._admin = Admin(client=self._client)
         self._positions: dict[int, int] = {}  # next offset to read, per queue
         self._ends: dict[int, int] = {}  # max_offset per queue, as last seen
@@ -190,14 +191,3 @@ class Consumer:
                 except GeneratorExit:  # the loop stopped here: the rest of the batch was not received
                     self._positions[message.queue] = message.queue_offset + 1
                     raise
-
-    def close(self) -> None:
-        """Close the HTTP client (unless it was passed in). Commits nothing: call `commit()` first."""
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

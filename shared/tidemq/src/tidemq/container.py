@@ -23,8 +23,8 @@ from typing import Literal
 from tidemq_protocol.api.container import BrokerList, BrokerSettings, BrokerView
 from tidemq_protocol.errors import InvalidArgument
 
-from .admin import model_of
-from .client import HttpClient, segment
+from .api_client import ApiClient, model_of
+from .client import segment
 
 BROKERS = "/container/v1/brokers"
 MasterRole = Literal["SYNC_MASTER", "ASYNC_MASTER"]
@@ -45,16 +45,12 @@ def to_properties(settings: Mapping[str, str]) -> str:
     return "".join(lines)
 
 
-class Container:
+class Container(ApiClient):
     """Add, list, inspect, reconfigure, promote and remove the brokers of a BrokerContainer.
 
     `url` is the container's base URL (`http://<host>:<listenPort>`); errors are the engine's classes
     (`BrokerNotFound`, `BrokerExists`, `InvalidArgument`, `AccessDenied`; see `tidemq.errors`).
     """
-
-    def __init__(self, url: str | None = None, *, client: HttpClient | None = None) -> None:
-        self._client = client or HttpClient(url)
-        self._owns_client = client is None
 
     @property
     def url(self) -> str:
@@ -69,11 +65,11 @@ class Container:
 
     def list_brokers(self) -> list[BrokerView]:
         """Every broker of the container (by name), with its role, disk usage and quota, and replication."""
-        return model_of(BrokerList, self._client.request("GET", BROKERS)).brokers
+        return self._get(BrokerList, BROKERS).brokers
 
     def get_broker(self, name: str) -> BrokerView:
         """Broker `name`; raises BrokerNotFound."""
-        return model_of(BrokerView, self._client.request("GET", f"{BROKERS}/{segment(name)}"))
+        return self._get(BrokerView, f"{BROKERS}/{segment(name)}")
 
     def add_broker(self, properties: str | Mapping[str, str]) -> BrokerView:
         """Add a broker from its config: the text of a broker .conf file (`brokerName=b` lines), or its settings
@@ -91,8 +87,7 @@ class Container:
     def broker_config(self, name: str) -> dict[str, str]:
         """Broker `name`'s settings by their config-file keys, as its file (and later updates) gave them; secret
         keys are shown as `********`."""
-        response = self._client.request("GET", f"{BROKERS}/{segment(name)}/config")
-        return model_of(BrokerSettings, response).settings
+        return self._get(BrokerSettings, f"{BROKERS}/{segment(name)}/config").settings
 
     def update_broker_config(self, name: str, settings: Mapping[str, str]) -> BrokerView:
         """Set some of broker `name`'s settings (the others stay): its disk quota settings take effect at once;
@@ -106,16 +101,3 @@ class Container:
         if role not in MASTER_ROLES:
             raise InvalidArgument(f"a broker is promoted to SYNC_MASTER or ASYNC_MASTER, not {role!r}")
         return self.update_broker_config(name, {"brokerRole": role, "brokerId": "0"})
-
-    # ---- plumbing --------------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the HTTP client, unless it was passed in (then its owner closes it)."""
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> Container:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

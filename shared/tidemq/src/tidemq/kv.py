@@ -55,8 +55,8 @@ from tidemq_protocol.kv import (
 )
 from tidemq_protocol.kv_snapshot import read_at_one_revision
 
-from .admin import M, model_of
-from .client import HttpClient, segment
+from .api_client import ApiClient, every, model_of
+from .client import segment
 
 FOLLOW_WAIT_MS = 10_000
 """How long one long poll of `follow` waits for a change (the server caps it at TIDEMQ_MAX_GET_WAIT_MS, 20 s)."""
@@ -81,13 +81,9 @@ class KeyValue:
         return Entry(self.key, self.value, self.version, self.expires_at_ms)
 
 
-class KV:
+class KV(ApiClient):
     """Namespaces and their keys: read, write (unconditionally, create-only or compare-and-set), scan, watch, and
     export or import a whole namespace as a snapshot file (`tidemq_protocol.kv_snapshot`)."""
-
-    def __init__(self, url: str | None = None, *, client: HttpClient | None = None) -> None:
-        self._client = client or HttpClient(url)
-        self._owns_client = client is None
 
     # ---- namespaces ------------------------------------------------------------------------------
 
@@ -111,13 +107,7 @@ class KV:
 
     def iter_namespaces(self, *, page_size: int = MAX_PAGE) -> Iterator[NamespaceView]:
         """Every namespace this caller may see, in name order, fetched a page at a time."""
-        after = None
-        while True:
-            page = self.list_namespaces(after=after, limit=page_size)
-            yield from page.namespaces
-            if page.next_after is None:
-                return
-            after = page.next_after
+        return every(lambda after: self.list_namespaces(after=after, limit=page_size), lambda page: page.namespaces)
 
     def delete_namespace(self, name: str) -> None:
         """Delete the namespace with every key and its history (raises NamespaceNotFound)."""
@@ -185,13 +175,7 @@ class KV:
     def iter_scan(self, namespace: str, prefix: str = "", page_size: int = MAX_PAGE) -> Iterator[Entry]:
         """Every key starting with `prefix`, in key order, fetched a page at a time (each page is read at its own
         revision: for one revision's contents, `export`)."""
-        after = None
-        while True:
-            page = self.scan(namespace, prefix, after, page_size)
-            yield from page.entries
-            if page.next_after is None:
-                return
-            after = page.next_after
+        return every(lambda after: self.scan(namespace, prefix, after, page_size), lambda page: page.entries)
 
     # ---- changes ---------------------------------------------------------------------------------
 
@@ -283,23 +267,6 @@ class KV:
     def import_from(self, namespace: str, source: str, *, progress: Callable[[int], None] | None = None) -> KvImported:
         """`import_snapshot` of the snapshot file at `source` (a path, or s3://bucket/key)."""
         return self.import_snapshot(namespace, snapshot_file.read(source), progress=progress)
-
-    # ---- plumbing --------------------------------------------------------------------------------
-
-    def _get(self, model: type[M], path: str, **params: Any) -> M:
-        given = {name: value for name, value in params.items() if value is not None}
-        return model_of(model, self._client.request("GET", path, params=given))
-
-    def close(self) -> None:
-        """Close the HTTP client, unless it was passed in (then its owner closes it)."""
-        if self._owns_client:
-            self._client.close()
-
-    def __enter__(self) -> KV:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 def _namespace_path(namespace: str, *rest: str) -> str:

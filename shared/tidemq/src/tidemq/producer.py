@@ -16,11 +16,12 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypedDict, Unpack
 
 from tidemq_protocol import codec
-from tidemq_protocol.api.messages import SEND_STATUS_HEADER
 from tidemq_protocol.message import Message
 
+from .api_client import ApiClient
 from .client import HttpClient, segment
 
 DEFAULT_BATCH_SIZE = 100
@@ -53,8 +54,28 @@ class SendResult:
     send_status: str = "SEND_OK"
 
 
-def _as_bytes(body: bytes | str) -> bytes:
-    return body.encode() if isinstance(body, str) else bytes(body)
+class MessageOptions(TypedDict, total=False):
+    """What `Producer.send` and `Producer.add` take beside the body: the keyword arguments of `outgoing`."""
+
+    keys: Sequence[str]
+    tag: str | None
+    properties: Mapping[str, str] | None
+    queue: int | None
+    sharding_key: str | None
+
+
+def outgoing(
+    body: bytes | str,
+    *,
+    keys: Sequence[str] = (),
+    tag: str | None = None,
+    properties: Mapping[str, str] | None = None,
+    queue: int | None = None,
+    sharding_key: str | None = None,
+) -> OutgoingMessage:
+    """A message to send (`body`: bytes, or text sent as UTF-8), for `Producer.send_batch`."""
+    data = body.encode() if isinstance(body, str) else bytes(body)
+    return OutgoingMessage(data, tuple(keys), tag, dict(properties or {}), queue, sharding_key)
 
 
 def _stored(message: OutgoingMessage) -> Message:
@@ -78,7 +99,7 @@ def _encode(topic: str, messages: Sequence[OutgoingMessage]) -> tuple[list[bytes
     return [codec.encode_records(topic, [_stored(m)]) for m in messages], codec.RECORDS_CONTENT_TYPE
 
 
-class Producer:
+class Producer(ApiClient):
     """Sends messages to `topic`. Connection errors and 5xx are retried with backoff (see HttpClient)."""
 
     def __init__(
@@ -93,23 +114,13 @@ class Producer:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.topic, self.batch_size, self.max_batch_bytes = topic, batch_size, max_batch_bytes
-        self._client = client or HttpClient(url)
-        self._owns_client = client is None
+        super().__init__(url, client=client)
         self._buffer: list[OutgoingMessage] = []
 
-    def send(
-        self,
-        body: bytes | str,
-        *,
-        keys: Sequence[str] = (),
-        tag: str | None = None,
-        properties: Mapping[str, str] | None = None,
-        queue: int | None = None,
-        sharding_key: str | None = None,
-    ) -> SendResult:
-        """Send one message now and return where it was stored (a binary batch of one, as `send_batch` sends)."""
-        message = OutgoingMessage(_as_bytes(body), tuple(keys), tag, dict(properties or {}), queue, sharding_key)
-        return self.send_batch([message])[0]
+    def send(self, body: bytes | str, **options: Unpack[MessageOptions]) -> SendResult:
+        """Send one message now and return where it was stored (a binary batch of one, as `send_batch` sends);
+        `options` as `outgoing` takes them."""
+        return self.send_batch([outgoing(body, **options)])[0]
 
     def send_batch(self, messages: Sequence[OutgoingMessage]) -> list[SendResult]:
         """Send `messages` as one binary batch, stored all or nothing; results in the same order.
@@ -151,20 +162,10 @@ class Producer:
             while pending:
                 yield pending.popleft()[1].result()
 
-    def add(
-        self,
-        body: bytes | str,
-        *,
-        keys: Sequence[str] = (),
-        tag: str | None = None,
-        properties: Mapping[str, str] | None = None,
-        queue: int | None = None,
-        sharding_key: str | None = None,
-    ) -> list[SendResult]:
-        """Buffer a message. Once `batch_size` are buffered they are sent, and their results returned;
-        until then this returns []."""
-        message = OutgoingMessage(_as_bytes(body), tuple(keys), tag, dict(properties or {}), queue, sharding_key)
-        self._buffer.append(message)
+    def add(self, body: bytes | str, **options: Unpack[MessageOptions]) -> list[SendResult]:
+        """Buffer a message (`options` as `outgoing` takes them). Once `batch_size` are buffered they are sent, and
+        their results returned; until then this returns []."""
+        self._buffer.append(outgoing(body, **options))
         return self.flush() if len(self._buffer) >= self.batch_size else []
 
     @property
@@ -192,7 +193,7 @@ class Producer:
             "POST", f"/v1/topics/{segment(self.topic)}/batch", content=batch, headers={"content-type": content_type}
         )
         results = []
-        status = response.headers.get(SEND_STATUS_HEADER, "SEND_OK")
+        status = response.headers.get(codec.SEND_STATUS_HEADER, "SEND_OK")
         for line in response.text.splitlines():  # "msg_id queue offset" per message, in order
             msg_id, queue, offset = line.split()
             results.append(SendResult(msg_id, int(queue), int(offset), status))
@@ -203,14 +204,10 @@ class Producer:
         try:
             self.flush()
         finally:
-            if self._owns_client:
-                self._client.close()
-
-    def __enter__(self) -> Producer:
-        return self
+            self._release_client()
 
     def __exit__(self, exc_type: object, *exc_info: object) -> None:
         if exc_type is None:
             self.close()
-        elif self._owns_client:
-            self._client.close()  # an error left the block: do not send half a job
+        else:
+            self._release_client()  # an error left the block: do not send half a job

@@ -10,6 +10,9 @@ Produce takes either of two bodies (POST /v1/topics/{topic}/batch):
 - `application/vnd.tidemq.batch`: frames, which the server decodes and encodes as records itself, for
   sharding keys (or clients that do not encode records).
 
+and answers with a line per message, in order, `<msg_id> <queue> <queue offset>` (text/plain); a BrokerContainer's
+master adds the header `SEND_STATUS_HEADER`.
+
 All integers are little-endian; text is UTF-8; `properties` use RocketMQ's `name\\x01value\\x02` encoding, as in
 the commit log, with the message keys under KEYS (joined by spaces) and the tag under TAGS.
 
@@ -45,6 +48,9 @@ from .record import ANY_QUEUE, decode_properties, decode_records, encode_propert
 
 CONTENT_TYPE = "application/vnd.tidemq.batch"
 RECORDS_CONTENT_TYPE = "application/vnd.tidemq.records"
+SEND_STATUS_HEADER = "x-tidemq-send-status"
+"""The header of a produce answered by a BrokerContainer's master: RocketMQ's sendStatus (SEND_OK,
+FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE; servers/container/replication.py says when each)."""
 _PRODUCE = struct.Struct("<IiH")
 _PROPERTIES = struct.Struct("<I")
 _FRAME_FIELDS = _PRODUCE.size - 4 + _PROPERTIES.size  # queue, key size, properties size: counted in frame_size

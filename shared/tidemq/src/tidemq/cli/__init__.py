@@ -16,18 +16,36 @@ from tidemq_protocol.errors import InvalidArgument, TideMQError
 
 from ..auth import find_credentials
 from ..client import DEFAULT_URL, HttpClient
-from .access import acl, user
-from .consume import consume
-from .container import container
-from .group import group
-from .kv import kv
-from .message import message
-from .produce import produce
-from .spark import spark
-from .topic import topic
+from .lazy_group import LazyGroup, Subcommand
+
+SUBCOMMANDS = {
+    "acl": Subcommand("tidemq.cli.access:acl", "Access policies of normal users: grant, revoke, list."),
+    "consume": Subcommand("tidemq.cli.consume:consume", "Print the messages of TOPIC, queue by queue in turn."),
+    "container": Subcommand("tidemq.cli.container:container", "Run a BrokerContainer (RIP-31) and manage its brokers."),
+    "group": Subcommand("tidemq.cli.group:group", "Consumer groups: lag, offsets, lifecycle."),
+    "kv": Subcommand(
+        "tidemq.cli.kv:kv", "KV namespaces: keys with versioned values, conditional writes, watches and snapshots."
+    ),
+    "message": Subcommand("tidemq.cli.message:message", "Look messages up by id or key."),
+    "produce": Subcommand(
+        "tidemq.cli.produce:produce",
+        "Send each line of the input (without its line break) to TOPIC as one message.",
+    ),
+    "spark": Subcommand(
+        "tidemq.cli.spark:spark",
+        "Run the Spark jobs over the cold tier: here (spark-submit on local[2]) or on EMR Serverless.",
+    ),
+    "topic": Subcommand("tidemq.cli.topic:topic", "Create, list, describe and delete topics."),
+    "user": Subcommand("tidemq.cli.access:user", "Users: create, list, rotate a secret, delete."),
+}
+"""The subcommands, each imported only when it runs (`tidemq --help` shows their summaries)."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=LazyGroup,
+    lazy_subcommands=SUBCOMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option(
     "--url",
     envvar="TIDEMQ_URL",
@@ -72,10 +90,6 @@ def cli(ctx: click.Context, url: str, timeout: float, retries: int, profile: str
     except InvalidArgument as error:
         raise click.BadParameter(str(error), ctx, param_hint="'--url'") from None
     ctx.obj = ctx.with_resource(client)
-
-
-for command in (topic, group, produce, consume, message, kv, user, acl, container, spark):
-    cli.add_command(command)
 
 
 def fail(message: str, code: int) -> None:

@@ -12,7 +12,7 @@ from tidemq_protocol.errors import InvalidArgument
 
 from ..admin import Admin
 from ..client import HttpClient
-from .options import confirm, yes_option
+from .options import deleting
 from .output import stdout, table, timestamp
 
 ACTIONS = ", ".join(Action)
@@ -37,14 +37,8 @@ def create(client: HttpClient, name: str, super_user: bool) -> None:
 def list_(client: HttpClient) -> None:
     """List the users, with their type and how many policy entries they have."""
     rows = table("user", "type", "policies", "created", numeric=["policies"])
-    admin, after = Admin(client=client), None
-    while True:
-        page = admin.list_users(after=after, limit=1000)
-        for view in page.users:
-            rows.add_row(view.name, view.user_type, str(len(view.policies)), timestamp(view.created_at))
-        if page.next_after is None:
-            break
-        after = page.next_after
+    for view in Admin(client=client).iter_users():
+        rows.add_row(view.name, view.user_type, str(len(view.policies)), timestamp(view.created_at))
     stdout.print(rows)
 
 
@@ -57,14 +51,10 @@ def rotate(client: HttpClient, name: str) -> None:
 
 
 @user.command("delete")
-@click.argument("name")
-@yes_option
-@click.pass_obj
-def delete(client: HttpClient, name: str, yes: bool) -> None:
+@deleting("name", "user", "Delete user {!r}?")
+def delete(client: HttpClient, name: str) -> None:
     """Delete user NAME: its requests are refused from then on."""
-    confirm(f"Delete user {name!r}?", yes)
     Admin(client=client).delete_user(name)
-    stdout.print(f"deleted user {name!r}")
 
 
 @user.command("whoami")

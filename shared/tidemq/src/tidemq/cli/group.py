@@ -9,7 +9,7 @@ from tidemq_protocol.api.push import GroupPush
 from ..admin import Admin
 from ..client import HttpClient
 from ..consumer import Start
-from .options import START, confirm, yes_option
+from .options import START, deleting
 from .output import stdout, table, timestamp
 
 
@@ -88,14 +88,10 @@ def reset(client: HttpClient, name: str, topic: str, to: Start) -> None:
 
 
 @group.command("delete")
-@click.argument("name")
-@yes_option
-@click.pass_obj
-def delete(client: HttpClient, name: str, yes: bool) -> None:
+@deleting("name", "consumer group", "Delete consumer group {!r} and its committed offsets?")
+def delete(client: HttpClient, name: str) -> None:
     """Delete consumer group NAME and its committed offsets."""
-    confirm(f"Delete consumer group {name!r} and its committed offsets?", yes)
     Admin(client=client).delete_group(name)
-    stdout.print(f"deleted consumer group {name!r}")
 
 
 @group.group("push")

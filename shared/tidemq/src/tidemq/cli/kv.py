@@ -14,7 +14,7 @@ from tidemq_protocol.kv import MAX_PAGE, MAX_TTL_MS
 
 from ..client import HttpClient
 from ..kv import KV
-from .options import confirm, yes_option
+from .options import deleting
 from .output import duration, stderr, stdout, table, timestamp
 
 HISTORY_MS = click.IntRange(60_000, MAX_TTL_MS)
@@ -72,14 +72,10 @@ def describe(client: HttpClient, namespace: str) -> None:
 
 
 @kv.command("delete")
-@click.argument("namespace")
-@yes_option
-@click.pass_obj
-def delete(client: HttpClient, namespace: str, yes: bool) -> None:
+@deleting("namespace", "KV namespace", "Delete KV namespace {!r} and all its keys?")
+def delete(client: HttpClient, namespace: str) -> None:
     """Delete KV namespace NAMESPACE with every key and its history."""
-    confirm(f"Delete KV namespace {namespace!r} and all its keys?", yes)
     KV(client=client).delete_namespace(namespace)
-    stdout.print(f"deleted KV namespace {namespace!r}")
 
 
 # ---- keys ------------------------------------------------------------------------------------------

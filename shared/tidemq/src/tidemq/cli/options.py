@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
-from ..consumer import Start
+from .output import stdout
+
+if TYPE_CHECKING:  # the commands that take a start position import the consumer; the others need not
+    from ..client import HttpClient
+    from ..consumer import Start
 
 
 class StartPosition(click.ParamType):
@@ -55,3 +62,26 @@ def confirm(question: str, yes: bool) -> None:
     if not sys.stdin.isatty():
         raise click.UsageError("stdin is not a terminal: pass --yes to confirm")
     click.confirm(question, abort=True)
+
+
+def deleting(
+    argument: str, what: str, question: str
+) -> Callable[[Callable[[HttpClient, str], object]], Callable[..., None]]:
+    """Make a function that deletes one thing, `delete(client, name)`, the body of a `delete ARGUMENT [--yes]`
+    command (its docstring the help): ask `question` (`{!r}`: the name) unless --yes, delete, then print
+    `deleted <what> '<name>'`."""
+
+    def decorate(delete: Callable[[HttpClient, str], object]) -> Callable[..., None]:
+        @click.argument(argument)
+        @yes_option
+        @click.pass_obj
+        @functools.wraps(delete)
+        def command(client: HttpClient, yes: bool, **named: str) -> None:
+            name = named[argument]
+            confirm(question.format(name), yes)
+            delete(client, name)
+            stdout.print(f"deleted {what} {name!r}")
+
+        return command
+
+    return decorate

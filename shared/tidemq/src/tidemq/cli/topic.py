@@ -10,7 +10,7 @@ from tidemq_protocol.message import MessageType
 
 from ..admin import Admin
 from ..client import HttpClient
-from .options import RETENTION, confirm, yes_option
+from .options import RETENTION, deleting
 from .output import duration, stdout, table, timestamp
 
 
@@ -104,14 +104,10 @@ def retention(client: HttpClient, name: str, retention: int | None) -> None:
 
 
 @topic.command("delete")
-@click.argument("name")
-@yes_option
-@click.pass_obj
-def delete(client: HttpClient, name: str, yes: bool) -> None:
+@deleting("name", "topic", "Delete topic {!r} and all its messages?")
+def delete(client: HttpClient, name: str) -> None:
     """Delete topic NAME, its messages and every group's offsets on it."""
-    confirm(f"Delete topic {name!r} and all its messages?", yes)
     Admin(client=client).delete_topic(name)
-    stdout.print(f"deleted topic {name!r}")
 
 
 @topic.command("tier")

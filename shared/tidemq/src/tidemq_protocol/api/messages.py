@@ -12,6 +12,7 @@ from pydantic import (
     model_validator,
 )
 
+from tidemq_protocol.codec import SEND_STATUS_HEADER  # noqa: F401  (where the servers import it from)
 from tidemq_protocol.message import StoredMessage
 
 from .common import (
@@ -141,8 +142,3 @@ class OffsetForTime(ApiModel):
     queue: int
     timestamp: int
     offset: int = Field(description="The first offset stored at or after `timestamp` (max_offset if none).")
-
-
-SEND_STATUS_HEADER = "x-tidemq-send-status"
-"""The header of a produce answered by a BrokerContainer's master: RocketMQ's sendStatus (SEND_OK,
-FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE; servers/container/replication.py says when each)."""

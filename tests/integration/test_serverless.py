@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.killed import output_after_kill
 from tidemq_protocol.message import Message
 from tidemq_store import StoreConfig, TopicConfig, open_store
 from tidemq_store.serverless.maintenance import Maintenance
@@ -168,7 +169,7 @@ def lines_until_killed(efs, prefix: str, producers: list[int], env, rng: random.
         process.send_signal(signal.SIGKILL)
     lines = []
     for index, process in enumerate(processes):
-        out, err = process.communicate(timeout=60)
+        out, err = output_after_kill(process)
         assert process.returncode == -signal.SIGKILL, err[-2000:]
         lines += ((first if index == 0 else "") + out).split("\n")[:-1]
     return lines

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.killed import output_after_kill
 from tidemq_protocol.record import decode_records
 from tidemq_store import StoreConfig, open_store
 
@@ -42,7 +43,7 @@ def test_every_acknowledged_message_is_in_the_tier_exactly_once_after_repeated_s
         first = writer.stdout.readline()  # it is writing (a busy machine can take a second to start it)
         time.sleep(rng.uniform(0.5, 1.5))
         writer.send_signal(signal.SIGKILL)
-        out, err = writer.communicate(timeout=60)
+        out, err = output_after_kill(writer)
         out = first + out
         assert writer.returncode == -signal.SIGKILL, err.decode()[-2000:]
         for line in out.decode().split("\n")[:-1]:  # a line cut by the kill was not acknowledged

@@ -11,6 +11,7 @@ directory (EFS in AWS) and DynamoDB, with no process that owns a queue (RIP-20's
     cold.py         the cold tier as this backend reads it
     maintenance.py  the scheduled run: upload to the cold tier, retention, deleting unreferenced files
     arrivals.py     long polling: the waits of one process share one poll of the queues waited on
+    kv/             the KV namespaces, on three tables of their own
 
 A put validates the whole batch, appends its records (each queue's together) to the writer's segment file
 with one write and one fsync, then sequences it, all or nothing: one UpdateItem when it goes to one queue,
@@ -405,7 +406,7 @@ class ServerlessMessageStore(MessageStore):
     def open_kv(self):
         from .kv import ServerlessKeyValueStore
 
-        return ServerlessKeyValueStore(self)
+        return ServerlessKeyValueStore(self.tables)
 
     def close(self) -> None:
         self.close_kv()

@@ -17,7 +17,7 @@ batches  "topic|queue" (hash) | first_offset (range)
             `indexed` (queue_index.py); the index `by_file` (file | position) says which batches a
             segment file still holds
 kv_namespaces  kind="namespace" (hash) | name (range)
-         -> config: the NamespaceConfig as JSON, revision: the namespace's last write (kv.py); `busy`,
+         -> config: the NamespaceConfig as JSON, revision: the namespace's last write (kv/); `busy`,
             `busy_token`, `busy_since` while a restore or a deletion holds it (no write lands meanwhile)
 kv_entries     namespace (hash) | key (range)
          -> value, version, expires_at_ms: a key as it is now; `purge_at` (DynamoDB TTL, epoch s) once it

@@ -382,8 +382,9 @@ class ServerlessMessageStore(MessageStore):
     # ---- lifecycle -------------------------------------------------------------------------------
 
     def maintenance(self, skip_margin_s: float | None = None) -> Maintenance:
-        """The maintenance run (maintenance.py) over this store's parts; `skip_margin_s` (tests) as it says."""
-        from .maintenance import SKIP_MARGIN_S, Maintenance  # here: a put or a read never loads the tier's code
+        """The maintenance run (maintenance.py), handed the parts of this store it works on; `skip_margin_s`
+        instead of its SKIP_MARGIN_S (tests shorten it)."""
+        from .maintenance import SKIP_MARGIN_S, Maintenance  # on first use: without a cold tier, puts load none of it
 
         skip_margin_s = SKIP_MARGIN_S if skip_margin_s is None else skip_margin_s
         parts = self.config, self.metadata, self.tables, self.index, self.segments, self.tier

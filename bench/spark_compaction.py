@@ -56,7 +56,6 @@ from spark_emr.tier import QueueRef
 from tidemq_protocol.attributes import TopicPolicy
 from tidemq_protocol.message import Message
 from tidemq_store import StoreConfig, TopicConfig, open_store
-from tidemq_store.serverless.maintenance import Maintenance
 from tidemq_store.tiered.s3 import s3_client
 
 MIB = 1024 * 1024
@@ -155,7 +154,7 @@ def build(args, work: Path) -> tuple[str, str, dict]:
                 store.put(TOPICS[kind], messages)
     produce_s = time.perf_counter() - began
     began = time.perf_counter()
-    report = Maintenance(store).run()
+    report = store.maintenance().run()
     upload_s = time.perf_counter() - began
     store.close()
     if report.failed or report.messages != args.messages * len(args.compaction):

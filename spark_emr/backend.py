@@ -54,7 +54,7 @@ class Backend:
         def partition(items: Iterable[tuple]) -> Iterator:
             store = backend.open()
             try:
-                maintenance = Maintenance(store)
+                maintenance = store.maintenance()
                 for item in items:
                     yield step(maintenance, item)
             finally:

@@ -3,7 +3,7 @@
 A `TierLocation` names a tier in S3 (bucket, prefix) and the endpoint to reach it (`AWS_ENDPOINT_URL` on the
 driver: moto or LocalStack here, AWS itself when unset); it travels to the executors inside the job's closures,
 so they reach the same tier whatever their environment. The layout and formats are the engine's: the queues are
-listed by `tidemq_store.tiered.S3Driver`, and a queue is read through `TieredQueue` (its ConsumeQueue, then its
+listed by `tidemq_store.tiered.s3.S3Driver`, and a queue is read through `TieredQueue` (its ConsumeQueue, then its
 records, each CRC-checked by `tidemq_protocol.record`).
 """
 
@@ -18,9 +18,8 @@ import boto3
 from tidemq_protocol.message import StoredMessage
 from tidemq_protocol.record import decode_run
 from tidemq_store.aws import aws_region
-from tidemq_store.tiered import S3Driver
 from tidemq_store.tiered.container import TieredQueue
-from tidemq_store.tiered.s3 import CLIENT_CONFIG
+from tidemq_store.tiered.s3 import CLIENT_CONFIG, S3Driver
 
 READ_ENTRIES = 4096
 """Offsets one read of a queue's ConsumeQueue covers (then one read of their records)."""

@@ -35,7 +35,7 @@ def run(spark, args: argparse.Namespace) -> dict:
     backend = Backend.here(args.dynamodb_prefix, args.bucket, args.prefix, args.efs_path)
     store = backend.open()
     try:
-        maintenance = Maintenance(store)
+        maintenance = store.maintenance()
         if args.topic is None:
             queues = maintenance.dirty_queues()
         else:
@@ -58,7 +58,7 @@ def run(spark, args: argparse.Namespace) -> dict:
     failed = [key for r in results for key in r[3]]
     store = backend.open()
     try:
-        files_deleted = 0 if failed else Maintenance(store).delete_unreferenced_files(touched)[0]
+        files_deleted = 0 if failed else store.maintenance().delete_unreferenced_files(touched)[0]
     finally:
         store.close()
     return summary | {

@@ -1,4 +1,4 @@
-"""The serverless backend's KV namespaces (serverless/kv.py) against a moto server over HTTP: namespaces, conditional
+"""The serverless backend's KV namespaces (serverless/kv/) against a moto server over HTTP: namespaces, conditional
 writes, expiry, prefix scans, watches and their long polls, snapshots, and writers in separate stores racing on one
 key."""
 
@@ -25,7 +25,7 @@ from tidemq_protocol.errors import (
 )
 from tidemq_protocol.kv import MAX_PAGE, MAX_PAGE_BYTES, MAX_VALUE_BYTES, ChangeKind, Entry, NamespaceConfig, Snapshot
 from tidemq_store.aws import aws_region
-from tidemq_store.serverless.kv import BUSY_ABANDONED_MS, DELETING, NAMESPACE
+from tidemq_store.serverless.kv.namespaces import BUSY_ABANDONED_MS, DELETING, NAMESPACE
 
 WRITERS, INCREMENTS = 6, 30
 

@@ -18,7 +18,6 @@ import pytest
 from tests.killed import output_after_kill
 from tidemq_protocol.message import Message
 from tidemq_store import StoreConfig, TopicConfig, open_store
-from tidemq_store.serverless.maintenance import Maintenance
 
 from .serverless_producer import BATCH
 
@@ -109,8 +108,8 @@ def test_producers_killed_at_any_point_of_the_protocol_leave_no_gap_and_no_dupli
         )
     )
     time.sleep(0.6)
-    Maintenance(cold).run()
-    Maintenance(cold).run()  # the first spares files whose entries it indexed itself
+    cold.maintenance().run()
+    cold.maintenance().run()  # the first spares files whose entries it indexed itself
     assert sorted(cold.segments.iterdir()) == []
     assert read_queue(cold) == stored
     cold.close()

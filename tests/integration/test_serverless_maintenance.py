@@ -12,7 +12,6 @@ import pytest
 from tidemq_protocol.errors import OffsetOutOfRange
 from tidemq_protocol.message import Message
 from tidemq_store import TopicConfig
-from tidemq_store.serverless.maintenance import Maintenance
 from tidemq_store.tiered.container import TieredQueue
 
 from .test_tier import produce, read_all, read_all_records
@@ -44,7 +43,7 @@ def test_maintenance_moves_every_queue_to_s3_and_cold_reads_return_the_same_mess
     records = {q: read_all_records(store, "orders", q) for q in range(3)}
     tagged = {q: read_all(store, "orders", q, tag="A") for q in range(3)}
 
-    first = Maintenance(store).run()
+    first = store.maintenance().run()
     assert (first.messages, first.failed) == (1000, [])
     for q in range(3):
         state = store.index.state("orders", q)
@@ -54,7 +53,7 @@ def test_maintenance_moves_every_queue_to_s3_and_cold_reads_return_the_same_mess
         assert (tier.min_offset, tier.max_offset) == (0, len(before[q]))
 
     time.sleep(1.1)  # every file is idle for the grace period by now: this run or the last deleted them
-    assert first.files_deleted + Maintenance(store).run().files_deleted >= 1
+    assert first.files_deleted + store.maintenance().run().files_deleted >= 1
     assert segment_files(store) == []
     for q in range(3):  # served from S3 alone now: byte for byte what the hot tier served
         assert read_all(store, "orders", q) == before[q]
@@ -76,7 +75,7 @@ def test_a_run_with_nothing_new_makes_no_dynamodb_or_s3_request(serverless):
     produce(store, "idle", 2, batches=4)
     s3_requests = []
     store.tier.driver.client.meta.events.register("before-send.s3", lambda **_: s3_requests.append(1))
-    maintenance = Maintenance(store, skip_margin_s=0.2)
+    maintenance = store.maintenance(skip_margin_s=0.2)
     time.sleep(0.3)  # past the margin a put may take to be sequenced after its append
     assert maintenance.run().messages == 100
     assert s3_requests, "the upload went to S3"
@@ -101,9 +100,9 @@ def test_maintenance_deletes_bytes_no_batch_references_and_keeps_every_sequenced
     orphan.writer.close()
     assert len(segment_files(store)) == 2
     time.sleep(0.6)
-    Maintenance(store).run()  # spares the file whose entries it indexed itself (the index lags in AWS)
+    store.maintenance().run()  # spares the file whose entries it indexed itself (the index lags in AWS)
     assert orphaned not in segment_files(store)
-    Maintenance(store).run()
+    store.maintenance().run()
     assert segment_files(store) == []
     assert [m[2] for m in read_all(store, "t", 0)] == [b"kept %d" % i for i in range(10)]
 
@@ -115,7 +114,7 @@ def test_overlapping_runs_upload_each_message_exactly_once(serverless):
     expected = {q: read_all(writer, "race", q) for q in range(4)}
     runners = [serverless() for _ in range(3)]
     reports = []
-    threads = [threading.Thread(target=lambda s=s: reports.append(Maintenance(s).upload())) for s in runners]
+    threads = [threading.Thread(target=lambda s=s: reports.append(s.maintenance().upload())) for s in runners]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -132,7 +131,7 @@ def test_retention_expires_cold_and_hot_messages_and_moves_the_minimum(serverles
     store = serverless()
     store.create_topic(TopicConfig(name="short", queues=1, retention_ms=1000))
     store.put("short", [Message(b"old %d" % i) for i in range(20)])
-    Maintenance(store).run()  # these go cold
+    store.maintenance().run()  # these go cold
     store.put("short", [Message(b"hot %d" % i) for i in range(5)])  # these stay hot
     report = store.clean_expired(now_ms=time.time_ns() // 1_000_000 + 10_000)
     assert report.messages_expired == 25
@@ -164,7 +163,7 @@ def test_without_a_cold_tier_a_run_indexes_the_queue_and_then_leaves_it_alone(se
     for i in range(3):
         store.put("plain", [Message(b"m%d" % i)])
     time.sleep(0.3)
-    maintenance = Maintenance(store, skip_margin_s=0.2)
+    maintenance = store.maintenance(skip_margin_s=0.2)
     report = maintenance.run()
     assert (report.queues, report.messages) == (1, 0)
     state = store.index.state("plain", 0)
@@ -185,11 +184,11 @@ def test_a_run_reports_how_long_its_oldest_waiting_message_has_waited_until_it_i
 
     with monkeypatch.context() as patched:
         patched.setattr(TieredQueue, "commit", refused)
-        failing = Maintenance(store).run().summary()
+        failing = store.maintenance().run().summary()
     assert sorted(failing.failed) == ["lagging|0", "lagging|1"]
     assert failing.upload_lag_seconds >= 0.5  # the older message, still waiting
     time.sleep(0.2)
-    done = Maintenance(store).run().summary()
+    done = store.maintenance().run().summary()
     assert (done.messages_uploaded, done.failed) == (2, ())
     assert done.upload_lag_seconds >= failing.upload_lag_seconds + 0.2  # it had waited since its put
-    assert Maintenance(store).upload().summary().upload_lag_seconds == 0.0  # nothing waits now
+    assert store.maintenance().upload().summary().upload_lag_seconds == 0.0  # nothing waits now

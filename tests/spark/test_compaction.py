@@ -12,7 +12,6 @@ from spark_emr.jobs import compaction
 from tidemq_protocol.message import Message
 from tidemq_store import TopicConfig
 from tidemq_store.serverless.cold import ColdTier
-from tidemq_store.serverless.maintenance import Maintenance
 from tidemq_store.tiered.manifest import load_manifest
 
 TARGET = 16 * 1024
@@ -46,7 +45,7 @@ def test_compaction_while_a_consumer_reads_and_the_uploader_appends(spark, serve
     store.create_topic(TopicConfig(name="stream", queues=QUEUES))
     for b in range(24):  # an upload per batch: two small objects per queue each time
         store.put("stream", [Message(b"early %d-%d " % (b, i) + bytes(200), queue=i % QUEUES) for i in range(20)])
-        Maintenance(store).run()
+        store.maintenance().run()
     reader = ColdTier(store.config)
     before = {q: tier_records(reader, "stream", q) for q in range(QUEUES)}
     assert all(len(before[q]) == 240 for q in range(QUEUES))
@@ -59,7 +58,7 @@ def test_compaction_while_a_consumer_reads_and_the_uploader_appends(spark, serve
         n = 0
         while not stop.is_set():
             writer.put("stream", [Message(b"late %d " % n + bytes(200), queue=q) for q in range(QUEUES)])
-            Maintenance(writer).run()
+            writer.maintenance().run()
             n += 1
 
     def consume() -> None:
@@ -92,7 +91,7 @@ def test_compaction_while_a_consumer_reads_and_the_uploader_appends(spark, serve
     assert during["records_in"] == during["records_out"] >= 480 and during["objects_deleted"] > 0
     assert passes[0] > passes_during >= 0 and again["queues_in"] == QUEUES
 
-    Maintenance(writer).run()
+    writer.maintenance().run()
     final = compaction.run(spark, compaction.arguments([*args, "--target-bytes", str(TARGET), "--grace-s", "0"]))
     assert final["records_removed"] == 0
     fresh = ColdTier(store.config)
@@ -119,7 +118,7 @@ def test_a_changed_byte_in_any_record_stops_segment_compaction_and_nothing_switc
     store.create_topic(TopicConfig(name="damaged", queues=1))
     for b in range(12):  # an upload per batch
         store.put("damaged", [Message(b"m %d-%d " % (b, i) + bytes(200), queue=0) for i in range(20)])
-        Maintenance(store).run()
+        store.maintenance().run()
     reader = ColdTier(store.config)
     victim = segments(reader, "damaged", 0)[0][7]  # in the middle of the queue: earlier runs get merged first
     data, position = bytearray(victim.read(victim.base, victim.size)), 0

@@ -15,7 +15,6 @@ from tidemq_protocol.message import Message
 from tidemq_protocol.record import decode_records
 from tidemq_store import TopicConfig
 from tidemq_store.serverless.cold import ColdTier
-from tidemq_store.serverless.maintenance import Maintenance
 from tidemq_store.tiered.manifest import KINDS, load_manifest
 
 from .processes import kill_at
@@ -35,7 +34,7 @@ def test_a_compaction_killed_several_times_then_run_again_loses_and_duplicates_n
         table = [(f"key-{(b * 7 + i) % 13}", b"t %d-%d" % (b, i)) for i in range(10)]
         store.put("table", [Message(body, keys=(key,), queue=0) for key, body in table])
         newest.update(table)
-        Maintenance(store).run()
+        store.maintenance().run()
     reader = ColdTier(store.config)
     before = {q: tier_records(reader, "stream", q) for q in range(QUEUES)}
     reader.close()

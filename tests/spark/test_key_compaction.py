@@ -11,7 +11,6 @@ from spark_emr.jobs import compaction
 from tests.gateways import gateway_as_admin, signed_http
 from tidemq_protocol import codec
 from tidemq_store.serverless.cold import VIEW_TTL_S
-from tidemq_store.serverless.maintenance import Maintenance
 
 GRACE_MS = 60_000
 # offset: (key, body); an empty body is a tombstone
@@ -58,7 +57,7 @@ def test_key_compaction_through_the_http_consume_api(spark, local_aws, open_test
             tier_bucket=bucket,
             efs_hot_ms=0,
         )
-        Maintenance(store).run()
+        store.maintenance().run()
 
         def read(offset: int, max_messages: int = 32) -> tuple[list[tuple[int, str]], int]:
             reply = http.get(f"{topic}/queues/0/messages", params={"offset": offset, "max_messages": max_messages})
@@ -105,7 +104,7 @@ def test_key_compaction_through_the_http_consume_api(spark, local_aws, open_test
         more = http.post(f"{topic}/messages", json={"messages": [{"body": "v4", "keys": ["k1"], "queue": 0}]})
         assert more.json()["messages"][0]["offset"] == 10
         ids[10] = more.json()["messages"][0]["msg_id"]
-        Maintenance(store).run()
+        store.maintenance().run()
         assert read(7) == ([(7, "v1"), (9, "")], 10)  # a read stops where the compacted front does; the next goes on
         assert read(10) == ([(10, "v4")], 11)
         binary, offset = [], 0

@@ -10,7 +10,6 @@ from spark_emr.jobs import migrate
 from spark_emr.tier import QueueRef, TierLocation, queue_messages
 from tidemq_protocol.message import Message
 from tidemq_store import TopicConfig
-from tidemq_store.serverless.maintenance import Maintenance
 
 from ..tier_reads import read_all
 
@@ -39,7 +38,7 @@ def test_a_backlog_moves_to_s3_while_producers_write_and_maintenance_runs(spark,
     def scheduled() -> None:
         while not stop.is_set():
             try:
-                Maintenance(writer).run()
+                writer.maintenance().run()
             except Exception as error:  # reported below, in the test's thread
                 errors.append(error)
             stop.wait(0.2)

@@ -12,7 +12,6 @@ from spark_emr.jobs import retention
 from tidemq_protocol.errors import OffsetOutOfRange
 from tidemq_protocol.message import Message
 from tidemq_store import TopicConfig
-from tidemq_store.serverless.maintenance import Maintenance
 
 from ..tier_reads import read_all
 
@@ -26,7 +25,7 @@ def backend(serverless_backend):
     for b in range(4):
         store.put("short", [Message(b"old %d-%d" % (b, i), queue=i % 3) for i in range(30)])
         store.put("forever", [Message(b"kept %d-%d" % (b, i)) for i in range(10)])
-        Maintenance(store).run()  # one cold segment per queue and batch
+        store.maintenance().run()  # one cold segment per queue and batch
     return store, args
 
 

@@ -11,7 +11,6 @@ import boto3
 from spark_emr.jobs import storage_class
 from tidemq_protocol.message import Message
 from tidemq_store import TopicConfig
-from tidemq_store.serverless.maintenance import Maintenance
 
 from ..tier_reads import read_all
 
@@ -39,7 +38,7 @@ def test_old_segments_move_to_the_class_their_topic_asks_and_still_read(spark, s
         store.put("archive", [Message(b"a %d-%d" % (b, i), queue=i % 2) for i in range(20)])
         store.put("plain", [Message(b"p %d-%d" % (b, i)) for i in range(5)])
         store.put("wrong", [Message(b"w %d-%d" % (b, i)) for i in range(5)])
-        Maintenance(store).run()
+        store.maintenance().run()
     expected = [read_all(store, "archive", q) for q in range(2)]
     later = str(time.time_ns() // 1_000_000 + 60_000)
 
@@ -63,6 +62,6 @@ def test_segments_younger_than_the_age_stay(spark, serverless_backend):
     attributes = {"tier.storage_class": "STANDARD_IA", "tier.storage_class_after_ms": str(3_600_000)}
     store.create_topic(TopicConfig(name="young", queues=1, attributes=attributes))
     store.put("young", [Message(b"y %d" % i) for i in range(10)])
-    Maintenance(store).run()
+    store.maintenance().run()
     summary = storage_class.run(spark, storage_class.arguments(args))
     assert summary["objects_in"] > 0 and summary["objects_moved"] == 0

@@ -63,3 +63,26 @@ def test_a_404_inside_one_function_imports_no_other_handler(tmp_path):
     env = {**os.environ, "TIDEMQ_HOME": str(tmp_path), "TIDEMQ_AUTH": "off", "POWERTOOLS_METRICS_DISABLED": "true"}
     ran = subprocess.run([sys.executable, "-c", PROBE_404], env=env, capture_output=True, text=True, check=True)
     assert json.loads(ran.stdout.splitlines()[-1]) == {"status": 404, "handlers": ["functions.produce.handler"]}
+
+
+PROBE_POSIX_TIER = """
+import json, sys
+from tidemq_store import Message, StoreConfig, TopicConfig, open_store
+home = sys.argv[1]
+config = StoreConfig(home=f"{home}/home", tier="posix", tier_path=f"{home}/tier", tier_level="FORCE")
+with open_store(config) as store:
+    store.create_topic(TopicConfig(name="t", queues=1))
+    store.put("t", [Message(b"cold")])
+    uploaded = store.upload_now("t")
+    read = [message.body.decode() for message in store.get("t", 0, 0).messages]
+aws = sorted(name for name in sys.modules if name.partition(".")[0] in ("boto3", "botocore", "s3transfer"))
+print(json.dumps({"uploaded": uploaded, "read": read, "aws_sdk": aws}))
+"""
+
+
+def test_a_posix_tier_never_imports_the_aws_sdk(tmp_path):
+    """A tier on a directory opens, uploads and reads cold without boto3 or botocore (only the S3 driver needs them)."""
+    ran = subprocess.run(
+        [sys.executable, "-c", PROBE_POSIX_TIER, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert json.loads(ran.stdout.splitlines()[-1]) == {"uploaded": 1, "read": ["cold"], "aws_sdk": []}

@@ -34,7 +34,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from pynamodb.exceptions import UpdateError
 
@@ -44,14 +44,14 @@ from tidemq_protocol.record import rebase
 from tidemq_store.cq_entry import entries_of
 
 from ..api import CleanReport, MaintenanceReport
+from ..config import StoreConfig
 from ..cq_entry import CqEntries
 from ..tiered.container import TieredQueue
-from .queue_index import QueueState, is_conditional, queue_key, state_of
+from .cold import ColdTier
+from .metadata import Metadata
+from .queue_index import QueueIndex, QueueState, is_conditional, queue_key, state_of
 from .segments import newest_write, read_segment
-from .tables import DIRTY
-
-if TYPE_CHECKING:
-    from .store import ServerlessMessageStore
+from .tables import DIRTY, Tables
 
 log = logging.getLogger("tidemq.maintenance")
 LEASE_S = 900.0  # a Lambda invocation's longest life: a run that held a queue this long is gone
@@ -84,11 +84,24 @@ class RunReport:
 
 
 class Maintenance:
-    def __init__(self, store: ServerlessMessageStore, skip_margin_s: float = SKIP_MARGIN_S) -> None:
-        self.store, self.index, self.config = store, store.index, store.config
+    """The run's steps, over just the parts of a serverless store they work on (the store hands them over:
+    `ServerlessMessageStore.maintenance`): its config, its topics, its tables (the queues' items, the batches'
+    `by_file` index), its queue index, its segment files' directory and its cold tier (None: there is none)."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        metadata: Metadata,
+        tables: Tables,
+        index: QueueIndex,
+        segments: Path,
+        tier: ColdTier | None,
+        skip_margin_s: float = SKIP_MARGIN_S,
+    ) -> None:
+        self.config, self.metadata, self.index, self.segments, self.tier = config, metadata, index, segments, tier
+        self.queues, self.batches = tables.queues, tables.batches
         self.skip_margin_s = skip_margin_s
-        self.queues = store.tables.queues
-        self.marker = self.config.efs_directory / "maintenance.json"
+        self.marker = config.efs_directory / "maintenance.json"
 
     # ---- the scheduled run -----------------------------------------------------------------------
 
@@ -97,7 +110,7 @@ class Maintenance:
         started = time.time()
         last = self._read_marker()
         idle = last is not None and not last["left_work"] and time.time() < last["gc_at"]
-        if idle and newest_write(self.store.segments) < last["started"] - self.skip_margin_s:
+        if idle and newest_write(self.segments) < last["started"] - self.skip_margin_s:
             return RunReport(skipped=True)
         report = self.upload()
         gc_at = float("inf")
@@ -111,7 +124,7 @@ class Maintenance:
         if topic is None:
             queues = self.dirty_queues()
         else:
-            queues = [(topic, queue) for queue in range(self.store.get_topic(topic).queues)]
+            queues = [(topic, queue) for queue in range(self.metadata.get_topic(topic).queues)]
         report = RunReport()
         for name, queue in queues:
             self.upload_queue(name, queue, report)
@@ -143,13 +156,13 @@ class Maintenance:
             state = self.index.index_through(topic, queue, state, end)
             report.touched_files |= before
             report.queues += 1
-            if self.store.tier is None:  # nothing to move: indexed is all there is to do
+            if self.tier is None:  # nothing to move: indexed is all there is to do
                 hot = state.hot_offset
             else:
                 report.messages += self._upload_to_tier(topic, queue, state, end, report)
                 hot = self._hot_boundary(topic, queue, state, end)
                 report.left_work |= hot < end  # kept hot for efs_hot_ms: a later run moves it
-            self._release(topic, queue, lease, hot, end, clean=self.store.tier is None or hot >= end)
+            self._release(topic, queue, lease, hot, end, clean=self.tier is None or hot >= end)
             lease = None
             if hot > state.hot_offset:
                 self.index.drop_below(topic, queue, hot)
@@ -160,7 +173,7 @@ class Maintenance:
     def _upload_to_tier(self, topic: str, queue: int, state: QueueState, end: int, report: RunReport) -> int:
         """Append [tier end, end) to the queue's tier files; return how many messages went. The first batch
         found is the queue's oldest waiting one: `report` keeps its store time, uploaded or not."""
-        tiered = self.store.tier.writer(topic, queue)
+        tiered = self.tier.writer(topic, queue)
         start = tiered.max_offset
         if start is None or start < state.min_offset:
             if start is not None:
@@ -172,7 +185,7 @@ class Maintenance:
                     state.min_offset,
                 )
                 tiered.clear()
-                tiered = self.store.tier.writer(topic, queue)
+                tiered = self.tier.writer(topic, queue)
             start = state.min_offset
         if start > end:
             raise CorruptStore(f"tier {topic}:{queue} ends at {start}, past the queue's end {end}")
@@ -182,7 +195,7 @@ class Maintenance:
                 break
             if not parts and first == start:
                 report.waiting(ref.store_timestamp)
-            data = rebase(read_segment(self.store.segments, ref.file, ref.position, ref.length), ref.first_offset)
+            data = rebase(read_segment(self.segments, ref.file, ref.position, ref.length), ref.first_offset)
             records = entries_of(data)
             skip = max(0, start - ref.first_offset)  # the tier restarted inside this batch
             cut = records[skip].position if skip < len(records) else len(data)
@@ -253,9 +266,9 @@ class Maintenance:
         """Step 2: delete idle files no `batches` item points into; (how many, when to look again)."""
         deleted, look_again = 0, float("inf")
         grace, now = self.config.efs_segment_grace_s, time.time()
-        by_file = self.store.tables.batches.by_file
+        by_file = self.batches.by_file
         try:
-            entries = list(os.scandir(self.store.segments))
+            entries = list(os.scandir(self.segments))
         except FileNotFoundError:
             return 0, look_again
         for entry in entries:
@@ -280,7 +293,7 @@ class Maintenance:
         expired batches (and their `batches` items go)."""
         now = clock.now_ms() if now_ms is None else now_ms
         segments = messages = 0
-        for config in self.store.all_topics():
+        for config in self.metadata.all_topics():
             if config.retention_ms is None:
                 continue
             for queue in range(config.queues):
@@ -304,14 +317,14 @@ class Maintenance:
         lease, state = leased
         low, segments = state.min_offset, 0
         try:
-            if self.store.tier is not None and state.hot_offset > low:
-                tiered = self.store.tier.writer(topic, queue)
+            if self.tier is not None and state.hot_offset > low:
+                tiered = self.tier.writer(topic, queue)
                 before = len(tiered.consumequeue.first_segments())
                 tiered.delete_expired(cutoff)
                 segments = before - len(tiered.consumequeue.first_segments())
                 cold_min = tiered.min_offset
                 low = max(low, state.hot_offset if cold_min is None else min(cold_min, state.hot_offset))
-            if low >= state.hot_offset or self.store.tier is None:
+            if low >= state.hot_offset or self.tier is None:
                 for ref in self.index.walk(topic, queue, state, _batch_start(self.index, topic, queue, state, low)):
                     if ref.store_timestamp >= cutoff:
                         break

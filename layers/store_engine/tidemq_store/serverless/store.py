@@ -1,11 +1,17 @@
 """`ServerlessMessageStore`: any number of stateless processes producing and consuming over a shared
 directory (EFS in AWS) and DynamoDB, with no process that owns a queue (RIP-20's stateless compute).
 
+    store.py        the MessageStore: reads and lookups here, the rest from the modules below
+    metadata.py     topics, groups and users: one DynamoDB item each
+    offsets.py      the consumer groups' committed offsets
+    appender.py     the put: a batch appended to the writer's segment file, then sequenced
     segments.py     the records: each writer's own files on the shared directory
     queue_index.py  the sequencing protocol: offsets, dense and ordered, from one DynamoDB write per batch
     tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches
+    cold.py         the cold tier as this backend reads it
     maintenance.py  the scheduled run: upload to the cold tier, retention, deleting unreferenced files
     arrivals.py     long polling: the waits of one process share one poll of the queues waited on
+    kv/             the KV namespaces, on three tables of their own
 
 A put validates the whole batch, appends its records (each queue's together) to the writer's segment file
 with one write and one fsync, then sequences it, all or nothing: one UpdateItem when it goes to one queue,
@@ -17,36 +23,21 @@ queue's hot boundary it reads the cold tier instead (maintenance.py moves messag
 
 from __future__ import annotations
 
-import itertools
-import random
-import time
 from collections.abc import Iterator, Mapping, Sequence
-
-from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, TransactWriteError
-from pynamodb.transactions import TransactWrite
+from typing import TYPE_CHECKING
 
 from tidemq_protocol import clock
 from tidemq_protocol.errors import (
-    GroupExists,
-    GroupNotFound,
     InvalidArgument,
     MessageNotFound,
-    OffsetConflict,
     OffsetOutOfRange,
     QueueOutOfRange,
-    QueuesCannotShrink,
-    TopicExists,
-    TopicNotFound,
-    UserExists,
-    UserNotFound,
 )
 from tidemq_protocol.message import Message, StoredMessage, TagFilter
-from tidemq_protocol.names import check_name
-from tidemq_protocol.record import decode_records, message_id, parse_message_id, read_by_id, rebase
+from tidemq_protocol.record import decode_records, parse_message_id, read_by_id, rebase
 
 from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MaintenanceReport, MessageStore
-from ..batch import ValidatedBatch, validate_batch, validate_records
 from ..config import StoreConfig, TierMedium
 from ..model import (
     GetResult,
@@ -59,29 +50,20 @@ from ..model import (
     TopicConfig,
     check_page_limit,
     check_queue,
-    take_page,
-    validated,
 )
 from ..selection import check_read, scan_size
+from .appender import Appender
 from .arrivals import ArrivalWatch
-from .queue_index import (
-    BACKOFF_S,
-    MAX_BACKOFF_S,
-    BatchRef,
-    QueueIndex,
-    QueueMissing,
-    QueueState,
-    is_conditional,
-    raced,
-)
-from .segments import SegmentWriter, physical_offset, read_segment, split_physical
+from .metadata import Metadata
+from .offsets import ConsumerOffsets
+from .queue_index import BatchRef, QueueIndex, QueueState
+from .segments import SegmentWriter, read_segment, split_physical
 from .tables import Tables
 
-TOPIC_CACHE_S = 5.0
+if TYPE_CHECKING:
+    from .maintenance import Maintenance
+
 WAIT_POLL_S = 0.05
-COMMIT_QUEUES = 99  # offsets in one commit transaction (DynamoDB's limit of 100 items, less the group's condition)
-COMMIT_ATTEMPTS = 8  # a commit that met a concurrent transaction on its items tries this many times more
-CONDITION_FAILED = "ConditionalCheckFailed"
 
 
 class ServerlessMessageStore(MessageStore):
@@ -95,8 +77,10 @@ class ServerlessMessageStore(MessageStore):
         max_age_s = min(config.efs_segment_age_s, config.efs_segment_grace_s / 2)  # segments.py says why
         self.writer = SegmentWriter(self.segments, config.efs_segment_bytes, max_age_s)
         self.index = QueueIndex(self.tables, self._keys_of)
+        self.metadata = Metadata(self.tables, config.max_page_bytes)
+        self.offsets = ConsumerOffsets(self.tables, self.metadata, self.index)
+        self.appender = Appender(config, self.metadata, self.writer, self.index)
         self._arrivals = ArrivalWatch(self.index.next_offsets, WAIT_POLL_S)
-        self._topics: dict[str, tuple[float, TopicConfig]] = {}
         self.tier = None
         if config.tier is not TierMedium.OFF:
             from .cold import ColdTier
@@ -109,42 +93,20 @@ class ServerlessMessageStore(MessageStore):
         """DynamoDB requests this process has made so far (for the benchmark's requests per message)."""
         return self.tables.requests
 
-    # ---- topics ----------------------------------------------------------------------------------
+    # ---- topics, users and groups (metadata.py) --------------------------------------------------
 
     def create_topic(self, config: TopicConfig) -> TopicConfig:
-        """One conditional PutItem; each queue's item is made by its first put."""
-        check_name("topic", config.name)
-        created = validated(TopicConfig, {**config.model_dump(), "created_at": clock.now_ms()})
-        topics = self.tables.topics
-        return _save_config(topics, "topic", created, topics.name.does_not_exist(), TopicExists(config.name))
+        return self.metadata.create_topic(config)
 
     def get_topic(self, name: str) -> TopicConfig:
-        check_name("topic", name)
-        try:
-            item = self.tables.topics.get("topic", name, consistent_read=True)
-        except DoesNotExist:
-            raise TopicNotFound(name) from None
-        return TopicConfig.model_validate_json(item.config)
+        return self.metadata.get_topic(name)
 
     def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
-        return self._list(self.tables.topics, "topic", TopicConfig, after, limit)
-
-    def _list(self, model, kind: str, config_type, after: str | None, limit: int) -> Page:
-        """A page of configs in name order (`model.take_page`): one Query, of one item more than the page when
-        the page is cut by bytes. Safe against concurrent deletes: each item holds the whole config, so nothing is
-        read per entry after the Query; an item deleted meanwhile is listed as it was or not at all, and the next
-        page is a Query for the names after `after`, whether that one is still there, so none is listed twice."""
-        check_page_limit(limit)
-        condition = model.name > after if after else None
-        items = model.query(kind, condition, limit=limit, consistent_read=True)
-        return take_page((item.config for item in items), config_type, limit, self.config.max_page_bytes)
+        return self.metadata.list_topics(after, limit)
 
     def all_topics(self) -> Iterator[TopicConfig]:
         """Every topic, a page of 1,000 at a time."""
-        after = None
-        while page := self.list_topics(after, 1000):
-            yield from page
-            after = page[-1].name
+        return self.metadata.all_topics()
 
     def update_topic(
         self,
@@ -154,223 +116,74 @@ class ServerlessMessageStore(MessageStore):
         queues: int | None = None,
         attributes: Mapping[str, str] | None = None,
     ) -> TopicConfig:
-        current = self.get_topic(name)
-        changes = {}
-        if retention_ms is not UNSET:
-            changes["retention_ms"] = retention_ms
-        if queues is not None:
-            if queues < current.queues:
-                raise QueuesCannotShrink(name, current.queues, queues)
-            changes["queues"] = queues
-        if attributes is not None:
-            changes["attributes"] = dict(attributes)
-        updated = validated(TopicConfig, {**current.model_dump(), **changes})
-        self.tables.topics("topic", name, config=updated.model_dump_json()).save()
-        return updated
+        return self.metadata.update_topic(name, retention_ms=retention_ms, queues=queues, attributes=attributes)
 
     def delete_topic(self, name: str) -> None:
-        config = self.get_topic(name)
-        self.tables.topics("topic", name).delete()
-        self._topics.pop(name, None)
+        """The topic's item, then its queues' items, every group's offsets of it and its tier files."""
+        config = self.metadata.delete_topic(name)
         for queue in range(config.queues):
             self.index.drop(name, queue)
-        with self.tables.offsets.batch_write() as writer:
-            for item in self.tables.offsets.query(name):
-                writer.delete(item)
+        self.offsets.forget_topic(name)
         if self.tier is not None:
             self.tier.forget(name)
 
-    # ---- users -----------------------------------------------------------------------------------
+    def _cached_topic(self, topic: str, fresh: bool = False) -> TopicConfig:
+        """The topic's config as puts and reads see it (`Metadata.cached_topic`)."""
+        return self.metadata.cached_topic(topic, fresh)
 
     def create_user(self, user: UserRecord) -> UserRecord:
-        created = validated(UserRecord, {**user.model_dump(), "created_at": clock.now_ms()})
-        users = self.tables.users
-        return _save_config(users, "user", created, users.name.does_not_exist(), UserExists(user.name))
+        return self.metadata.create_user(user)
 
     def get_user(self, name: str) -> UserRecord:
-        try:
-            return UserRecord.model_validate_json(self.tables.users.get("user", name, consistent_read=True).config)
-        except (DoesNotExist, ValueError):
-            raise UserNotFound(name) from None
+        return self.metadata.get_user(name)
 
     def list_users(self, after: str | None = None, limit: int = 100) -> Page[UserRecord]:
-        return self._list(self.tables.users, "user", UserRecord, after, limit)
+        return self.metadata.list_users(after, limit)
 
     def update_user(self, user: UserRecord) -> UserRecord:
-        current = self.get_user(user.name)
-        updated = validated(UserRecord, {**user.model_dump(), "created_at": current.created_at})
-        users = self.tables.users
-        return _save_config(users, "user", updated, users.name.exists(), UserNotFound(user.name))
+        return self.metadata.update_user(user)
 
     def delete_user(self, name: str) -> None:
-        users = self.tables.users
-        try:
-            users("user", name).delete(condition=users.name.exists())
-        except DeleteError as error:
-            if is_conditional(error):
-                raise UserNotFound(name) from None
-            raise
-
-    # ---- groups and offsets ----------------------------------------------------------------------
+        self.metadata.delete_user(name)
 
     def create_group(self, config: GroupConfig) -> GroupConfig:
-        check_name("group", config.name)
-        created = validated(GroupConfig, {**config.model_dump(), "created_at": clock.now_ms()})
-        groups = self.tables.groups
-        return _save_config(groups, "group", created, groups.name.does_not_exist(), GroupExists(config.name))
+        return self.metadata.create_group(config)
 
     def get_group(self, name: str) -> GroupConfig:
-        check_name("group", name)
-        try:
-            return GroupConfig.model_validate_json(self.tables.groups.get("group", name, consistent_read=True).config)
-        except DoesNotExist:
-            raise GroupNotFound(name) from None
+        return self.metadata.get_group(name)
 
     def list_groups(self, after: str | None = None, limit: int = 100) -> Page[GroupConfig]:
-        return self._list(self.tables.groups, "group", GroupConfig, after, limit)
+        return self.metadata.list_groups(after, limit)
 
     def update_group(self, config: GroupConfig) -> GroupConfig:
-        current = self.get_group(config.name)
-        updated = validated(GroupConfig, {**config.model_dump(), "created_at": current.created_at})
-        groups = self.tables.groups
-        return _save_config(groups, "group", updated, groups.name.exists(), GroupNotFound(config.name))
+        return self.metadata.update_group(config)
 
     def delete_group(self, name: str) -> None:
         """The group's item goes first: from then on every commit's condition on it fails, so no commit writes
         offsets behind the deletion (a commit made before it is in the `by_group` index within a second or so)."""
-        self.get_group(name)
-        self.tables.groups("group", name).delete()
-        offsets = self.tables.offsets
-        with offsets.batch_write() as writer:
-            for item in offsets.by_group.query(name):
-                writer.delete(offsets(item.topic, item.slot))
+        self.metadata.delete_group(name)
+        self.offsets.forget_group(name)
+
+    # ---- offsets (offsets.py) --------------------------------------------------------------------
 
     def commit_offsets(
         self, group: str, topic: str, offsets: Mapping[int, int], expected: Mapping[int, int | None] | None = None
     ) -> None:
-        """One TransactWriteItems: a condition that the group's item exists (so a commit never outlives its
-        group's deletion), with `expected` a condition on each of those queues' offset items, and the puts.
-        More than COMMIT_QUEUES queues go in several transactions (a compare-and-set is refused beyond that)."""
-        config = self.get_topic(topic)
-        for queue, offset in offsets.items():
-            check_queue(config, queue)
-            state = self.index.state(topic, queue)
-            if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= state.next_offset:
-                raise OffsetOutOfRange(topic, queue, offset, state.min_offset, state.next_offset)
-        expected = dict(expected or {})
-        queues = sorted(set(offsets) | set(expected))
-        if expected and len(queues) > COMMIT_QUEUES:
-            raise InvalidArgument(f"a compare-and-set commit covers at most {COMMIT_QUEUES} queues, not {len(queues)}")
-        for start in range(0, len(queues), COMMIT_QUEUES):
-            chunk = queues[start : start + COMMIT_QUEUES]
-            self._commit(group, topic, {q: offsets[q] for q in chunk if q in offsets}, expected, chunk)
-
-    def _commit(
-        self, group: str, topic: str, offsets: dict[int, int], expected: dict[int, int | None], queues: list[int]
-    ) -> None:
-        groups, items = self.tables.groups, self.tables.offsets
-        for attempt in itertools.count():
-            try:
-                with TransactWrite(connection=self.tables.connection) as transaction:
-                    transaction.condition_check(groups, "group", group, condition=groups.name.exists())
-                    for queue in queues:
-                        condition = None
-                        if queue in expected:
-                            seen = expected[queue]
-                            condition = items.slot.does_not_exist() if seen is None else items.offset == seen
-                        if queue in offsets:
-                            item = items(topic, _slot(group, queue), group=group, queue=queue, offset=offsets[queue])
-                            transaction.save(item, condition=condition)
-                        else:
-                            transaction.condition_check(items, topic, _slot(group, queue), condition=condition)
-                return
-            except TransactWriteError as error:
-                failed = [i for i, r in enumerate(error.cancellation_reasons or []) if r and r.code == CONDITION_FAILED]
-                if failed and failed[0] == 0:
-                    raise GroupNotFound(group) from None
-                if failed:
-                    queue = queues[failed[0] - 1]
-                    actual = self.committed_offsets(group, topic).get(queue)
-                    raise OffsetConflict(group, topic, queue, expected.get(queue), actual) from None
-                if not raced(error) or attempt >= COMMIT_ATTEMPTS:
-                    raise
-                time.sleep(random.uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2**attempt)))  # a concurrent commit
+        self.offsets.commit(group, topic, offsets, expected)
 
     def committed_offsets(self, group: str, topic: str) -> dict[int, int]:
-        self.get_group(group)
-        self.get_topic(topic)
-        offsets = self.tables.offsets
-        items = offsets.query(topic, offsets.slot.startswith(f"{group}/"), consistent_read=True)
-        return {int(item.queue): int(item.offset) for item in items}
+        return self.offsets.committed(group, topic)
 
     def group_topics(self, group: str) -> list[str]:
-        """The group's topics, from the `by_group` index (eventually consistent: a first commit shows up
-        within a second or so)."""
-        self.get_group(group)
-        return sorted({item.topic for item in self.tables.offsets.by_group.query(group)})
+        return self.offsets.group_topics(group)
 
-    # ---- put -------------------------------------------------------------------------------------
-
-    def _cached_topic(self, topic: str, fresh: bool = False) -> TopicConfig:
-        """The topic's config, read at most every TOPIC_CACHE_S per process, for puts and reads (neither should
-        cost a read of the topic; a deleted topic stays readable for that long). A queue beyond the cached count
-        is looked up again before it is refused, so a topic that grew is seen at once."""
-        cached = self._topics.get(topic)
-        if fresh or cached is None or time.monotonic() - cached[0] > TOPIC_CACHE_S:
-            cached = self._topics[topic] = (time.monotonic(), self.get_topic(topic))
-        return cached[1]
+    # ---- put (appender.py) -----------------------------------------------------------------------
 
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
-        try:
-            batch = validate_batch(self.config, self._cached_topic(topic), messages)
-        except QueueOutOfRange:
-            batch = validate_batch(self.config, self._cached_topic(topic, fresh=True), messages)
-        return self._append(topic, batch)
+        return self.appender.put(topic, messages)
 
     def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
-        try:
-            batch = validate_records(self.config, self._cached_topic(topic), records, default_queue)
-        except QueueOutOfRange:
-            batch = validate_records(self.config, self._cached_topic(topic, fresh=True), records, default_queue)
-        return self._append(topic, batch)
-
-    def _append(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
-        by_queue: dict[int, list[int]] = {}
-        for index, queue in enumerate(batch.queues):
-            by_queue.setdefault(queue, []).append(index)
-        queues = sorted(by_queue)
-        grouped = batch.take([index for queue in queues for index in by_queue[queue]])  # each queue's together
-        relative = [i for queue in queues for i in range(len(by_queue[queue]))]  # offsets within each queue's part
-        store_timestamp = clock.now_ms()
-        appended = self.writer.append(lambda start: grouped.stamped(relative, start, store_timestamp))
-        parts, at = {}, appended.position
-        for queue in queues:
-            indexes = by_queue[queue]
-            length = sum(batch.sizes[index] for index in indexes)
-            has_keys = any(batch.keys[index] for index in indexes)
-            parts[queue] = BatchRef(0, len(indexes), appended.file, at, length, store_timestamp, has_keys)
-            at += length
-        firsts = self._sequence(topic, parts)
-        results: list[PutResult | None] = [None] * len(batch)
-        for queue, part in parts.items():
-            at = part.position
-            for i, index in enumerate(by_queue[queue]):
-                size = batch.sizes[index]
-                msg_id = message_id(physical_offset(appended.file, at), size)
-                results[index] = PutResult(msg_id, queue, firsts[queue] + i, store_timestamp)
-                at += size
-        return results  # type: ignore[return-value]
-
-    def _sequence(self, topic: str, parts: dict[int, BatchRef]) -> dict[int, int]:
-        """Give each queue's part of the batch its offsets, all or none (queue_index.py); the first of each."""
-        try:
-            return self.index.sequence(topic, parts)
-        except QueueMissing as missing:  # a queue's first put, or the topic is gone (or lost it): look again
-            config = self._cached_topic(topic, fresh=True)
-            for queue in missing.queues:
-                check_queue(config, queue)
-                self.index.create(topic, queue)
-            return self.index.sequence(topic, parts)
+        return self.appender.put_records(topic, records, default_queue)
 
     def _keys_of(self, batch: BatchRef) -> set[str]:
         data = read_segment(self.segments, batch.file, batch.position, batch.length)
@@ -564,17 +377,22 @@ class ServerlessMessageStore(MessageStore):
             self.get_topic(topic)
         if self.tier is None:
             return 0
-        from .maintenance import Maintenance
-
-        return Maintenance(self).upload(topic).messages
+        return self.maintenance().upload(topic).messages
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
+    def maintenance(self, skip_margin_s: float | None = None) -> Maintenance:
+        """The maintenance run (maintenance.py), handed the parts of this store it works on; `skip_margin_s`
+        instead of its SKIP_MARGIN_S (tests shorten it)."""
+        from .maintenance import SKIP_MARGIN_S, Maintenance  # on first use: without a cold tier, puts load none of it
+
+        skip_margin_s = SKIP_MARGIN_S if skip_margin_s is None else skip_margin_s
+        parts = self.config, self.metadata, self.tables, self.index, self.segments, self.tier
+        return Maintenance(*parts, skip_margin_s=skip_margin_s)
+
     def maintain(self) -> MaintenanceReport:
         """The maintenance run (maintenance.py): upload, then delete files nothing references."""
-        from .maintenance import Maintenance
-
-        return Maintenance(self).run().summary()
+        return self.maintenance().run().summary()
 
     def flush(self) -> None:
         """Nothing to do: every batch is fsync'd and sequenced before its put returns."""
@@ -584,35 +402,18 @@ class ServerlessMessageStore(MessageStore):
 
     def clean_expired(self, now_ms: int | None = None) -> CleanReport:
         """Retention (the maintenance run's part that needs no cold tier)."""
-        from .maintenance import Maintenance
-
-        return Maintenance(self).retention(now_ms)
+        return self.maintenance().retention(now_ms)
 
     def open_kv(self):
         from .kv import ServerlessKeyValueStore
 
-        return ServerlessKeyValueStore(self)
+        return ServerlessKeyValueStore(self.tables)
 
     def close(self) -> None:
         self.close_kv()
         self.writer.close()
         if self.tier is not None:
             self.tier.close()
-
-
-def _save_config(model, kind: str, config, condition, refused: Exception):
-    """Put a topic's or group's config item on `condition`; raise `refused` when the condition fails."""
-    try:
-        model(kind, config.name, config=config.model_dump_json()).save(condition=condition)
-    except PutError as error:
-        if is_conditional(error):
-            raise refused from None
-        raise
-    return config
-
-
-def _slot(group: str, queue: int) -> str:
-    return f"{group}/{queue:04d}"  # "/" is in no group name (model.NAME_RULE): one group's slots share a prefix
 
 
 def _holds(ref: BatchRef, file: str, position: int) -> bool:

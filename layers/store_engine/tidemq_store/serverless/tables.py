@@ -17,7 +17,7 @@ batches  "topic|queue" (hash) | first_offset (range)
             `indexed` (queue_index.py); the index `by_file` (file | position) says which batches a
             segment file still holds
 kv_namespaces  kind="namespace" (hash) | name (range)
-         -> config: the NamespaceConfig as JSON, revision: the namespace's last write (kv.py); `busy`,
+         -> config: the NamespaceConfig as JSON, revision: the namespace's last write (kv/); `busy`,
             `busy_token`, `busy_since` while a restore or a deletion holds it (no write lands meanwhile)
 kv_entries     namespace (hash) | key (range)
          -> value, version, expires_at_ms: a key as it is now; `purge_at` (DynamoDB TTL, epoch s) once it
@@ -71,6 +71,21 @@ def _meta(table: str, prefix: str, host: str | None, region: str):
     )
 
 
+CONFIG_TABLES = ("topics", "groups", "users")
+
+
+def _configs(table: str, prefix: str, host: str | None, region: str) -> type[Model]:
+    """A table of configs (topics, groups, users): kind (hash) | name (range) -> config, the whole config as JSON."""
+
+    class Configs(Model):
+        Meta = _meta(table, prefix, host, region)
+        kind = UnicodeAttribute(hash_key=True)
+        name = UnicodeAttribute(range_key=True)
+        config = UnicodeAttribute()
+
+    return Configs
+
+
 def _index(name: str):
     return type("Meta", (), {"index_name": name, "projection": KeysOnlyProjection(), "billing_mode": "PAY_PER_REQUEST"})
 
@@ -85,24 +100,6 @@ class Tables:
         pre_dynamodb_send.connect(self._count)
         host = os.environ.get("AWS_ENDPOINT_URL") or None
         region = aws_region()
-
-        class Topics(Model):
-            Meta = _meta("topics", prefix, host, region)
-            kind = UnicodeAttribute(hash_key=True)
-            name = UnicodeAttribute(range_key=True)
-            config = UnicodeAttribute()
-
-        class Groups(Model):
-            Meta = _meta("groups", prefix, host, region)
-            kind = UnicodeAttribute(hash_key=True)
-            name = UnicodeAttribute(range_key=True)
-            config = UnicodeAttribute()
-
-        class Users(Model):
-            Meta = _meta("users", prefix, host, region)
-            kind = UnicodeAttribute(hash_key=True)
-            name = UnicodeAttribute(range_key=True)
-            config = UnicodeAttribute()
 
         class OffsetsByGroup(GlobalSecondaryIndex):
             Meta = _index("by_group")
@@ -182,8 +179,8 @@ class Tables:
             expires_at_ms = NumberAttribute(null=True)
             purge_at = TTLAttribute()
 
-        self.topics, self.groups, self.offsets, self.queues, self.batches = Topics, Groups, Offsets, Queues, Batches
-        self.users = Users
+        self.topics, self.groups, self.users = (_configs(table, prefix, host, region) for table in CONFIG_TABLES)
+        self.offsets, self.queues, self.batches = Offsets, Queues, Batches
         self.kv_namespaces, self.kv_entries, self.kv_changes = KvNamespaces, KvEntries, KvChanges
         self.connection = Connection(
             region=region,

@@ -54,7 +54,7 @@ from tidemq_store.serverless.cold import ColdTier
 from tidemq_store.serverless.segments import read_segment, split_physical
 from tidemq_store.tiered.cache import ReadAheadCache, read_cold
 from tidemq_store.tiered.container import TieredQueue
-from tidemq_store.tiered.segment import PosixDriver
+from tidemq_store.tiered.posix import PosixDriver
 
 from ..golden import make_golden
 from ..golden.make_golden import (

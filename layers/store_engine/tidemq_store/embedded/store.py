@@ -33,7 +33,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import NamedTuple
 
 from tidemq_protocol import clock
 from tidemq_protocol.errors import (
@@ -52,12 +51,11 @@ from tidemq_protocol.errors import (
     UserExists,
     UserNotFound,
 )
-from tidemq_protocol.message import Message, StoredMessage, TagFilter, tag_hash
+from tidemq_protocol.message import Message, StoredMessage, tag_hash
 from tidemq_protocol.names import check_name
 from tidemq_protocol.record import (
     RecordHeader,
     decode_message,
-    decode_run,
     message_id,
     parse_message_id,
     read_by_id,
@@ -73,18 +71,17 @@ from ..errors import StoreClosed, StoreLocked
 from ..hot import HotStore, PutListener, QueueExtent, ReleasePolicy, StoredBatch
 from ..kv.api import KeyValueStore
 from ..model import (
-    GetResult,
     GroupConfig,
     Page,
     PutResult,
     QueueOffsets,
-    RecordBatch,
     TopicConfig,
     check_page_limit,
     check_queue,
     validated,
 )
-from ..selection import Selection, check_read, scan_size, select_runs
+from ..reads import ReadRequest, RunsRead, check_read
+from ..selection import scan_size, select_runs
 from ..threads import background_thread
 from .commitlog import CommitLog, SegmentRange
 from .consumequeue import Checkpoint, CheckpointState, ConsumeQueueStore
@@ -92,15 +89,6 @@ from .metadata import FOREVER, MetadataStore
 from .replica import ReplicaChunk
 
 log = logging.getLogger("tidemq.store")
-
-
-class QueueRead(NamedTuple):
-    """What a read of one queue takes: the records `selection` chose, within the queue's range then."""
-
-    selection: Selection
-    min_offset: int
-    max_offset: int
-    tag_filter: TagFilter | None
 
 
 class EmbeddedMessageStore(HotStore):
@@ -337,60 +325,22 @@ class EmbeddedMessageStore(HotStore):
 
     # ---- get -------------------------------------------------------------------------------------
 
-    def get(
-        self,
-        topic: str,
-        queue: int,
-        offset: int,
-        max_messages: int = 32,
-        max_bytes: int = 4 * 1024 * 1024,
-        tag_filter: str | TagFilter | None = None,
-    ) -> GetResult:
-        read = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
-        messages: list[StoredMessage] = []
-        for first_offset, position, length in read.selection.runs:
-            messages += decode_run(self.commitlog.read(position, length), topic, queue, first_offset)
-        if read.tag_filter is not None:  # tag codes can collide: confirm the real tag
-            messages = [m for m in messages if read.tag_filter.matches(m.tag)]
-        return GetResult(messages, read.selection.next_offset, read.min_offset, read.max_offset)
-
-    def read_records(
-        self,
-        topic: str,
-        queue: int,
-        offset: int,
-        max_messages: int = 1000,
-        max_bytes: int = 4 * 1024 * 1024,
-        tag_filter: str | TagFilter | None = None,
-    ) -> RecordBatch:
-        read = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
-        selection = read.selection
-        data = b"".join(self.commitlog.read(position, length) for _, position, length in selection.runs)
-        return RecordBatch(data, selection.count, selection.next_offset, read.min_offset, read.max_offset)
-
-    def _select(
-        self,
-        topic: str,
-        queue: int,
-        offset: int,
-        max_messages: int,
-        max_bytes: int,
-        tag_filter: str | TagFilter | None,
-    ) -> QueueRead:
+    def read_queue(self, request: ReadRequest) -> RunsRead:
         """Choose what a read returns: runs of adjacent records in the commit log, from ConsumeQueue
         entries alone (tag codes filter here; bodies are not touched)."""
+        topic, queue, offset = request.topic, request.queue, request.offset
         check_queue(self.get_topic(topic), queue)
-        tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
+        tag_filter = check_read(request, self.config.max_get_messages)
         min_offset, max_offset = self.cq.min_offset(topic, queue), self.max_offset(topic, queue)
         if type(offset) is not int or not min_offset <= offset <= max_offset:
             raise OffsetOutOfRange(topic, queue, offset, min_offset, max_offset)
-        scan_end = min(max_offset, offset + scan_size(max_messages, tag_filter))
+        scan_end = min(max_offset, offset + scan_size(request.max_messages, tag_filter))
         entries = self.cq.entries(topic, queue, offset, scan_end)
         if len(entries) != scan_end - offset:
             self._raced_with_cleaner(topic, queue, offset, max_offset)
         readable = self.commitlog.readable_position
-        selection = select_runs(entries, offset, max_messages, max_bytes, tag_filter, readable)
-        return QueueRead(selection, min_offset, max_offset, tag_filter)
+        selection = select_runs(entries, offset, request.max_messages, request.max_bytes, tag_filter, readable)
+        return RunsRead(topic, queue, selection, self.commitlog.read, tag_filter, min_offset, max_offset)
 
     def _raced_with_cleaner(self, topic: str, queue: int, offset: int, max_offset: int) -> None:
         min_offset = self.cq.min_offset(topic, queue)

@@ -26,7 +26,7 @@ from tidemq_protocol.message import Message, StoredMessage
 from tidemq_protocol.record import decode_message, message_id, parse_message_id
 from tidemq_store import StoreConfig
 from tidemq_store.acl import UserRecord
-from tidemq_store.api import UNSET, CleanReport
+from tidemq_store.api import UNSET, CleanReport, updated_topic
 from tidemq_store.batch import ValidatedBatch, validate_batch, validate_records
 from tidemq_store.cq_entry import ENTRY_SIZE, CqEntries, pack_entry
 from tidemq_store.hot import HotStore, PutListener, QueueExtent, ReleasePolicy, StoredBatch
@@ -87,12 +87,7 @@ class MemoryHotStore(HotStore):
         queues: int | None = None,
         attributes: Mapping[str, str] | None = None,
     ) -> TopicConfig:
-        changes: dict[str, object] = {} if retention_ms is UNSET else {"retention_ms": retention_ms}
-        if queues is not None:
-            changes["queues"] = queues
-        if attributes is not None:
-            changes["attributes"] = dict(attributes)
-        self.topics[name] = validated(TopicConfig, {**self.get_topic(name).model_dump(), **changes})
+        self.topics[name] = updated_topic(self.get_topic(name), retention_ms, queues, attributes)
         return self.topics[name]
 
     def delete_topic(self, name: str) -> None:

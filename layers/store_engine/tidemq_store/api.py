@@ -23,14 +23,42 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tidemq_protocol.errors import QueuesCannotShrink
 from tidemq_protocol.message import Message, StoredMessage, TagFilter
 
 from .acl import UserRecord
 from .kv.api import KeyValueStore
-from .model import GetResult, GroupConfig, Page, PutResult, QueueOffsets, RecordBatch, TierQueueStatus, TopicConfig
+from .model import (
+    GetResult,
+    GroupConfig,
+    Page,
+    PutResult,
+    QueueOffsets,
+    RecordBatch,
+    TierQueueStatus,
+    TopicConfig,
+    validated,
+)
 from .reads import QueueRead, ReadRequest
 
 UNSET = object()
+
+
+def updated_topic(
+    current: TopicConfig, retention_ms: int | object | None, queues: int | None, attributes: Mapping[str, str] | None
+) -> TopicConfig:
+    """The config `MessageStore.update_topic` makes of `current`: each change given (UNSET retention, None queues or
+    attributes: unchanged) applied and checked. Queues never shrink (QueuesCannotShrink)."""
+    changes: dict[str, object] = {}
+    if retention_ms is not UNSET:
+        changes["retention_ms"] = retention_ms
+    if queues is not None:
+        if queues < current.queues:
+            raise QueuesCannotShrink(current.name, current.queues, queues)
+        changes["queues"] = queues
+    if attributes is not None:
+        changes["attributes"] = dict(attributes)
+    return validated(TopicConfig, {**current.model_dump(), **changes})
 
 
 @dataclass(slots=True, frozen=True)

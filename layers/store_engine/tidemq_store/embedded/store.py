@@ -43,7 +43,6 @@ from tidemq_protocol.errors import (
     MessageNotFound,
     OffsetConflict,
     OffsetOutOfRange,
-    QueuesCannotShrink,
     ReplicaDiverged,
     StoreFailed,
     TopicExists,
@@ -63,7 +62,7 @@ from tidemq_protocol.record import (
 )
 
 from ..acl import UserRecord
-from ..api import UNSET, CleanReport, MessageStore
+from ..api import UNSET, CleanReport, MessageStore, updated_topic
 from ..batch import ValidatedBatch, validate_batch, validate_records
 from ..config import StoreConfig
 from ..cq_entry import CqEntries, CqEntry
@@ -156,16 +155,7 @@ class EmbeddedMessageStore(HotStore):
         with self._write_lock:
             self._check_open()
             current = self.get_topic(name)
-            changes: dict[str, object] = {}
-            if retention_ms is not UNSET:
-                changes["retention_ms"] = retention_ms
-            if queues is not None:
-                if queues < current.queues:
-                    raise QueuesCannotShrink(name, current.queues, queues)
-                changes["queues"] = queues
-            if attributes is not None:
-                changes["attributes"] = dict(attributes)
-            updated = validated(TopicConfig, {**current.model_dump(), **changes})
+            updated = updated_topic(current, retention_ms, queues, attributes)
             self.meta.put_topic(updated, previous=current)
         return updated
 

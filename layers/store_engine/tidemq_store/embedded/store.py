@@ -69,7 +69,7 @@ from .retention import Retention
 
 class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication, HotStore):
     """`MessageStore` over local files; one instance per process and home directory. Its jobs beside the data path
-are its bases', a module each (see the module docstring)."""
+    are its bases', a module each (see the module docstring)."""
 
     def __init__(self, config: StoreConfig) -> None:
         self.config = config

@@ -23,25 +23,24 @@ from tidemq_protocol.errors import (
     UserNotFound,
 )
 from tidemq_protocol.message import Message, StoredMessage
-from tidemq_protocol.record import decode_message, decode_run, message_id, parse_message_id
+from tidemq_protocol.record import decode_message, message_id, parse_message_id
 from tidemq_store import StoreConfig
 from tidemq_store.acl import UserRecord
-from tidemq_store.api import UNSET, CleanReport
+from tidemq_store.api import UNSET, CleanReport, updated_topic
 from tidemq_store.batch import ValidatedBatch, validate_batch, validate_records
 from tidemq_store.cq_entry import ENTRY_SIZE, CqEntries, pack_entry
 from tidemq_store.hot import HotStore, PutListener, QueueExtent, ReleasePolicy, StoredBatch
 from tidemq_store.model import (
-    GetResult,
     GroupConfig,
     Page,
     PutResult,
     QueueOffsets,
-    RecordBatch,
     TopicConfig,
     check_queue,
     validated,
 )
-from tidemq_store.selection import check_read, scan_size, select_runs
+from tidemq_store.reads import ReadRequest, RunsRead, check_read
+from tidemq_store.selection import scan_size, select_runs
 
 
 def _page(configs: list, limit: int) -> Page:
@@ -88,12 +87,7 @@ class MemoryHotStore(HotStore):
         queues: int | None = None,
         attributes: Mapping[str, str] | None = None,
     ) -> TopicConfig:
-        changes: dict[str, object] = {} if retention_ms is UNSET else {"retention_ms": retention_ms}
-        if queues is not None:
-            changes["queues"] = queues
-        if attributes is not None:
-            changes["attributes"] = dict(attributes)
-        self.topics[name] = validated(TopicConfig, {**self.get_topic(name).model_dump(), **changes})
+        self.topics[name] = updated_topic(self.get_topic(name), retention_ms, queues, attributes)
         return self.topics[name]
 
     def delete_topic(self, name: str) -> None:
@@ -197,28 +191,19 @@ class MemoryHotStore(HotStore):
             for queue, offset, position, size in zip(batch.queues, offsets, positions, batch.sizes, strict=True)
         ]
 
-    def _read(self, topic, queue, offset, max_messages, max_bytes, tag_filter):
+    def read_queue(self, request: ReadRequest) -> RunsRead:
+        topic, queue, offset = request.topic, request.queue, request.offset
         check_queue(self.get_topic(topic), queue)
-        tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
+        tag_filter = check_read(request, self.config.max_get_messages)
         low, high = self.min_offset(topic, queue), self.max_offset(topic, queue)
         if not low <= offset <= high:
             raise OffsetOutOfRange(topic, queue, offset, low, high)
-        entries = self.entries(topic, queue, offset, min(high, offset + scan_size(max_messages, tag_filter)))
-        return select_runs(entries, offset, max_messages, max_bytes, tag_filter), low, high, tag_filter
+        entries = self.entries(topic, queue, offset, min(high, offset + scan_size(request.max_messages, tag_filter)))
+        selection = select_runs(entries, offset, request.max_messages, request.max_bytes, tag_filter)
+        return RunsRead(topic, queue, selection, self._read_log, tag_filter, low, high)
 
-    def get(self, topic, queue, offset, max_messages=32, max_bytes=4 << 20, tag_filter=None) -> GetResult:
-        selection, low, high, tag_filter = self._read(topic, queue, offset, max_messages, max_bytes, tag_filter)
-        messages: list[StoredMessage] = []
-        for first_offset, position, length in selection.runs:
-            messages += decode_run(bytes(self.log[position : position + length]), topic, queue, first_offset)
-        if tag_filter is not None:
-            messages = [m for m in messages if tag_filter.matches(m.tag)]
-        return GetResult(messages, selection.next_offset, low, high)
-
-    def read_records(self, topic, queue, offset, max_messages=1000, max_bytes=4 << 20, tag_filter=None) -> RecordBatch:
-        selection, low, high, _ = self._read(topic, queue, offset, max_messages, max_bytes, tag_filter)
-        data = b"".join(bytes(self.log[position : position + length]) for _, position, length in selection.runs)
-        return RecordBatch(data, selection.count, selection.next_offset, low, high)
+    def _read_log(self, position: int, length: int) -> bytes:
+        return bytes(self.log[position : position + length])
 
     def queue_offsets(self, topic: str) -> list[QueueOffsets]:
         queues = self.get_topic(topic).queues

@@ -23,13 +23,42 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from tidemq_protocol.errors import QueuesCannotShrink
 from tidemq_protocol.message import Message, StoredMessage, TagFilter
 
 from .acl import UserRecord
 from .kv.api import KeyValueStore
-from .model import GetResult, GroupConfig, Page, PutResult, QueueOffsets, RecordBatch, TierQueueStatus, TopicConfig
+from .model import (
+    GetResult,
+    GroupConfig,
+    Page,
+    PutResult,
+    QueueOffsets,
+    RecordBatch,
+    TierQueueStatus,
+    TopicConfig,
+    validated,
+)
+from .reads import QueueRead, ReadRequest
 
 UNSET = object()
+
+
+def updated_topic(
+    current: TopicConfig, retention_ms: int | object | None, queues: int | None, attributes: Mapping[str, str] | None
+) -> TopicConfig:
+    """The config `MessageStore.update_topic` makes of `current`: each change given (UNSET retention, None queues or
+    attributes: unchanged) applied and checked. Queues never shrink (QueuesCannotShrink)."""
+    changes: dict[str, object] = {}
+    if retention_ms is not UNSET:
+        changes["retention_ms"] = retention_ms
+    if queues is not None:
+        if queues < current.queues:
+            raise QueuesCannotShrink(current.name, current.queues, queues)
+        changes["queues"] = queues
+    if attributes is not None:
+        changes["attributes"] = dict(attributes)
+    return validated(TopicConfig, {**current.model_dump(), **changes})
 
 
 @dataclass(slots=True, frozen=True)
@@ -167,7 +196,6 @@ class MessageStore(ABC):
         appended as they came, with the broker's fields written; a record asking for `record.ANY_QUEUE` goes to
         `default_queue`."""
 
-    @abstractmethod
     def get(
         self,
         topic: str,
@@ -179,8 +207,8 @@ class MessageStore(ABC):
     ) -> GetResult:
         """Read up to `max_messages`/`max_bytes` from `offset`; raises OffsetOutOfRange outside
         [min_offset, max_offset]. At `max_offset` the result is empty."""
+        return self.read_queue(ReadRequest(topic, queue, offset, max_messages, max_bytes, tag_filter)).get_result()
 
-    @abstractmethod
     def read_records(
         self,
         topic: str,
@@ -191,6 +219,12 @@ class MessageStore(ABC):
         tag_filter: str | TagFilter | None = None,
     ) -> RecordBatch:
         """Like `get`, but the records as stored, undecoded: what bulk consumers are sent."""
+        return self.read_queue(ReadRequest(topic, queue, offset, max_messages, max_bytes, tag_filter)).record_batch()
+
+    @abstractmethod
+    def read_queue(self, request: ReadRequest) -> QueueRead:
+        """Check a read (the topic, the queue, the limits, the offset) and choose what it returns: what `get` decodes
+        and `read_records` sends (reads.py)."""
 
     def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
         """Block until the queue holds a readable message at `offset` or the timeout passes (long

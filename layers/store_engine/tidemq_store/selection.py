@@ -2,7 +2,7 @@
 
 Entries are `CqEntries` of consecutive offsets (cq_entry.py), from either ConsumeQueue. Tag codes filter here,
 so bodies that do not match are never read; records adjacent at their source are merged into runs, so
-a read costs one I/O per run. Tag codes can collide: whoever decodes the records confirms the real tag.
+a read costs one I/O per run. Tag codes can collide: decoding the records confirms the real tag (reads.py).
 """
 
 from __future__ import annotations
@@ -11,24 +11,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from tidemq_protocol.errors import InvalidArgument
 from tidemq_protocol.message import TagFilter
 
 from .cq_entry import CqEntries
 
 SCAN_LIMIT = 4096
 """Most entries a tag-filtered read examines, however few of them match."""
-
-
-def check_read(max_messages: object, max_bytes: object, most: int, tag_filter: str | TagFilter | None):
-    """Validate a read's limits; return its parsed tag filter (None: every message)."""
-    if type(max_messages) is not int or not 1 <= max_messages <= most:
-        raise InvalidArgument(f"max_messages must be 1..{most}, got {max_messages}")
-    if type(max_bytes) is not int or max_bytes < 1:
-        raise InvalidArgument(f"max_bytes must be a positive integer, got {max_bytes}")
-    if tag_filter is None or isinstance(tag_filter, str):
-        return TagFilter.parse(tag_filter)
-    return tag_filter
 
 
 def scan_size(max_messages: int, tag_filter: TagFilter | None) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -113,6 +113,18 @@ class ConsumeQueueStore:
     def entry(self, topic: str, queue: int, offset: int) -> CqEntry | None:
         raw = self._cq.get(_queue_key(topic, queue) + U64_BE.pack(offset))
         return unpack_entry(raw) if raw else None
+
+    def first_offset(self, topic: str, queue: int, low: int, high: int, predicate: Callable[[CqEntry], bool]) -> int:
+        """The first offset in [low, high) whose entry satisfies a predicate monotonic in offset (else high): a
+        binary search, for a time (`offset_for_timestamp`), a retention cut-off, the end of the log."""
+        while low < high:
+            middle = (low + high) // 2
+            entry = self.entry(topic, queue, middle)
+            if entry is not None and predicate(entry):
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     def entries(self, topic: str, queue: int, start: int, end: int) -> CqEntries:
         """Entries for offsets [start, end), in offset order (dense: entry i is offset start + i, unless

@@ -6,17 +6,11 @@ tier holds it and the Spark key compaction keeps the newest change per key), wai
 store's flush mode), then apply it to RocksDB without a WAL and acknowledge. A reader sees its own writes; a write
 the caller saw acknowledged is in the commit log.
 
-RocksDB (`<home>/kv`, two column families):
-
-    namespaces   name                   -> NamespaceConfig as JSON (with its WAL: rare, small, must survive)
-    entries      name 0x00 key          -> version:u64 expires_at_ms:u64 (0: never) value   (no WAL)
-                 name 0x01              -> checkpoint: next topic offset to apply:u64, revision:u64   (no WAL)
-
-An entry and the checkpoint move together in one write batch of one family, so whatever a crash leaves of the
-family is a state the topic reached: recovery replays the topic from the checkpoint (`_replay`), and `rebuild` from
-the topic's start, from the hot tier or the cold one alike. Watches read the topic itself: changes are found by
-revision (increasing with offset) and read as messages. The memtable is flushed every `FLUSH_INTERVAL_S` of
-writes, which bounds how much a recovery replays.
+RocksDB holds each namespace's entries and a checkpoint, moved together in one write batch (kv_entries.py says how
+they lie), so whatever a crash leaves is a state the topic reached: recovery replays the topic from the checkpoint
+(`_replay`), and `rebuild` from the topic's start, from the hot tier or the cold one alike. Watches read the topic
+itself (kv_watch.py). The memtable is flushed every `FLUSH_INTERVAL_S` of writes, which bounds how much a recovery
+replays.
 """
 
 from __future__ import annotations
@@ -26,13 +20,11 @@ import contextlib
 import dataclasses
 import json
 import logging
-import struct
 import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 
-from rocksdict import ReadOptions, WriteBatch, WriteOptions
+from rocksdict import WriteBatch, WriteOptions
 
 from tidemq_protocol import clock
 from tidemq_protocol.errors import (
@@ -41,7 +33,6 @@ from tidemq_protocol.errors import (
     NamespaceExists,
     NamespaceNotEmpty,
     NamespaceNotFound,
-    RevisionCompacted,
     TopicExists,
     TopicNotFound,
     VersionMismatch,
@@ -75,18 +66,24 @@ from ..kv.api import KeyValueStore
 from ..model import Page, TopicConfig
 from ..rocks import Families
 from ..threads import background_thread
+from .kv_entries import (
+    ENTRY_HEADER,
+    checkpoint_key,
+    decode_checkpoint,
+    decode_entry,
+    encode_checkpoint,
+    encode_entry,
+    entries_end,
+    entries_prefix,
+    entry_key,
+    has_expired,
+    keys_starting_with,
+    unpack_entry_header,
+)
+from .kv_watch import ChangeReader
 
-ENTRY = struct.Struct("<QQ")
-_unpack_entry, _HEADER = ENTRY.unpack_from, ENTRY.size
-CHECKPOINT = struct.Struct("<QQ")
-ENTRIES, CHECKPOINT_MARK = b"\x00", b"\x01"
 FLUSH_INTERVAL_S = 5.0
 REPLAY_BATCH = 1000
-WATCH_SCAN = 10 * REPLAY_BATCH
-"""Most changes one watch call examines (a filter that matches few changes returns an empty page and where to go
-on from, rather than reading the whole topic in one call)."""
-CURSORS = 1024
-"""Where recent watches stopped (revision -> offset), so a watcher's next call starts without a search."""
 TOPIC_ATTRIBUTES = {"cleanup.policy": "COMPACTION"}
 PURGE_INTERVAL_S = 60.0
 log = logging.getLogger("tidemq.kv")
@@ -101,7 +98,7 @@ class NamespaceState:
     prefix: bytes = b""  # what every entry key of the namespace starts with
 
     def __post_init__(self) -> None:
-        self.prefix = self.config.name.encode() + ENTRIES
+        self.prefix = entries_prefix(self.config.name)
 
 
 class EmbeddedKeyValueStore(KeyValueStore):
@@ -117,8 +114,7 @@ class EmbeddedKeyValueStore(KeyValueStore):
         self._without_wal.disable_wal = True
         self._states: dict[str, NamespaceState] = {}
         self._admin = threading.Lock()  # creating and deleting namespaces
-        self._cursors: OrderedDict[tuple[str, int], int] = OrderedDict()
-        self._cursors_lock = threading.Lock()
+        self._changes = ChangeReader(store)
         self._flushed_at = time.monotonic()
         for raw in self._namespaces.values():
             self._open_namespace(NamespaceConfig(**json.loads(raw)))
@@ -143,7 +139,7 @@ class EmbeddedKeyValueStore(KeyValueStore):
             self._drop_entries(config.name)
             self._namespaces.put(config.name.encode(), json.dumps(dataclasses.asdict(config)).encode(), self._with_wal)
             self._states[config.name] = NamespaceState(config, 0, 0)
-            self._forget_cursors()
+            self._changes.forget()
         return config
 
     def get_namespace(self, name: str) -> NamespaceConfig:
@@ -171,7 +167,7 @@ class EmbeddedKeyValueStore(KeyValueStore):
                     self.store.delete_topic(topic_of(name))
                 self._namespaces.delete(name.encode(), self._with_wal)
                 del self._states[name]
-            self._forget_cursors()
+            self._changes.forget()
 
     def revision(self, namespace: str) -> int:
         return self._state(namespace).revision
@@ -191,12 +187,12 @@ class EmbeddedKeyValueStore(KeyValueStore):
         if raw is None:
             check_key(key)
             return Read(None, state.revision)
-        version, expires = _unpack_entry(raw)
+        version, expires = unpack_entry_header(raw)
         if not expires:
-            return Read(Entry(key, raw[_HEADER:], version), state.revision)
+            return Read(Entry(key, raw[ENTRY_HEADER:], version), state.revision)
         if expires <= clock.now_ms():
             return Read(None, state.revision)
-        return Read(Entry(key, raw[_HEADER:], version, expires), state.revision)
+        return Read(Entry(key, raw[ENTRY_HEADER:], version, expires), state.revision)
 
     def get_many(self, namespace: str, keys: list[str]) -> EntryPage:
         state = self._state(namespace)
@@ -252,14 +248,13 @@ class EmbeddedKeyValueStore(KeyValueStore):
             check_key(prefix)
         base = state.prefix
         start = base + (prefix if after is None or after < prefix else after).encode()
-        bounds = ReadOptions()  # RocksDB keeps a pointer to the bound: it must outlive the iteration
-        bounds.set_iterate_upper_bound(_prefix_end(base + prefix.encode()))
+        bounds = keys_starting_with(base + prefix.encode())
         now, entries, size = clock.now_ms(), [], 0
         for raw_key, raw in self._entries.items(from_key=start, read_opt=bounds):
             key = raw_key[len(base) :].decode()
             if after is not None and key <= after:
                 continue
-            entry = _decode_entry(key, raw)
+            entry = decode_entry(key, raw)
             if not entry.live(now):
                 continue
             if entries and (len(entries) == limit or size + len(entry.value) > MAX_PAGE_BYTES):
@@ -289,87 +284,12 @@ class EmbeddedKeyValueStore(KeyValueStore):
         deadline = time.monotonic() + wait_s
         while True:
             revision, applied_end = state.revision, state.next_offset
-            page = self._read_changes(namespace, from_revision, applied_end, revision, key, prefix, limit)
+            page = self._changes.read(namespace, from_revision, applied_end, revision, key, prefix, limit)
             remaining = deadline - time.monotonic()
             if page.changes or remaining <= 0:
                 return page
             from_revision = page.next_revision  # only changes to other keys so far: wait past them
             self.store.wait_for_messages(topic_of(namespace), 0, applied_end, min(remaining, 1.0))
-
-    def _read_changes(
-        self,
-        namespace: str,
-        from_revision: int,
-        end: int,
-        revision: int,
-        key: str | None,
-        prefix: str | None,
-        limit: int,
-    ) -> ChangePage:
-        """Changes at `from_revision` or later below offset `end` (what is applied, up to `revision`), matching
-        `key` or `prefix`: at most `limit`, MAX_PAGE_BYTES of values past the first, WATCH_SCAN changes examined."""
-        topic = topic_of(namespace)
-        offset = self._offset_of(namespace, from_revision, end)
-        changes: list[Change] = []
-        next_revision, examined, size = from_revision, 0, 0
-        while offset < end and examined < WATCH_SCAN:
-            got = self.store.get(topic, 0, offset, max_messages=min(REPLAY_BATCH, end - offset))
-            for message in got.messages:
-                if message.queue_offset >= end:
-                    break
-                change = record.from_message(message)
-                if change.revision < from_revision:
-                    offset = message.queue_offset + 1
-                    continue
-                if examined == 0 and change.previous >= from_revision:
-                    raise RevisionCompacted(namespace, from_revision, change.revision)
-                matches = (key is None or change.key == key) and (prefix is None or change.key.startswith(prefix))
-                if matches and changes and (len(changes) == limit or size + len(change.value) > MAX_PAGE_BYTES):
-                    end = offset  # the page is full: stop before this change
-                    break
-                examined += 1
-                next_revision, offset = change.revision + 1, message.queue_offset + 1
-                if matches:
-                    changes.append(change)
-                    size += len(change.value)
-            else:
-                offset = max(offset + 1, got.next_offset) if not got.messages else max(offset, got.next_offset)
-        if examined == 0 and from_revision <= revision:  # the topic holds nothing from there, yet reached it
-            raise RevisionCompacted(namespace, from_revision, revision + 1)
-        if examined:
-            self._remember(namespace, next_revision, offset)
-        return ChangePage(changes, revision, next_revision)
-
-    def _offset_of(self, namespace: str, revision: int, end: int) -> int:
-        """The first offset of the topic holding a change at `revision` or later (`end` if none yet): where the
-        last watch stopped, else a binary search (revisions increase with offsets)."""
-        remembered = self._cursors.get((namespace, revision))
-        if remembered is not None:
-            return remembered
-        topic = topic_of(namespace)
-        low = self.store.queue_offsets(topic)[0].min_offset
-        high = end
-        while low < high:
-            middle = (low + high) // 2
-            found = self.store.get(topic, 0, middle, max_messages=1).messages
-            if not found:
-                high = middle
-                continue
-            if record.from_message(found[0]).revision >= revision:
-                high = middle
-            else:
-                low = found[0].queue_offset + 1
-        return low
-
-    def _remember(self, namespace: str, revision: int, offset: int) -> None:
-        with self._cursors_lock:
-            self._cursors[(namespace, revision)] = offset
-            if len(self._cursors) > CURSORS:
-                self._cursors.popitem(last=False)
-
-    def _forget_cursors(self) -> None:
-        with self._cursors_lock:
-            self._cursors.clear()
 
     # ---- snapshots and rebuilding ----------------------------------------------------------------
 
@@ -378,13 +298,12 @@ class EmbeddedKeyValueStore(KeyValueStore):
         state = self._state(namespace)
         with state.lock:  # no write between the revision and the snapshot
             revision, view = state.revision, self._entries.snapshot()
-        base = _entry_key(namespace, "")
-        bounds = ReadOptions()
-        bounds.set_iterate_upper_bound(_prefix_end(base))
+        base = state.prefix
+        bounds = keys_starting_with(base)
         now, entries = clock.now_ms(), []
         try:
             for raw_key, raw in view.items(from_key=base, read_opt=bounds):
-                entry = _decode_entry(raw_key[len(base) :].decode(), raw)
+                entry = decode_entry(raw_key[len(base) :].decode(), raw)
                 if entry.live(now):
                     entries.append(entry)
         finally:
@@ -420,7 +339,7 @@ class EmbeddedKeyValueStore(KeyValueStore):
         state = self._state(namespace)
         with state.lock:
             self._drop_entries(namespace)
-            self._forget_cursors()
+            self._changes.forget()
             state.revision, state.next_offset = 0, 0
             return self._replay(state)
 
@@ -439,16 +358,15 @@ class EmbeddedKeyValueStore(KeyValueStore):
             self._entries.flush(False)
 
     def _apply(self, batch: WriteBatch, namespace: str, change: Change) -> None:
-        target = _entry_key(namespace, change.key)
+        target = entry_key(namespace, change.key)
         if change.kind is ChangeKind.PUT:
-            header = ENTRY.pack(change.version, change.expires_at_ms or 0)
-            batch.put(target, header + change.value, self._entries_handle)
+            batch.put(target, encode_entry(change), self._entries_handle)
         else:
             batch.delete(target, self._entries_handle)
 
     def _checkpoint(self, batch: WriteBatch, state: NamespaceState) -> None:
-        mark = state.config.name.encode() + CHECKPOINT_MARK
-        batch.put(mark, CHECKPOINT.pack(state.next_offset, state.revision), self._entries_handle)
+        mark = checkpoint_key(state.config.name)
+        batch.put(mark, encode_checkpoint(state.next_offset, state.revision), self._entries_handle)
 
     # ---- opening and recovery --------------------------------------------------------------------
 
@@ -460,8 +378,7 @@ class EmbeddedKeyValueStore(KeyValueStore):
             self._drop_entries(config.name)
             self._namespaces.delete(config.name.encode(), self._with_wal)
             return
-        raw = self._entries.get(config.name.encode() + CHECKPOINT_MARK)
-        next_offset, revision = CHECKPOINT.unpack(raw) if raw is not None else (0, 0)
+        next_offset, revision = decode_checkpoint(self._entries.get(checkpoint_key(config.name)))
         state = self._states[config.name] = NamespaceState(config, revision, next_offset)
         self._replay(state)
 
@@ -495,23 +412,18 @@ class EmbeddedKeyValueStore(KeyValueStore):
 
     def _entry(self, state: NamespaceState, key: str, raw_key: bytes) -> Entry | None:
         raw = self._entries.get(state.prefix + raw_key)
-        if raw is None:
+        if raw is None or has_expired(raw, clock.now_ms()):
             return None
-        version, expires = ENTRY.unpack_from(raw)
-        if expires and expires <= clock.now_ms():
-            return None
-        return Entry(key, raw[ENTRY.size :], version, expires or None)
+        return decode_entry(key, raw)
 
     def _has_entries(self, namespace: str) -> bool:
-        base = _entry_key(namespace, "")
-        bounds = ReadOptions()
-        bounds.set_iterate_upper_bound(_prefix_end(base))
+        base = entries_prefix(namespace)
+        bounds = keys_starting_with(base)
         return any(True for _ in self._entries.keys(from_key=base, read_opt=bounds))
 
     def _drop_entries(self, namespace: str) -> None:
-        name = namespace.encode()
         batch = WriteBatch(raw_mode=True)
-        batch.delete_range(name + ENTRIES, name + b"\x02", self._entries_handle)
+        batch.delete_range(entries_prefix(namespace), entries_end(namespace), self._entries_handle)
         self._rocks.db.write(batch, self._with_wal)
 
     def flush(self) -> None:
@@ -529,19 +441,18 @@ class EmbeddedKeyValueStore(KeyValueStore):
             state = self._states.get(name)
             if state is None:
                 continue
-            bounds = ReadOptions()
-            bounds.set_iterate_upper_bound(_prefix_end(state.prefix))
+            bounds = keys_starting_with(state.prefix)
             expired = [
                 raw_key
                 for raw_key, raw in self._entries.items(from_key=state.prefix, read_opt=bounds)
-                if 0 < _unpack_entry(raw)[1] <= now
+                if has_expired(raw, now)
             ]
             for start in range(0, len(expired), REPLAY_BATCH):
                 with state.lock:  # a write of the key meanwhile is not undone: check again under the lock
                     batch = WriteBatch(raw_mode=True)
                     for raw_key in expired[start : start + REPLAY_BATCH]:
                         raw = self._entries.get(raw_key)
-                        if raw is not None and 0 < _unpack_entry(raw)[1] <= now:
+                        if raw is not None and has_expired(raw, now):
                             batch.delete(raw_key, self._entries_handle)
                             purged += 1
                     self._rocks.db.write(batch, self._without_wal)
@@ -561,18 +472,3 @@ class EmbeddedKeyValueStore(KeyValueStore):
         # A family handle held here would keep the database open: drop every reference before closing it.
         del self._entries_handle, self._entries, self._namespaces, self._get_entry
         self._rocks.close()
-
-
-def _entry_key(namespace: str, key: str) -> bytes:
-    return namespace.encode() + ENTRIES + key.encode()
-
-
-def _decode_entry(key: str, raw: bytes) -> Entry:
-    version, expires = ENTRY.unpack_from(raw)
-    return Entry(key, raw[ENTRY.size :], version, expires or None)
-
-
-def _prefix_end(prefix: bytes) -> bytes:
-    """The first key past every key starting with `prefix`."""
-    trimmed = prefix.rstrip(b"\xff")
-    return trimmed[:-1] + bytes([trimmed[-1] + 1])

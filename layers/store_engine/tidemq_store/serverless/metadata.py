@@ -16,7 +16,6 @@ from tidemq_protocol import clock
 from tidemq_protocol.errors import (
     GroupExists,
     GroupNotFound,
-    QueuesCannotShrink,
     TopicExists,
     TopicNotFound,
     UserExists,
@@ -25,7 +24,7 @@ from tidemq_protocol.errors import (
 from tidemq_protocol.names import check_name
 
 from ..acl import UserRecord
-from ..api import UNSET
+from ..api import UNSET, updated_topic
 from ..model import GroupConfig, Page, TopicConfig, check_page_limit, take_page, validated
 from .queue_index import is_conditional
 from .tables import Tables
@@ -85,17 +84,7 @@ class Metadata:
         queues: int | None = None,
         attributes: Mapping[str, str] | None = None,
     ) -> TopicConfig:
-        current = self.get_topic(name)
-        changes = {}
-        if retention_ms is not UNSET:
-            changes["retention_ms"] = retention_ms
-        if queues is not None:
-            if queues < current.queues:
-                raise QueuesCannotShrink(name, current.queues, queues)
-            changes["queues"] = queues
-        if attributes is not None:
-            changes["attributes"] = dict(attributes)
-        updated = validated(TopicConfig, {**current.model_dump(), **changes})
+        updated = updated_topic(self.get_topic(name), retention_ms, queues, attributes)
         self.tables.topics("topic", name, config=updated.model_dump_json()).save()
         return updated
 

@@ -33,25 +33,24 @@ from tidemq_protocol.errors import (
     OffsetOutOfRange,
     QueueOutOfRange,
 )
-from tidemq_protocol.message import Message, StoredMessage, TagFilter
+from tidemq_protocol.message import Message, StoredMessage
 from tidemq_protocol.record import decode_records, parse_message_id, read_by_id, rebase
 
 from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MaintenanceReport, MessageStore
 from ..config import StoreConfig, TierMedium
 from ..model import (
-    GetResult,
     GroupConfig,
     Page,
     PutResult,
     QueueOffsets,
-    RecordBatch,
     TierQueueStatus,
     TopicConfig,
     check_page_limit,
     check_queue,
 )
-from ..selection import check_read, scan_size
+from ..reads import DecodedRead, ReadRequest, check_read, matching
+from ..selection import scan_size
 from .appender import Appender
 from .arrivals import ArrivalWatch
 from .metadata import Metadata
@@ -191,75 +190,55 @@ class ServerlessMessageStore(MessageStore):
 
     # ---- get -------------------------------------------------------------------------------------
 
-    def _select(self, topic, queue, offset, max_messages, max_bytes, tag_filter):
-        """(records, messages, next_offset, min, max) of a read: whole records with their real offsets."""
+    def read_queue(self, request: ReadRequest) -> DecodedRead:
+        """Whole records with their real offsets, decoded (so `read_records` counts the messages that match): below the
+        queue's hot boundary the cold tier's, read as the tiered store reads them, else the batches' in the segment
+        files, which are decoded to choose (no ConsumeQueue holds their tags)."""
+        topic, queue, offset = request.topic, request.queue, request.offset
         try:
             check_queue(self._cached_topic(topic), queue)
         except QueueOutOfRange:
             check_queue(self._cached_topic(topic, fresh=True), queue)
-        tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
+        tag_filter = check_read(request, self.config.max_get_messages)
+        max_messages, max_bytes = request.max_messages, request.max_bytes
         state = self.index.state(topic, queue)
         low, high = self._min_offset(topic, queue, state), state.next_offset
         if type(offset) is not int or not low <= offset <= high:
             raise OffsetOutOfRange(topic, queue, offset, low, high)
         if offset < state.hot_offset and self.tier is not None:
             cold = self.tier.read(topic, queue, offset, max_messages, max_bytes, tag_filter, state.hot_offset, high)
-            records, next_offset = cold.records, cold.next_offset
-            messages = decode_records(records, None if tag_filter else (topic, queue, offset))
-            if tag_filter is not None:  # tag codes can collide: confirm the real tag
-                messages = [m for m in messages if tag_filter.matches(m.tag)]
-            return records, messages, next_offset, low, high
+            messages = decode_records(cold.records, None if tag_filter else (topic, queue, offset))
+            return DecodedRead(cold.records, matching(messages, tag_filter), cold.next_offset, low, high)
         end = min(high, offset + scan_size(max_messages, tag_filter))
-        refs = self.index.batches(topic, queue, state, offset, end, self.config.max_batch_messages)
         parts, messages, size, next_offset = [], [], 0, offset
-        for ref in refs:
+        for message, record in self._segment_records(topic, queue, state, offset, end):
+            if tag_filter is None or tag_filter.matches(message.tag):
+                if messages and size + len(record) > max_bytes:
+                    break
+                parts.append(record)
+                messages.append(message)
+                size += len(record)
+            next_offset = message.queue_offset + 1
+            if len(messages) == max_messages:
+                break
+        return DecodedRead(b"".join(parts), messages, next_offset, low, high)
+
+    def _segment_records(
+        self, topic: str, queue: int, state: QueueState, offset: int, end: int
+    ) -> Iterator[tuple[StoredMessage, bytes]]:
+        """The queue's records of offsets [offset, end) in the segment files, each decoded (with its real offset,
+        `record.rebase`) and as stored, batch by batch: one pread and one decode per batch."""
+        for ref in self.index.batches(topic, queue, state, offset, end, self.config.max_batch_messages):
             data = rebase(read_segment(self.segments, ref.file, ref.position, ref.length), ref.first_offset)
-            decoded = decode_records(data, (topic, queue, ref.first_offset))
             position = 0
-            for message in decoded:
+            for message in decode_records(data, (topic, queue, ref.first_offset)):
                 length = int.from_bytes(data[position : position + 4], "little")
                 record = data[position : position + length]
                 position += length
-                if message.queue_offset < offset:
-                    continue
                 if message.queue_offset >= end:
-                    return b"".join(parts), messages, next_offset, low, high
-                if tag_filter is None or tag_filter.matches(message.tag):
-                    if messages and size + length > max_bytes:
-                        return b"".join(parts), messages, next_offset, low, high
-                    parts.append(record)
-                    messages.append(message)
-                    size += length
-                next_offset = message.queue_offset + 1
-                if len(messages) == max_messages:
-                    return b"".join(parts), messages, next_offset, low, high
-        return b"".join(parts), messages, next_offset, low, high
-
-    def get(
-        self,
-        topic: str,
-        queue: int,
-        offset: int,
-        max_messages: int = 32,
-        max_bytes: int = 4 * 1024 * 1024,
-        tag_filter: str | TagFilter | None = None,
-    ) -> GetResult:
-        _, messages, next_offset, low, high = self._select(topic, queue, offset, max_messages, max_bytes, tag_filter)
-        return GetResult(messages, next_offset, low, high)
-
-    def read_records(
-        self,
-        topic: str,
-        queue: int,
-        offset: int,
-        max_messages: int = 1000,
-        max_bytes: int = 4 * 1024 * 1024,
-        tag_filter: str | TagFilter | None = None,
-    ) -> RecordBatch:
-        records, messages, next_offset, low, high = self._select(
-            topic, queue, offset, max_messages, max_bytes, tag_filter
-        )
-        return RecordBatch(records, len(messages), next_offset, low, high)
+                    return
+                if message.queue_offset >= offset:
+                    yield message, record
 
     def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
         """Long polling: the process's waits share one poll, a BatchGetItem of the queues waited on every

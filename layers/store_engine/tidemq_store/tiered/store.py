@@ -23,13 +23,11 @@ deletes cold segments whose messages expired.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, TypeVar
+from collections.abc import Mapping, Sequence
 
 from tidemq_protocol import clock
 from tidemq_protocol.errors import OffsetOutOfRange, TideMQError, TopicNotFound
-from tidemq_protocol.message import Message, StoredMessage, TagFilter
-from tidemq_protocol.record import decode_run
+from tidemq_protocol.message import Message, StoredMessage
 
 from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MessageStore
@@ -37,34 +35,22 @@ from ..config import StoreConfig, TieredStorageLevel
 from ..hot import HotStore, ReleasePolicy
 from ..kv.api import KeyValueStore
 from ..model import (
-    GetResult,
     GroupConfig,
     Page,
     PutResult,
     QueueOffsets,
-    RecordBatch,
     TierQueueStatus,
     TopicConfig,
     check_queue,
 )
-from ..selection import check_read
-from .cache import ColdSelection, ReadAheadCache, read_cold
+from ..reads import QueueRead, ReadRequest, RunsRead, check_read
+from .cache import ReadAheadCache, read_cold
 from .container import TieredQueue
 from .dispatcher import TieredDispatcher
 from .progress import ProgressStore
 from .segment import TierDriver
 
 log = logging.getLogger("tidemq.tier")
-R = TypeVar("R", GetResult, RecordBatch)
-
-
-class ColdRead(NamedTuple):
-    """What a cold read of a queue returns, with the queue's range (the lower minimum of the two tiers)."""
-
-    cold: ColdSelection
-    tag_filter: TagFilter | None
-    min_offset: int
-    max_offset: int
 
 
 class TieredMessageStore(MessageStore):
@@ -164,49 +150,22 @@ class TieredMessageStore(MessageStore):
     def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
         return self.hot.put_records(topic, records, default_queue)
 
-    def get(
-        self,
-        topic: str,
-        queue: int,
-        offset: int,
-        max_messages: int = 32,
-        max_bytes: int = 4 * 1024 * 1024,
-        tag_filter: str | TagFilter | None = None,
-    ) -> GetResult:
-        read = self._cold_read(topic, queue, offset, max_messages, max_bytes, tag_filter)
-        if read is None:
-            return self._with_cold_min(
-                topic, queue, offset, lambda: self.hot.get(topic, queue, offset, max_messages, max_bytes, tag_filter)
-            )
-        block, selection = read.cold
-        messages: list[StoredMessage] = []
-        for first_offset, position, length in selection.runs:
-            messages += decode_run(block.records(position, length), topic, queue, first_offset)
-        if read.tag_filter is not None:  # tag codes can collide: confirm the real tag
-            messages = [m for m in messages if read.tag_filter.matches(m.tag)]
-        return GetResult(messages, selection.next_offset, read.min_offset, read.max_offset)
-
-    def read_records(
-        self,
-        topic: str,
-        queue: int,
-        offset: int,
-        max_messages: int = 1000,
-        max_bytes: int = 4 * 1024 * 1024,
-        tag_filter: str | TagFilter | None = None,
-    ) -> RecordBatch:
-        read = self._cold_read(topic, queue, offset, max_messages, max_bytes, tag_filter)
-        if read is None:
-            return self._with_cold_min(
-                topic,
-                queue,
-                offset,
-                lambda: self.hot.read_records(topic, queue, offset, max_messages, max_bytes, tag_filter),
-            )
-        selection = read.cold.selection
-        return RecordBatch(
-            read.cold.records(), selection.count, selection.next_offset, read.min_offset, read.max_offset
-        )
+    def read_queue(self, request: ReadRequest) -> QueueRead:
+        """The cold tier's read where `_route` says (see the module docstring), else the hot store's, with the
+        queue's minimum (in the read and in its errors) counting the cold tier."""
+        cold = self._cold_read(request)
+        if cold is not None:
+            return cold
+        topic, queue = request.topic, request.queue
+        try:
+            read = self.hot.read_queue(request)
+        except OffsetOutOfRange as error:
+            low = self._min_offset(topic, queue, error.min_offset)
+            if low != error.min_offset:
+                raise OffsetOutOfRange(topic, queue, request.offset, low, error.max_offset) from None
+            raise
+        read.min_offset = self._min_offset(topic, queue, read.min_offset)
+        return read
 
     def _route(self, topic: str, queue: int, offset: int) -> TieredQueue | None:
         """The tier queue to read `offset` from, or None for the hot tier (see the module docstring)."""
@@ -232,42 +191,24 @@ class TieredMessageStore(MessageStore):
             return tiered if behind > self.config.tier_in_memory_bytes else None
         return None
 
-    def _cold_read(
-        self,
-        topic: str,
-        queue: int,
-        offset: int,
-        max_messages: int,
-        max_bytes: int,
-        tag_filter: str | TagFilter | None,
-    ) -> ColdRead | None:
-        """What a cold read returns, or None to read hot."""
+    def _cold_read(self, request: ReadRequest) -> RunsRead | None:
+        """The read from the cold tier's read-ahead cache, or None to read hot."""
+        topic, queue, offset = request.topic, request.queue, request.offset
         check_queue(self.hot.get_topic(topic), queue)
-        tag_filter = check_read(max_messages, max_bytes, self.config.max_get_messages, tag_filter)
+        tag_filter = check_read(request, self.config.max_get_messages)
         tiered = self._route(topic, queue, offset)
         if tiered is None:
             return None
         try:
-            cold = read_cold(self.cache, tiered, offset, max_messages, max_bytes, tag_filter)
+            cold = read_cold(self.cache, tiered, offset, request.max_messages, request.max_bytes, tag_filter)
         except Exception:
             if offset >= self.hot.min_offset(topic, queue):
                 log.warning("cold read of %s:%s at %s failed; reading hot", topic, queue, offset, exc_info=True)
                 return None
             raise
         min_offset = min(tiered.min_offset, self.hot.min_offset(topic, queue))
-        return ColdRead(cold, tag_filter, min_offset, self.hot.max_offset(topic, queue))
-
-    def _with_cold_min(self, topic: str, queue: int, offset: int, read: Callable[[], R]) -> R:
-        """A hot read, with the queue's minimum (in results and errors) counting the cold tier."""
-        try:
-            result = read()
-        except OffsetOutOfRange as error:
-            low = self._min_offset(topic, queue, error.min_offset)
-            if low != error.min_offset:
-                raise OffsetOutOfRange(topic, queue, offset, low, error.max_offset) from None
-            raise
-        result.min_offset = self._min_offset(topic, queue, result.min_offset)
-        return result
+        max_offset = self.hot.max_offset(topic, queue)
+        return RunsRead(topic, queue, cold.selection, cold.block.records, tag_filter, min_offset, max_offset)
 
     def _min_offset(self, topic: str, queue: int, hot_min: int) -> int:
         if self.config.tier_level is TieredStorageLevel.DISABLE or not self.dispatcher.has_tier_data(topic, queue):

@@ -4,12 +4,10 @@ queues): a writer is killed with SIGKILL at random moments, again and again."""
 from __future__ import annotations
 
 import random
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from tests.killed import killed_at_random
 from tidemq_store import StoreConfig, open_store
 
 from .crash_writer import QUEUES, batch_sizes, make_message
@@ -41,13 +39,8 @@ def test_every_acknowledged_message_survives_repeated_sigkill(tmp_path):
     acknowledged: dict[tuple[int, int], tuple[int, int, int]] = {}
     kills_while_writing = 0
     for run in range(KILLS):
-        writer = subprocess.Popen(
-            [sys.executable, str(WRITER), str(home), str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        time.sleep(rng.uniform(0.0, 1.5))  # sometimes during start-up and recovery, mostly mid-write
-        writer.send_signal(signal.SIGKILL)
-        out, err = writer.communicate(timeout=60)
-        assert writer.returncode == -signal.SIGKILL, err.decode()[-2000:]
+        # sometimes during start-up and recovery, mostly mid-write
+        out, _ = killed_at_random([sys.executable, str(WRITER), str(home), str(run)], run, rng)
         lines = out.decode().split("\n")[:-1]  # a line cut by the kill has no newline: not acknowledged
         kills_while_writing += bool(lines)
         for line in lines:

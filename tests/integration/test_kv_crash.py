@@ -5,12 +5,10 @@ version, in the namespace's history and (when it is the key's last) in its state
 from __future__ import annotations
 
 import random
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+from tests.killed import killed_at_random
 from tidemq_protocol.kv import ChangeKind
 from tidemq_store import StoreConfig, open_store
 
@@ -33,13 +31,8 @@ def test_every_acknowledged_kv_write_survives_repeated_sigkill(tmp_path):
     acknowledged: dict[int, tuple[str, str, str | None]] = {}  # version -> (kind, key, value)
     kills_while_writing = 0
     for run in range(KILLS):
-        writer = subprocess.Popen(
-            [sys.executable, str(WRITER), str(home), str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        time.sleep(rng.uniform(0.2, 1.5))  # sometimes in recovery, mostly mid-write
-        writer.send_signal(signal.SIGKILL)
-        out, err = writer.communicate(timeout=60)
-        assert writer.returncode == -signal.SIGKILL, err.decode()[-2000:]
+        # sometimes in recovery, mostly mid-write
+        out, _ = killed_at_random([sys.executable, str(WRITER), str(home), str(run)], run, rng)
         lines = out.decode().split("\n")[:-1]  # a line cut by the kill has no newline: not acknowledged
         kills_while_writing += bool(lines)
         for line in lines:

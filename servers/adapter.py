@@ -157,6 +157,16 @@ async def read_body(scope, receive, limit: int) -> bytes:
             return b"".join(chunks)
 
 
+async def body_or_refusal(scope, receive, send) -> bytes | None:
+    """The request body (`read_body` within `TIDEMQ_MAX_REQUEST_BYTES`), or None once the request was answered
+    with a 413 for being over it."""
+    try:
+        return await read_body(scope, receive, get_settings().max_request_bytes)
+    except RequestTooLarge as error:
+        await refuse(send, error)
+        return None
+
+
 class LongPolls:
     """Where consumes that may wait (`wait_ms` > 0) run: threads of their own, at most `limit` at once, so that
     however many wait, the handler threads stay free for every other route. One more is refused at once

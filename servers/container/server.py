@@ -34,10 +34,9 @@ from functions.store import close_store, install_store, process_store
 from servers.adapter import (
     LocalContext,
     as_result,
+    body_or_refusal,
     call_function,
     match_route,
-    read_body,
-    refuse,
     send_result,
     start_pools,
     to_event,
@@ -51,7 +50,6 @@ from tidemq_protocol.errors import (
     ClientError,
     DiskQuotaExceeded,
     InvalidArgument,
-    RequestTooLarge,
     StoreUnavailable,
     TideMQError,
 )
@@ -99,10 +97,8 @@ async def app(scope, receive, send) -> None:
     if scope["type"] == "lifespan":
         await _lifespan(receive, send)
         return
-    try:
-        body = await read_body(scope, receive, get_settings().max_request_bytes)
-    except RequestTooLarge as error:
-        await refuse(send, error)
+    body = await body_or_refusal(scope, receive, send)
+    if body is None:
         return
     path, method = scope["path"], scope["method"]
     if path.startswith(BROKERS):

@@ -29,10 +29,9 @@ from functions.routes import allowed_methods
 from functions.store import aws_endpoint, close_store, get_store
 from servers.adapter import (
     LocalContext,
+    body_or_refusal,
     call_function,
     match_route,
-    read_body,
-    refuse,
     send_response,
     send_result,
     start_pools,
@@ -40,7 +39,6 @@ from servers.adapter import (
 )
 from servers.bootstrap import check_exposure, first_super_user
 from shared.settings import InvalidConfiguration, PushMode, get_settings
-from tidemq_protocol.errors import RequestTooLarge
 from tidemq_store import Backend
 
 
@@ -86,10 +84,8 @@ async def app(scope, receive, send) -> None:
                 await asyncio.to_thread(close_store)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    try:
-        body = await read_body(scope, receive, get_settings().max_request_bytes)
-    except RequestTooLarge as error:
-        await refuse(send, error)
+    body = await body_or_refusal(scope, receive, send)
+    if body is None:
         return
     matched = match_route(scope["method"], scope["path"])
     if matched is None:

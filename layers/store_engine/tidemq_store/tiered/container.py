@@ -168,13 +168,24 @@ class TieredQueue:
         self.commitlog = FileQueue(driver, f"{self.path}/commitlog", segment_bytes)
         self.consumequeue = FileQueue(driver, f"{self.path}/consumequeue", segment_bytes // 16 or ENTRY_SIZE)
         self.manifest: Manifest | None = None
-        self._listing = 0  # odd while a listing is being taken in: reads that saw it change read again
+        self._listing = 0  # listings taken in, odd while one is: reads that saw it change read again
+        self._listing_lock = threading.Lock()  # one listing at a time
         self.refresh()
         if writer:
             self.recover()
 
     def refresh(self) -> None:
         """List the queue's files again: the plain segments first, then the manifest (see manifest.py)."""
+        with self._listing_lock:
+            self._list()
+
+    def _list_again_unless_listed_since(self, listing: int) -> None:
+        """List again, unless another reader did since `listing` (or is doing it now: this waits for it)."""
+        with self._listing_lock:
+            if self._listing == listing:
+                self._list()
+
+    def _list(self) -> None:
         plain = [self.driver.segments(self.commitlog.path), self.driver.segments(self.consumequeue.path)]
         manifest = load_manifest(self.driver, self.path)
         self._listing += 1
@@ -191,9 +202,16 @@ class TieredQueue:
     def run(self, first: int, end: int) -> TierRun:
         """Offsets [first, end) with their records, in two reads. A run that starts in a key-compacted region
         stops at its end, where records stop lying back to back. Read as one listing of the queue saw it: a
-        segment replaced meanwhile (compaction) makes it list again and read again."""
-        for attempt in range(LISTING_RETRIES + 1):
+        segment replaced meanwhile (compaction) makes it read again from a new listing. Readers sharing the view
+        take one listing in between them: a read that another reader's listing overtook reads again without
+        counting, so only a queue that changes under every listing of this reader's (LISTING_RETRIES of them)
+        fails the read."""
+        listed = 0
+        while True:
             listing = self._listing
+            if listing % 2:  # being taken in: wait for it
+                self._list_again_unless_listed_since(listing)
+                continue
             boundary = self.key_compacted_end
             stop = min(end, boundary) if first < boundary else end
             try:
@@ -201,15 +219,15 @@ class TieredQueue:
                 start = entries[0].position
                 records = self.read(start, entries[len(entries) - 1].end - start)
             except (SegmentGone, CorruptStore):
-                if listing == self._listing and attempt < LISTING_RETRIES:
-                    self.refresh()
+                if listing != self._listing:
                     continue
-                if attempt < LISTING_RETRIES:
-                    continue
-                raise
-            if listing % 2 == 0 and listing == self._listing:
+                if listed == LISTING_RETRIES:
+                    raise
+                listed += 1
+                self._list_again_unless_listed_since(listing)
+                continue
+            if listing == self._listing:
                 return TierRun(first, entries, records)
-        raise CorruptStore(f"tier {self.topic}:{self.queue}: the listing kept changing under a read at {first}")
 
     # ---- offsets ----
 

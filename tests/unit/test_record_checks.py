@@ -1,4 +1,4 @@
-"""Every check of the record formats, condition by condition (record.py): each condition of a check is met by an
+"""Every check of the record formats, condition by condition (tidemq_protocol/record/): each condition of a check is met by an
 input wrong in that one respect only (every other field right, both CRCs made over the wrong bytes), so weakening
 any one condition lets that input through; each bound is tried at its edge, on both sides."""
 
@@ -147,7 +147,7 @@ def test_a_produced_record_with_any_part_changed_fails_its_crc(part, at):
 def test_a_producers_record_is_pinned_byte_for_byte():
     """What a producer sends (the SDK encodes it): the broker's fields zero but the queue it asks for."""
     record = encode_record(b"orders", ANY_QUEUE, 1_700_000_000_006, b"KEYS\x01k\x02", b"p")
-    fields = [  # offset: bytes, as the table in record.py's docstring has them
+    fields = [  # offset: bytes, as the table in record/v2.py's docstring has them
         (0, "47000000"),  # total_size 71
         (4, "d2"),  # magic
         (5, "00"),  # flags
@@ -169,7 +169,7 @@ def test_a_producers_record_is_pinned_byte_for_byte():
     assert len(record) == 71
 
 
-# ---- reading one record (decode_message, read_header): `_check` -----------------------------------------
+# ---- reading one record (decode_message, read_header): `check_records` ----------------------------------
 
 
 @pytest.mark.parametrize("version", [1, 2])

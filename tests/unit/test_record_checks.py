@@ -1,6 +1,6 @@
-"""Every check of the record formats, condition by condition (tidemq_protocol/record/): each condition of a check is met by an
-input wrong in that one respect only (every other field right, both CRCs made over the wrong bytes), so weakening
-any one condition lets that input through; each bound is tried at its edge, on both sides."""
+"""Every check of the record formats, condition by condition (tidemq_protocol/record/): each condition of a check
+is met by an input wrong in that one respect only (every other field right, both CRCs made over the wrong bytes), so
+weakening any one condition lets that input through; each bound is tried at its edge, on both sides."""
 
 from __future__ import annotations
 
@@ -135,6 +135,13 @@ def test_a_produced_record_longer_than_the_batch_is_refused():
 def test_a_produced_record_of_another_topic_is_refused(topic):
     with pytest.raises(InvalidArgument, match="record 1 is for another topic than 'orders'"):
         check_produced(produced() + produced(topic=topic), b"orders", 10)
+
+
+def test_a_produced_batch_names_the_first_wrong_record_though_a_later_one_is_damaged():
+    with pytest.raises(InvalidArgument, match="record 0 is for another topic than 'orders'"):
+        check_produced(produced(topic=b"orderz") + flipped(produced(), -1), b"orders", 10)
+    with pytest.raises(InvalidBatch, match="at most 1 messages"):
+        check_produced(produced() + flipped(produced(), -1), b"orders", 1)
 
 
 @pytest.mark.parametrize(("part", "at"), [("its body", -1), ("its born timestamp", 42), ("the broker's fields", 6)])
@@ -327,6 +334,20 @@ def test_a_run_refuses_a_record_repeated_and_allows_offsets_compaction_left_out(
             verify_records(twice, "orders", 2, 10)
     assert [m.queue_offset for m in decode_records(second, ("orders", 2, 10))] == [11]
     assert verify_records(second, "orders", 2, 10) == (1, 12)
+
+
+def test_verifying_no_records_finds_none_and_the_next_offset_where_it_was_to_start():
+    assert verify_records(b"", "orders", 2) == (0, 0)
+    assert verify_records(b"", "orders", 2, 10) == (0, 10)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_run_names_the_first_wrong_record_though_a_later_one_is_damaged(version):
+    first, second = put(version)
+    with pytest.raises(CorruptStore, match="points at a record of another queue"):
+        decode_records(first + flipped(second, -1), ("orders", 3, 10))
+    with pytest.raises(CorruptStore, match="record at byte 0 is not one of orders:3's"):
+        verify_records(first + flipped(second, -1), "orders", 3, 10)
 
 
 @pytest.mark.parametrize("version", [1, 2])

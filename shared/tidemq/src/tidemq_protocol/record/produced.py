@@ -50,12 +50,12 @@ def check_produced(data: bytes | bytearray, topic: bytes, most: int) -> Produced
     InvalidBatch beyond `most` records. Properties are returned as sent: `check_properties` judges them."""
     checked, damage = check_records(data)
     sizes, queues, properties = [], [], []
-    view, position, topic_length = memoryview(data), 0, len(topic)
+    view, position = memoryview(data), 0
     for index, (version, (size, _, _, queue, _, _, _, _, _, _, tlen, plen, _)) in enumerate(checked):
         if index == most or version is not v2:  # a version 1 record passed the reader's checks: refused here
             _check_whole_v2(data, position, index, most)
         start = position + v2.HEADER_SIZE
-        if tlen != topic_length or view[start : start + tlen] != topic:
+        if view[start : start + tlen] != topic:  # of another length too
             raise InvalidArgument(f"record {index} is for another topic than {topic.decode()!r}")
         sizes.append(size)
         queues.append(queue)

@@ -39,24 +39,25 @@ _SIZE = struct.Struct("<I")
 _OFFSET = struct.Struct("<Q")
 _unpack_v2, _unpack_v1 = v2.HEADER.unpack_from, v1.HEADER.unpack_from
 _id_bytes = ID.pack
+_READ_PAST_END = (IndexError, struct.error)  # what a record that ends too soon raises: no magic byte, or no header
 
-Header = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+Header = tuple[int, int, int, int, int, int, int, int | None, int, int, int, int, int]
 """A record's header fields as version 2 lays them out (v2.HEADER): size, magic, flags, queue, queue_offset,
 physical_offset, store_timestamp, broker_crc, crc, born_timestamp, topic_length, properties_length, body_length.
-A version 1 record's are put in that order, with broker_crc 0 (it has none)."""
+A version 1 record's are put in that order, with broker_crc None (it has none)."""
 
 CUT_SHORT, UNKNOWN_MAGIC, BROKER_CRC, SIZE, CRC = "cut short", "unknown magic", "broker CRC", "size", "CRC"
 
 
 class Damage(NamedTuple):
     """Why `check_records` stopped at the record at `position`: `kind` (CUT_SHORT, UNKNOWN_MAGIC, BROKER_CRC, SIZE
-    or CRC), with what it read of the header (0 where it read none). A reader says it in its own words."""
+    or CRC), with what it read of the header (None where it read none). A reader says it in its own words."""
 
     kind: str
     position: int
-    magic: int = 0
-    physical: int = 0
-    size: int = 0
+    magic: int | None = None
+    physical: int | None = None
+    size: int | None = None
 
     def told(self, words: Mapping[str, str], **more: object) -> str:
         """This damage in `words`: a format string for each kind, of position, magic, physical, size and `more`."""
@@ -110,11 +111,11 @@ def check_records(
                 size, _, crc, flags, queue, offset, physical, born, stored, tlen, plen, blen = _unpack_v1(
                     data, position
                 )
-                header = (size, magic, flags, queue, offset, physical, stored, 0, crc, born, tlen, plen, blen)
+                header = (size, magic, flags, queue, offset, physical, stored, None, crc, born, tlen, plen, blen)
                 version = v1
             else:
                 return checked, Damage(UNKNOWN_MAGIC, position, magic)
-        except (IndexError, struct.error):  # less than the magic byte, or than the header of its version
+        except _READ_PAST_END:
             return checked, Damage(CUT_SHORT, position)
         if size != version.HEADER_SIZE + tlen + plen + blen or size > end - position:
             return checked, Damage(SIZE, position, magic, physical, size)
@@ -184,9 +185,9 @@ def store_timestamp_at(buf: bytes, pos: int = 0) -> int:
     return _OFFSET.unpack_from(buf, pos + _peeked_version(buf, pos).STORE_TIMESTAMP_AT)[0]
 
 
-def _physical_at(buf: bytes, pos: int = 0) -> int:
-    """The physical offset in the header of the record at `pos` (unverified)."""
-    return _OFFSET.unpack_from(buf, pos + _peeked_version(buf, pos).PHYSICAL_AT)[0]
+def _physical_at(head: bytes) -> int:
+    """The physical offset in the record header `head` (unverified)."""
+    return _OFFSET.unpack_from(head, _peeked_version(head, 0).PHYSICAL_AT)[0]
 
 
 def read_by_id(msg_id: str, max_message_bytes: int, read: Callable[[int, int], bytes]) -> StoredMessage:
@@ -239,7 +240,7 @@ def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> l
     """Decode and verify every record in `data` (records back to back, either version), in one pass. With `expect`
     = (topic, queue, first offset), also check that they are that queue's records at increasing offsets from there
     (consecutive but where key compaction removed some)."""
-    expected_topic, expected_queue, expected = expect or ("", 0, 0)
+    expected_topic, expected_queue, expected = expect or (None, None, None)
     checked, damage = check_records(data)
     messages: list[StoredMessage] = []
     raw_topic, topic = b"", ""

@@ -336,6 +336,20 @@ def test_a_run_refuses_a_record_repeated_and_allows_offsets_compaction_left_out(
     assert verify_records(second, "orders", 2, 10) == (1, 12)
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_run_longer_than_the_readers_check_at_a_time_is_read_whole_and_checked_to_its_end(version):
+    encode = encode_batch if version == 2 else encode_v1_batch
+    bodies = [bytes([i]) * 30_000 for i in range(5)]  # 150 kB: past 64 KiB and past 128 KiB
+    data = encode(b"orders", [PendingRecord(2, 10 + i, 111, b"", body) for i, body in enumerate(bodies)], 0, 222)
+    assert [(m.queue_offset, m.body) for m in decode_records(data, ("orders", 2, 10))] == list(enumerate(bodies, 10))
+    assert verify_records(data, "orders", 2, 10) == (5, 15)
+    fourth = 3 * (len(data) // 5)  # where the fourth record starts: all five are as long
+    with pytest.raises(CorruptStore, match=f"record at commit-log position {fourth} fails its CRC32C check"):
+        decode_records(flipped(data, fourth + len(data) // 5 - 1))
+    with pytest.raises(CorruptStore, match=f"record at byte {fourth} fails its CRC32C check"):
+        verify_records(flipped(data, fourth + len(data) // 5 - 1), "orders", 2, 10)
+
+
 def test_verifying_no_records_finds_none_and_the_next_offset_where_it_was_to_start():
     assert verify_records(b"", "orders", 2) == (0, 0)
     assert verify_records(b"", "orders", 2, 10) == (0, 10)

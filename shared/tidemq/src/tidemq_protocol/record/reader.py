@@ -10,7 +10,7 @@ version (0xD1 or 0xD2), a version 2 record's broker fields pass their CRC32C, to
 fails and says why (`Damage`). Every reader below starts there (a record, a run of a queue's records, a
 recovery scan, rebase, and the broker's check of a producer's records in produced.py), then goes through the
 records that passed, in order, and says what was wrong in its own words, after any fault of its own it finds in
-the records before.
+the records before. A long run is checked and gone through a WINDOW at a time, while it is in the CPU's cache.
 
 Recovery keeps records up to the last complete batch whose records all pass, and truncates the rest
 (`scan_batches`: a torn put is never visible). The header peeks (`size_at`, `store_timestamp_at`) check nothing:
@@ -45,6 +45,10 @@ Header = tuple[int, int, int, int, int, int, int, int | None, int, int, int, int
 """A record's header fields as version 2 lays them out (v2.HEADER): size, magic, flags, queue, queue_offset,
 physical_offset, store_timestamp, broker_crc, crc, born_timestamp, topic_length, properties_length, body_length.
 A version 1 record's are put in that order, with broker_crc None (it has none)."""
+
+WINDOW = 65_536
+"""How many bytes of records a reader of a run checks before it goes through them: they are still in the CPU's
+cache then (a run of a megabyte checked whole and then decoded would be read from memory twice)."""
 
 CUT_SHORT, UNKNOWN_MAGIC, BROKER_CRC, SIZE, CRC = "cut short", "unknown magic", "broker CRC", "size", "CRC"
 
@@ -93,9 +97,10 @@ def check_records(
 ) -> tuple[list[tuple[ModuleType, Header]], Damage | None]:
     """Check the records back to back in `data` from `position`, those that start before `until` (default: the
     end of `data`; each must end within `data`): (version, header) of each that passes, in order (`version` the
-    module of its layout, v1 or v2), and the Damage of the record after them, or None if there is none."""
+    module of its layout, v1 or v2), and the Damage of the record after them, or None if there is none. A reader of
+    a long run checks it a WINDOW at a time."""
     view, end = memoryview(data), len(data)
-    stop = end if until is None else until
+    stop = until if until is not None and until < end else end
     checked: list[tuple[ModuleType, Header]] = []
     while position < stop:
         try:
@@ -241,34 +246,34 @@ def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> l
     = (topic, queue, first offset), also check that they are that queue's records at increasing offsets from there
     (consecutive but where key compaction removed some)."""
     expected_topic, expected_queue, expected = expect or (None, None, None)
-    checked, damage = check_records(data)
     messages: list[StoredMessage] = []
     raw_topic, topic = b"", ""
-    end = 0
-    for version, (size, _, _, queue, offset, physical, stored, _, _, born, tlen, plen, _) in checked:
-        position, end = end, end + size
-        start = position + version.HEADER_SIZE
-        if data[start : start + tlen] != raw_topic:
-            raw_topic = data[start : start + tlen]
-            topic = raw_topic.decode()
-        if expect is not None:
-            if offset < expected or queue != expected_queue or topic != expected_topic:
-                raise CorruptStore(
-                    f"ConsumeQueue entry {expected_topic}:{expected_queue}:{expected} "
-                    "points at a record of another queue"
-                )
-            expected = offset + 1
-        start += tlen
-        if plen:
-            keys, tag, props = decode_properties(data[start : start + plen])
-        else:
-            keys, tag, props = (), None, {}
-        msg_id = _id_bytes(physical, size).hex()  # message_id(physical, size), without a call per message
-        messages.append(
-            StoredMessage(topic, queue, offset, msg_id, born, stored, data[start + plen : end], keys, tag, props)
-        )
-    if damage is not None:
-        raise CorruptStore(damage.told(IN_BATCH))
+    end, end_of_data = 0, len(data)
+    while end < end_of_data:
+        checked, damage = check_records(data, end, end + WINDOW)
+        for version, (size, _, _, queue, offset, physical, stored, _, _, born, tlen, plen, _) in checked:
+            position, end = end, end + size
+            start = position + version.HEADER_SIZE
+            if data[start : start + tlen] != raw_topic:
+                raw_topic = data[start : start + tlen]
+                topic = raw_topic.decode()
+            if expect is not None:
+                if offset < expected or queue != expected_queue or topic != expected_topic:
+                    raise CorruptStore(
+                        f"ConsumeQueue entry {expected_topic}:{expected_queue}:{expected} "
+                        "points at a record of another queue"
+                    )
+                expected = offset + 1
+            start += tlen
+            if plen:
+                keys, tag, props = decode_properties(data[start : start + plen])
+            else:
+                keys, tag, props = (), None, {}
+            msg_id = _id_bytes(physical, size).hex()  # message_id(physical, size), without a call per message
+            body = data[start + plen : end]
+            messages.append(StoredMessage(topic, queue, offset, msg_id, born, stored, body, keys, tag, props))
+        if damage is not None:
+            raise CorruptStore(damage.told(IN_BATCH))
     return messages
 
 
@@ -288,23 +293,25 @@ def verify_records(data: bytes | bytearray, topic: str, queue: int, first_offset
     record's properties into a message would cost several times the checks."""
     raw_topic = topic.encode()
     topic_length, topic_is = len(raw_topic), data.startswith
-    checked, damage = check_records(data)
-    expected, position = first_offset, 0
-    for version, (size, _, _, record_queue, offset, _, _, _, _, _, tlen, _, _) in checked:
-        if (
-            record_queue != queue
-            or offset < expected
-            or tlen != topic_length
-            or not topic_is(raw_topic, position + version.HEADER_SIZE)
-        ):
-            raise CorruptStore(
-                f"record at byte {position} is not one of {topic}:{queue}'s at an offset from {expected}"
-            )
-        expected = offset + 1
-        position += size
-    if damage is not None:
-        raise CorruptStore(damage.told(AT_BYTE))
-    return VerifiedRecords(len(checked), expected)
+    expected, position, count, end_of_data = first_offset, 0, 0, len(data)
+    while position < end_of_data:
+        checked, damage = check_records(data, position, position + WINDOW)
+        for version, (size, _, _, record_queue, offset, _, _, _, _, _, tlen, _, _) in checked:
+            if (
+                record_queue != queue
+                or offset < expected
+                or tlen != topic_length
+                or not topic_is(raw_topic, position + version.HEADER_SIZE)
+            ):
+                raise CorruptStore(
+                    f"record at byte {position} is not one of {topic}:{queue}'s at an offset from {expected}"
+                )
+            expected = offset + 1
+            position += size
+        count += len(checked)
+        if damage is not None:
+            raise CorruptStore(damage.told(AT_BYTE))
+    return VerifiedRecords(count, expected)
 
 
 def scan_batches(buf: bytes, base_position: int) -> Iterator[list[RecordHeader]]:

@@ -1,26 +1,28 @@
 """Mutation testing of the record formats (`make mutation`): do the record tests notice every small change to the
-module that reads and writes the commit-log records?
+package that reads and writes the commit-log records?
 
     .venv/bin/python -m devtools.mutation               # every mutant (make mutation)
     .venv/bin/python -m devtools.mutation --survivors   # the last run's survivors again, after adding tests
     .venv/bin/python -m devtools.mutation --report      # the last run's results again
 
-cosmic-ray lists every mutant of MODULE (an operator swapped, a comparison or a number changed, `or` made `and`,
-a `not` added, ...); each one is written into a copy of the repository and TESTS are run against it, several
-copies at once. A mutant the tests still pass *survived*. The run takes about half an hour on two cores, so
-`make test` leaves it out. Mutants inside annotations are skipped: the module does `from __future__ import
-annotations`, so they are never evaluated and no test could tell them apart.
+cosmic-ray lists every mutant of each of MODULES, every module of the record package (an operator swapped, a
+comparison or a number changed, `or` made `and`, a `not` added, ...); each one is written into a copy of the
+repository and TESTS are run against it, with the copy's packages imported (IMPORT_PATHS), several copies at once.
+A mutant the tests still pass *survived*. The run takes about half an hour on two cores, so `make test` leaves it
+out. Mutants inside annotations are skipped: the modules do `from __future__ import annotations`, so they are never
+evaluated and no test could tell them apart.
 
 Survivors listed in EQUIVALENTS (devtools/record_mutants.toml: a mutant that behaves exactly as the original does,
 and why) are reported as such; any other survivor fails the run (exit 1): add the test that tells it apart. The
-checkout itself is never changed (the copies are made from its files, committed or not, under a temporary
-directory).
+report gives the score of each module and of all. The checkout itself is never changed (the copies are made from
+its files, committed or not, under a temporary directory).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import multiprocessing
 import os
 import shutil
@@ -30,17 +32,20 @@ import sys
 import tempfile
 import time
 import tomllib
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
-MODULE = "shared/tidemq/src/tidemq_protocol/record.py"
-"""The module under test, relative to the repository: the one place to change when it moves (a directory works
-too: cosmic-ray then mutates every module under it)."""
-PACKAGE = "tidemq_store"
-IMPORT_PATHS = ("layers/store_engine", ".")
-"""Where a copy's packages are imported from (before the checkout's own editable install)."""
+RECORD_PACKAGE = "shared/tidemq/src/tidemq_protocol/record"
+"""The package under test, relative to the repository: the one place to change when it moves."""
+MODULES = sorted(f"{RECORD_PACKAGE}/{module.name}" for module in (REPO / RECORD_PACKAGE).glob("*.py"))
+"""The modules mutated: every module of RECORD_PACKAGE, so that a new one is never left out."""
+PACKAGES = ("tidemq_protocol", "tidemq_store")
+IMPORT_PATHS = ("shared/tidemq/src", "layers/store_engine", ".")
+"""Where a copy's PACKAGES are imported from (before the checkout's own editable installs): the tests must run
+against the copy's mutated modules, never the checkout's."""
 TESTS = (
     "tests/unit/test_record.py",
     "tests/unit/test_record_checks.py",
@@ -52,28 +57,40 @@ SESSION = REPO / "build" / "mutation" / "record.sqlite"
 
 
 class Mutant(NamedTuple):
-    """One mutant as its diff shows it: the operator, the function it is in ("" at module level), and the line
-    before and after (stripped). Line numbers are left out: they change with every edit of the module."""
+    """One mutant as its diff shows it: the module (its name in the record package), the operator, the function it
+    is in ("" at module level), and the line before and after (stripped). Line numbers are left out: they change
+    with every edit of the module."""
 
+    module: str
     operator: str
     function: str
     line: str
     mutated: str
 
 
+def module_name(module_path: str) -> str:
+    """A mutated module's name in the record package (`reader.py`), from its path in the repository."""
+    return Path(module_path).relative_to(RECORD_PACKAGE).as_posix()
+
+
 def mutant_of(mutation, diff: str) -> Mutant:
     """The `Mutant` of a cosmic-ray MutationSpec and its diff."""
     removed = [line[1:].strip() for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
     added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
-    return Mutant(mutation.operator_name, mutation.definition_name or "", " / ".join(removed), " / ".join(added))
+    return Mutant(
+        module_name(str(mutation.module_path)),
+        mutation.operator_name,
+        mutation.definition_name or "",
+        " / ".join(removed),
+        " / ".join(added),
+    )
 
 
 def known_equivalents() -> dict[Mutant, str]:
     """EQUIVALENTS: each mutant known to behave as the original does, with why."""
-    listed = tomllib.loads(EQUIVALENTS.read_text())["equivalent"]
-    return {
-        Mutant(entry["operator"], entry["function"], entry["line"], entry["mutated"]): entry["why"] for entry in listed
-    }
+    listed = tomllib.loads(EQUIVALENTS.read_text()).get("equivalent", [])
+    fields = Mutant._fields
+    return {Mutant(*(entry[field] for field in fields)): entry["why"] for entry in listed}
 
 
 def copy_repository(target: Path) -> None:
@@ -122,16 +139,17 @@ def run_mutant(mutations, command: str, timeout: float):
 def baseline(copy: Path) -> float:
     """Check the unmutated tests pass in `copy` against the copy's code; return how long they took (s)."""
     environment = copy_environment(copy)
-    where = subprocess.run(
-        [sys.executable, "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"],
-        cwd=copy,
-        env=environment,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    if not Path(where).is_relative_to(copy):
-        raise SystemExit(f"the tests would import {PACKAGE} from {where}, not from the copy in {copy}")
+    for package in PACKAGES:
+        where = subprocess.run(
+            [sys.executable, "-c", f"import {package}; print({package}.__file__)"],
+            cwd=copy,
+            env=environment,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        if not Path(where).is_relative_to(copy):
+            raise SystemExit(f"the tests would import {package} from {where}, not from the copy in {copy}")
     started = time.monotonic()
     run = subprocess.run(pytest_command().split(), cwd=copy, env=environment, capture_output=True, text=True)
     if run.returncode != 0:
@@ -142,7 +160,7 @@ def baseline(copy: Path) -> float:
 def write_config(path: Path, timeout: float) -> None:
     path.write_text(
         "[cosmic-ray]\n"
-        f'module-path = "{MODULE}"\n'
+        f"module-path = {json.dumps(MODULES)}\n"
         f"timeout = {timeout}\n"
         "excluded-modules = []\n"
         f'test-command = "{pytest_command()}"\n'
@@ -208,12 +226,12 @@ def reset_survivors(session: Path) -> dict[str, str]:
 
 
 def check_same_mutants(session: Path, before: dict[str, str]) -> None:
-    """A survivor run again must be the same mutant: if MODULE changed since the session, run it whole."""
+    """A survivor run again must be the same mutant: if a module changed since the session, run it whole."""
     with sqlite3.connect(session) as db:
         after = dict(db.execute("SELECT job_id, diff FROM work_results"))
     changed = [job for job, diff in before.items() if after.get(job) not in (None, diff)]  # None: skipped
     if changed:
-        raise SystemExit(f"{MODULE} changed since the last run ({len(changed)} mutants differ): run it whole")
+        raise SystemExit(f"{RECORD_PACKAGE} changed since the last run ({len(changed)} mutants differ): run it whole")
 
 
 def execute(session: Path, copies: list[Path], timeout: float) -> None:
@@ -238,31 +256,33 @@ def execute(session: Path, copies: list[Path], timeout: float) -> None:
 
 
 def report(session: Path) -> int:
-    """Print the score and every survivor; 1 if a survivor is not a known equivalent."""
+    """Print the score of each module and of all, and every survivor; 1 if a survivor is not a known equivalent."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
     equivalents = known_equivalents()
-    killed = survived = skipped = failed = 0
+    killed: Counter[str] = Counter()
+    survived: Counter[str] = Counter()
+    skipped = failed = 0
     unexplained: list[tuple[Mutant, str]] = []
     explained: list[tuple[Mutant, str]] = []
     with use_db(str(session), WorkDB.Mode.open) as db:
         for item, result in db.completed_work_items:
+            mutation = item.mutations[0]
             if result.worker_outcome is WorkerOutcome.SKIPPED:
                 skipped += 1
                 continue
             if result.worker_outcome is not WorkerOutcome.NORMAL:
                 failed += 1
-                mutation = item.mutations[0]
                 error = (result.output or "").strip().splitlines()[-1:] or ["?"]
                 place = f"{mutation.module_path}:{mutation.start_pos[0]}"
                 print(f"cosmic-ray could not make {mutation.operator_name} at {place}: {error[0]}")
                 continue
+            module = module_name(str(mutation.module_path))
             if result.test_outcome is TestOutcome.KILLED:
-                killed += 1
+                killed[module] += 1
                 continue
-            survived += 1
-            mutation = item.mutations[0]
+            survived[module] += 1
             mutant = mutant_of(mutation, result.diff)
             where = (
                 f"{mutation.module_path}:{mutation.start_pos[0]} ({mutant.function or 'module'}) {mutant.operator}"
@@ -270,9 +290,14 @@ def report(session: Path) -> int:
             )
             why = equivalents.get(mutant)
             (explained if why else unexplained).append((mutant, f"{where}\n    equivalent: {why}" if why else where))
+    print()
+    for module in sorted(killed.keys() | survived.keys()):
+        print(f"{module}: {killed[module]} of {killed[module] + survived[module]} mutants killed")
+    total_killed, total_survived = sum(killed.values()), sum(survived.values())
     print(
-        f"\n{MODULE}: {killed} of {killed + survived} mutants killed, {survived} survived"
-        f" ({skipped} in annotations skipped, {failed} cosmic-ray could not make)"
+        f"{RECORD_PACKAGE}: {total_killed} of {total_killed + total_survived} mutants killed, {total_survived} survived"
+        f" ({len(explained)} listed as equivalent; {skipped} in annotations skipped, {failed} cosmic-ray could not"
+        " make)"
     )
     for _, text in sorted(explained):
         print(text)

@@ -81,7 +81,10 @@ def test_the_package_holds_every_job_entry_point_and_the_code_they_import(emr_pa
     assert {f"spark_emr/jobs/{job}.py" for job in job_names()} <= inside
     assert {"spark_emr/__init__.py", "spark_emr/session.py", "spark_emr/tier.py", "tidemq_store/__init__.py"} <= inside
     assert {
-        "tidemq_protocol/record.py",
+        "tidemq_protocol/record/__init__.py",
+        "tidemq_protocol/record/reader.py",
+        "tidemq_protocol/record/v1.py",
+        "tidemq_protocol/record/v2.py",
         "tidemq_store/tiered/container.py",
         "tidemq_store/serverless/store.py",
     } <= inside

@@ -1,6 +1,6 @@
-"""Every check of the record formats, condition by condition (record.py): each condition of a check is met by an
-input wrong in that one respect only (every other field right, both CRCs made over the wrong bytes), so weakening
-any one condition lets that input through; each bound is tried at its edge, on both sides."""
+"""Every check of the record formats, condition by condition (tidemq_protocol/record/): each condition of a check
+is met by an input wrong in that one respect only (every other field right, both CRCs made over the wrong bytes), so
+weakening any one condition lets that input through; each bound is tried at its edge, on both sides."""
 
 from __future__ import annotations
 
@@ -137,6 +137,13 @@ def test_a_produced_record_of_another_topic_is_refused(topic):
         check_produced(produced() + produced(topic=topic), b"orders", 10)
 
 
+def test_a_produced_batch_names_the_first_wrong_record_though_a_later_one_is_damaged():
+    with pytest.raises(InvalidArgument, match="record 0 is for another topic than 'orders'"):
+        check_produced(produced(topic=b"orderz") + flipped(produced(), -1), b"orders", 10)
+    with pytest.raises(InvalidBatch, match="at most 1 messages"):
+        check_produced(produced() + flipped(produced(), -1), b"orders", 1)
+
+
 @pytest.mark.parametrize(("part", "at"), [("its body", -1), ("its born timestamp", 42), ("the broker's fields", 6)])
 def test_a_produced_record_with_any_part_changed_fails_its_crc(part, at):
     record = produced()
@@ -147,7 +154,7 @@ def test_a_produced_record_with_any_part_changed_fails_its_crc(part, at):
 def test_a_producers_record_is_pinned_byte_for_byte():
     """What a producer sends (the SDK encodes it): the broker's fields zero but the queue it asks for."""
     record = encode_record(b"orders", ANY_QUEUE, 1_700_000_000_006, b"KEYS\x01k\x02", b"p")
-    fields = [  # offset: bytes, as the table in record.py's docstring has them
+    fields = [  # offset: bytes, as the table in record/v2.py's docstring has them
         (0, "47000000"),  # total_size 71
         (4, "d2"),  # magic
         (5, "00"),  # flags
@@ -169,7 +176,7 @@ def test_a_producers_record_is_pinned_byte_for_byte():
     assert len(record) == 71
 
 
-# ---- reading one record (decode_message, read_header): `_check` -----------------------------------------
+# ---- reading one record (decode_message, read_header): `check_records` ----------------------------------
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -327,6 +334,34 @@ def test_a_run_refuses_a_record_repeated_and_allows_offsets_compaction_left_out(
             verify_records(twice, "orders", 2, 10)
     assert [m.queue_offset for m in decode_records(second, ("orders", 2, 10))] == [11]
     assert verify_records(second, "orders", 2, 10) == (1, 12)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_run_longer_than_the_readers_check_at_a_time_is_read_whole_and_checked_to_its_end(version):
+    encode = encode_batch if version == 2 else encode_v1_batch
+    bodies = [bytes([i]) * 30_000 for i in range(5)]  # 150 kB: past 64 KiB and past 128 KiB
+    data = encode(b"orders", [PendingRecord(2, 10 + i, 111, b"", body) for i, body in enumerate(bodies)], 0, 222)
+    assert [(m.queue_offset, m.body) for m in decode_records(data, ("orders", 2, 10))] == list(enumerate(bodies, 10))
+    assert verify_records(data, "orders", 2, 10) == (5, 15)
+    fourth = 3 * (len(data) // 5)  # where the fourth record starts: all five are as long
+    with pytest.raises(CorruptStore, match=f"record at commit-log position {fourth} fails its CRC32C check"):
+        decode_records(flipped(data, fourth + len(data) // 5 - 1))
+    with pytest.raises(CorruptStore, match=f"record at byte {fourth} fails its CRC32C check"):
+        verify_records(flipped(data, fourth + len(data) // 5 - 1), "orders", 2, 10)
+
+
+def test_verifying_no_records_finds_none_and_the_next_offset_where_it_was_to_start():
+    assert verify_records(b"", "orders", 2) == (0, 0)
+    assert verify_records(b"", "orders", 2, 10) == (0, 10)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_run_names_the_first_wrong_record_though_a_later_one_is_damaged(version):
+    first, second = put(version)
+    with pytest.raises(CorruptStore, match="points at a record of another queue"):
+        decode_records(first + flipped(second, -1), ("orders", 3, 10))
+    with pytest.raises(CorruptStore, match="record at byte 0 is not one of orders:3's"):
+        verify_records(first + flipped(second, -1), "orders", 3, 10)
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -1,0 +1,125 @@
+"""Commit-log records: the format every commit log, tier segment and serverless segment file holds, one module per
+version behind one reader.
+
+A commit log is a sequence of records; a put of N messages writes N consecutive records with one write(), the
+last one flagged END_OF_BATCH. All integers are little-endian. Every record starts with its total size and a magic
+byte naming its version; everything since version 2 writes version 2, and every reader reads both, so old commit
+logs, tier segments and serverless files stay readable.
+
+    v2.py          version 2 (magic 0xD2), the one written: its layout, what the producer and the broker write
+    v1.py          version 1 (magic 0xD1), read only: its layout
+    reader.py      every read, of either version: the version told by the magic byte once, every record checked
+                   once (magic, sizes, CRCs), then decoded; recovery's scan
+    produced.py    the broker's check of what a producer sends
+    properties.py  a record's properties: keys, tag and user properties
+    ids.py         message ids: a record's position and size
+
+Importers use this package's names (`tidemq_protocol.record.decode_records`); version 1's constants are here with
+the suffix _V1 (MAGIC_V1, HEADER_SIZE_V1, ...), version 2's without.
+"""
+
+from __future__ import annotations
+
+from .ids import message_id, parse_message_id
+from .produced import ProducedRecords, check_produced
+from .properties import (
+    KEYS,
+    MAX_PROPERTIES,
+    MAX_PROPERTIES_BYTES,
+    RESERVED_PROPERTIES,
+    TAGS,
+    check_properties,
+    decode_properties,
+    encode_properties,
+)
+from .reader import (
+    SHORTEST_HEADER,
+    RecordHeader,
+    VerifiedRecords,
+    decode_message,
+    decode_records,
+    decode_run,
+    read_by_id,
+    read_header,
+    rebase,
+    scan_batches,
+    size_at,
+    store_timestamp_at,
+    verify_records,
+)
+from .v1 import CRC_START as CRC_START_V1
+from .v1 import HEADER as HEADER_V1
+from .v1 import HEADER_SIZE as HEADER_SIZE_V1
+from .v1 import MAGIC as MAGIC_V1
+from .v2 import (
+    ANY_QUEUE,
+    BROKER_CRC_AT,
+    CRC_AT,
+    CRC_START,
+    END_OF_BATCH,
+    HEADER,
+    HEADER_SIZE,
+    MAGIC,
+    MAX_TOPIC_BYTES,
+    PHYSICAL_AT,
+    QUEUE_AT,
+    QUEUE_OFFSET_AT,
+    STORE_TIMESTAMP_AT,
+    PendingRecord,
+    encode_batch,
+    encode_record,
+    max_record_size,
+    record_size,
+    stamp,
+)
+
+__all__ = [
+    "ANY_QUEUE",
+    "BROKER_CRC_AT",
+    "CRC_AT",
+    "CRC_START",
+    "CRC_START_V1",
+    "END_OF_BATCH",
+    "HEADER",
+    "HEADER_SIZE",
+    "HEADER_SIZE_V1",
+    "HEADER_V1",
+    "KEYS",
+    "MAGIC",
+    "MAGIC_V1",
+    "MAX_PROPERTIES",
+    "MAX_PROPERTIES_BYTES",
+    "MAX_TOPIC_BYTES",
+    "PHYSICAL_AT",
+    "QUEUE_AT",
+    "QUEUE_OFFSET_AT",
+    "RESERVED_PROPERTIES",
+    "SHORTEST_HEADER",
+    "STORE_TIMESTAMP_AT",
+    "TAGS",
+    "PendingRecord",
+    "ProducedRecords",
+    "RecordHeader",
+    "VerifiedRecords",
+    "check_produced",
+    "check_properties",
+    "decode_message",
+    "decode_properties",
+    "decode_records",
+    "decode_run",
+    "encode_batch",
+    "encode_properties",
+    "encode_record",
+    "max_record_size",
+    "message_id",
+    "parse_message_id",
+    "read_by_id",
+    "read_header",
+    "rebase",
+    "record_size",
+    "scan_batches",
+    "size_at",
+    "stamp",
+    "store_timestamp_at",
+    "verify_records",
+]

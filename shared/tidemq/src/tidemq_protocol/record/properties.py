@@ -1,0 +1,83 @@
+"""A record's properties: its keys, its tag and its user properties, in RocketMQ's encoding.
+
+    properties := (name 0x01 value 0x02)*        UTF-8; empty when a message has none
+
+KEYS holds the message keys joined by single spaces (a key has no space), TAGS the tag; every other name is a user
+property (at most MAX_PROPERTIES of them). All of it encoded fits in properties_length's 2 bytes, less its sign as
+RocketMQ has it (MAX_PROPERTIES_BYTES). A producer encodes them (`encode_properties`) and the broker takes only
+what that would have made (`check_properties`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..errors import InvalidArgument
+
+MAX_PROPERTIES_BYTES = 32767  # RocketMQ's Short.MAX_VALUE limit on encoded properties
+MAX_PROPERTIES = 128  # user properties of one message, besides its keys and tag
+
+KEYS = "KEYS"
+TAGS = "TAGS"
+RESERVED_PROPERTIES = frozenset({KEYS, TAGS})
+_NAME_SEP, _PROP_SEP = "\x01", "\x02"
+
+
+def _check_text(what: str, value: object, *, spaces: bool) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"{what} must be a non-empty string")
+    if any(ord(c) < 0x20 for c in value) or (not spaces and any(c.isspace() for c in value)):
+        raise InvalidArgument(
+            f"{what} {value!r} must not contain control characters" + ("" if spaces else " or spaces")
+        )
+    return value
+
+
+def encode_properties(keys: tuple[str, ...], tag: str | None, properties: Mapping[str, str]) -> bytes:
+    """Validate and encode a message's keys, tag and user properties (empty bytes when there are none)."""
+    if not keys and tag is None and not properties:
+        return b""
+    parts = []
+    if keys:
+        if isinstance(keys, str):
+            raise InvalidArgument("keys must be a list of strings, not one string")
+        parts.append(KEYS + _NAME_SEP + " ".join(_check_text("message key", k, spaces=False) for k in keys))
+    if tag is not None:
+        _check_text("tag", tag, spaces=True)
+        if "||" in tag or tag.strip() in ("", "*"):
+            raise InvalidArgument(f"tag {tag!r} must not be '*' or contain '||'")
+        parts.append(TAGS + _NAME_SEP + tag)
+    if len(properties) > MAX_PROPERTIES:
+        raise InvalidArgument(f"a message has at most {MAX_PROPERTIES} properties, got {len(properties)}")
+    for name, value in properties.items():
+        _check_text("property name", name, spaces=True)
+        if name in RESERVED_PROPERTIES:
+            raise InvalidArgument(f"property name {name!r} is reserved; use the message's keys and tag")
+        if not isinstance(value, str) or _NAME_SEP in value or _PROP_SEP in value:
+            raise InvalidArgument(f"property {name!r} must be a string without \\x01 or \\x02")
+        parts.append(name + _NAME_SEP + value)
+    encoded = (_PROP_SEP.join(parts) + _PROP_SEP).encode()
+    if len(encoded) > MAX_PROPERTIES_BYTES:
+        raise InvalidArgument(f"properties take {len(encoded)} bytes encoded; the limit is {MAX_PROPERTIES_BYTES}")
+    return encoded
+
+
+def decode_properties(raw: bytes) -> tuple[tuple[str, ...], str | None, dict[str, str]]:
+    """Split encoded properties into (keys, tag, user properties)."""
+    if not raw:
+        return (), None, {}
+    props = dict(pair.split(_NAME_SEP, 1) for pair in raw.decode().split(_PROP_SEP) if pair)
+    keys = props.pop(KEYS, None)
+    return (tuple(keys.split(" ")) if keys else ()), props.pop(TAGS, None), props
+
+
+def check_properties(raw: bytes) -> tuple[tuple[str, ...], str | None]:
+    """A producer's encoded properties, checked as `encode_properties` checks them when it encodes: (keys, tag),
+    or InvalidArgument saying what is wrong (they must be exactly what `encode_properties` would have made)."""
+    try:
+        keys, tag, properties = decode_properties(raw)
+    except (UnicodeDecodeError, ValueError):
+        raise InvalidArgument("properties are not `name\\x01value\\x02` pairs of UTF-8 text") from None
+    if encode_properties(keys, tag, properties) != raw:
+        raise InvalidArgument("properties are not encoded as tidemq_protocol.record.encode_properties encodes them")
+    return keys, tag

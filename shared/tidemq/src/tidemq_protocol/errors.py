@@ -145,6 +145,11 @@ class NoPushSubscription(ClientError):
         self.group = group
 
 
+class InvalidReceiptHandle(InvalidArgument):
+    """A receipt handle that names no current delivery: malformed, forged, or of a delivery since acked by its
+    change, redelivered or changed (RocketMQ: INVALID_RECEIPT_HANDLE). Nothing was changed."""
+
+
 class StoreUnavailable(TideMQError):
     """The store could not take this request now, and nothing was changed (e.g. the shared directory failed a
     write or an fsync: the serverless backend leaves that file and writes the next batch to a new one); the

@@ -1,0 +1,146 @@
+"""The embedded backend's pop ledger (pop/api.py, which has the protocol): RocksDB with its WAL, `<home>/pop`.
+
+One family, `ledger`, holds each group's ledger of each queue under one prefix, so a queue's ledger is one seek:
+
+    group 0x00 topic 0x00 queue:u32            ->  cursor:u64                                 (the cursor)
+    group 0x00 topic 0x00 queue:u32 offset:u64 ->  attempt:u32 nonce:u64 visible_at_ms:u64    (an entry)
+
+all integers big-endian in keys (so entries sort by offset after their cursor) and little-endian in values. Names
+cannot contain 0x00, so the separators are unambiguous. Every claim and settlement is one WriteBatch, synced as the
+store's flush mode says, made under the lock of its queue: the conditions are checked and the batch written while
+no other change to that queue can come between.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from rocksdict import ReadOptions, WriteBatch, WriteOptions
+
+from ..pop.api import Claim, Entry, PopLedger, QueueLedger, Settled, Settlement
+from ..rocks import Families
+
+QUEUE = struct.Struct(">I")
+OFFSET = struct.Struct(">Q")
+CURSOR = struct.Struct("<Q")
+ENTRY = struct.Struct("<IQQ")
+LOCK_STRIPES = 64
+
+
+def _prefix(group: str, topic: str) -> bytes:
+    return group.encode() + b"\x00" + topic.encode() + b"\x00"
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+class RocksPopLedger(PopLedger):
+    """Pop ledgers in RocksDB (see the module docstring)."""
+
+    def __init__(self, path: Path, sync: bool) -> None:
+        self._rocks = Families(path, ("ledger",))
+        self._ledger, self._handle = self._rocks.views["ledger"], self._rocks.handles["ledger"]
+        self._write = WriteOptions()
+        self._write.sync = sync
+        self._locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
+
+    def _stripe(self, key: bytes) -> int:
+        return hash(key) % LOCK_STRIPES
+
+    def _scan(self, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
+        bounds = ReadOptions()  # RocksDB keeps a pointer to the bound: it must outlive the iteration
+        bounds.set_iterate_upper_bound(end)
+        yield from self._ledger.items(from_key=start, read_opt=bounds)
+
+    def read(self, group: str, topic: str, queue: int) -> QueueLedger:
+        return self._read(_prefix(group, topic) + QUEUE.pack(queue))
+
+    def _read(self, key: bytes) -> QueueLedger:
+        cursor, entries = 0, []
+        for found, value in self._scan(key, key + b"\xff" * 9):
+            if len(found) == len(key):
+                (cursor,) = CURSOR.unpack(value)
+            else:
+                (offset,) = OFFSET.unpack_from(found, len(key))
+                entries.append(Entry(offset, *ENTRY.unpack(value)))
+        return QueueLedger(cursor, tuple(entries))
+
+    def claim(self, group: str, topic: str, queue: int, claim: Claim) -> bool:
+        key = _prefix(group, topic) + QUEUE.pack(queue)
+        replaced = claim.replaced or {}
+        with self._locks[self._stripe(key)]:
+            ledger = self._read(key)
+            nonces = {entry.offset: entry.nonce for entry in ledger.entries}
+            if ledger.cursor != claim.cursor:
+                return False
+            for entry in (*claim.delivered, *claim.dropped):
+                if entry.offset < claim.cursor and nonces.get(entry.offset) != replaced.get(entry.offset):
+                    return False
+            batch = WriteBatch(raw_mode=True)
+            batch.put(key, CURSOR.pack(claim.new_cursor), self._handle)
+            for entry in claim.delivered:
+                batch.put(key + OFFSET.pack(entry.offset), _pack(entry), self._handle)
+            for entry in claim.dropped:
+                batch.delete(key + OFFSET.pack(entry.offset), self._handle)
+            self._rocks.db.write(batch, self._write)
+        return True
+
+    def settle(self, group: str, topic: str, settlements: Sequence[Settlement]) -> list[Settled]:
+        prefix = _prefix(group, topic)
+        keys = [prefix + QUEUE.pack(settlement.receipt.queue) for settlement in settlements]
+        stripes = sorted({self._stripe(key) for key in keys})  # taken in one order: no two settles deadlock
+        for stripe in stripes:
+            self._locks[stripe].acquire()
+        try:
+            outcomes, batch, settled = [], WriteBatch(raw_mode=True), set()
+            for key, (receipt, then) in zip(keys, settlements, strict=True):
+                entry_key = key + OFFSET.pack(receipt.offset)
+                raw = None if entry_key in settled else self._ledger.get(entry_key)
+                if raw is None:
+                    cursor = self._ledger.get(key)
+                    acked = cursor is not None and receipt.offset < CURSOR.unpack(cursor)[0]
+                    outcomes.append(Settled.ALREADY_ACKED if acked and then is None else Settled.STALE)
+                elif ENTRY.unpack(raw)[1] != receipt.nonce:
+                    outcomes.append(Settled.STALE)
+                else:
+                    if then is None:
+                        batch.delete(entry_key, self._handle)
+                    else:
+                        batch.put(entry_key, _pack(then), self._handle)
+                    settled.add(entry_key)  # a second settlement of it in this call names a nonce now gone
+                    outcomes.append(Settled.DONE)
+            if settled:
+                self._rocks.db.write(batch, self._write)
+            return outcomes
+        finally:
+            for stripe in stripes:
+                self._locks[stripe].release()
+
+    def forget_group(self, group: str) -> None:
+        prefix = group.encode() + b"\x00"
+        self._ledger.delete_range(prefix, _prefix_end(prefix), self._write)
+
+    def forget_topic(self, topic: str) -> None:
+        groups = set()
+        for key, _ in self._scan(b"", b"\xff"):
+            end = key.index(b"\x00")
+            if key[end + 1 : key.index(b"\x00", end + 1)] == topic.encode():
+                groups.add(key[:end])
+        for group in groups:
+            prefix = group + b"\x00" + topic.encode() + b"\x00"
+            self._ledger.delete_range(prefix, _prefix_end(prefix), self._write)
+
+    def flush(self) -> None:
+        self._rocks.flush()
+
+    def close(self) -> None:
+        del self._ledger, self._handle  # references to the database: RocksDB closes when none is left
+        self._rocks.close()
+
+
+def _pack(entry: Entry) -> bytes:
+    return ENTRY.pack(entry.attempt, entry.nonce, entry.visible_at_ms)

@@ -1,0 +1,1 @@
+"""Pop consumption's ledger: see api.py."""

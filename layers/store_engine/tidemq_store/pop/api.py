@@ -1,0 +1,156 @@
+"""`PopLedger`: what a consumer group in pop mode holds of each queue of a topic, the one API every backend serves
+(embedded: embedded/pop.py, RocksDB); receive.py decides with it what to deliver.
+
+A pop group does not own queues, and it does not commit an offset: the broker hands out messages from any queue,
+each to one consumer at a time, until it is acked. What the group holds of one queue is
+
+    cursor      the first offset the group has never passed: every message from here on is new to it
+    entries     one per message below the cursor that is neither acked nor filtered out, by offset:
+                attempt         deliveries so far
+                nonce           the current delivery's: a receipt handle names (queue, offset, nonce)
+                visible_at_ms   held by its consumer until then; from then on it is delivered again, attempt + 1
+
+so the group's progress on the queue (what lag counts from) is its lowest entry, or the cursor when it has none.
+
+The protocol. Every change to a queue's ledger is conditional, and each is one atomic write:
+- a **claim** (a receive) moves the cursor from what the receiver read to past the messages it delivers, adds an
+  entry for each, and gives each entry it delivers again a new nonce and visible time, on condition that the
+  cursor is still where it read it and each of those entries still has the nonce it read: of two consumers that
+  read the same state, one claim wins and the other reads again. A message is therefore held by one delivery at
+  a time: its entry names one nonce, and only a claim that saw the entry expire replaces it.
+- a **settlement** names an entry by (queue, offset, nonce): an ack deletes it, a change of invisible time or a
+  release gives it a new nonce and visible time, each on condition that the nonce is still the one named. A
+  handle whose entry is gone and whose offset is below the cursor names a message already acked (an ack of it
+  again succeeds and changes nothing); any other mismatch is a stale or forged handle, refused, changing nothing.
+
+Why it is crash-safe: the ledger is the only state (no in-memory holding), every write is durable before it is
+answered (RocksDB with its WAL synced, DynamoDB), and each is atomic, so a crash at any moment leaves the ledger
+before or after each write. A receive answered has its claim written: its messages come back, attempt + 1, when
+their visible time ends, whether or not the consumer lived. A receive whose claim was written but whose answer was
+lost is the same as a consumer that died holding its messages. An ack answered has deleted its entry, so the
+message is never delivered again. Nonces are 63 random bits: a handle cannot be guessed, and one that named an
+earlier delivery never matches the entry's current nonce.
+
+Compared with RocketMQ's pop (a checkpoint per popped batch with an ack bitmap in a revive topic, acks matched
+against checkpoints by a revive service, unacked messages copied into `%RETRY%<group>` with a reconsume count):
+here a message is delivered again from where it is, with its id and offset, without a copy and without a revive
+service; the entries of one queue are its checkpoint, read and written under one condition, and an ack is checked
+against the delivery it names at once rather than matched later.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
+
+from tidemq_protocol.errors import InvalidReceiptHandle
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One message below the cursor that the group has delivered and not yet had acked (see the module docstring)."""
+
+    offset: int
+    attempt: int
+    nonce: int
+    visible_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLedger:
+    """What the group holds of one queue: its cursor and its entries, by offset."""
+
+    cursor: int
+    entries: tuple[Entry, ...] = ()
+
+    @property
+    def progress(self) -> int:
+        """The group's progress on the queue: its lowest entry's offset, or the cursor when it has none."""
+        return self.entries[0].offset if self.entries else self.cursor
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A receive's change to one queue's ledger: the cursor from `cursor` to `new_cursor`, `delivered` entries put
+    (new ones at or past `cursor`, or ones below it with a new nonce, on condition that they still have the nonce
+    `replaced` gives for their offset), and `dropped` entries deleted on the same condition (a message gone from
+    the queue, or dead-lettered)."""
+
+    cursor: int
+    new_cursor: int
+    delivered: tuple[Entry, ...] = ()
+    replaced: dict[int, int] | None = None
+    dropped: tuple[Entry, ...] = ()
+
+
+class Settled(Enum):
+    """What became of one settlement."""
+
+    DONE = "done"  # the entry was deleted (ack) or given its new nonce and visible time
+    ALREADY_ACKED = "already_acked"  # no entry, offset below the cursor: acked before (an ack again changes nothing)
+    STALE = "stale"  # the handle names no current delivery: delivered again since, changed, or forged
+
+
+class Settlement(NamedTuple):
+    """An ack (`then` None: delete the entry) or a change (`then`: the entry's new state) of the delivery
+    `receipt` names."""
+
+    receipt: Receipt
+    then: Entry | None = None
+
+
+HANDLE = struct.Struct(">BIQQ")
+"""A receipt handle's bytes: format version (1), queue, offset, nonce; sent as URL-safe base64 (28 characters)."""
+HANDLE_VERSION = 1
+
+
+class Receipt(NamedTuple):
+    """What a receipt handle names: one delivery of the message at `queue`:`offset`. Clients hold the handle as an
+    opaque string."""
+
+    queue: int
+    offset: int
+    nonce: int
+
+    def handle(self) -> str:
+        return base64.urlsafe_b64encode(HANDLE.pack(HANDLE_VERSION, self.queue, self.offset, self.nonce)).decode()
+
+    @classmethod
+    def of(cls, handle: str) -> Receipt:
+        """The receipt a handle names (InvalidReceiptHandle if it is not one)."""
+        try:
+            version, queue, offset, nonce = HANDLE.unpack(base64.urlsafe_b64decode(handle.encode("ascii")))
+        except (ValueError, UnicodeEncodeError, struct.error, AttributeError):
+            raise InvalidReceiptHandle(f"{handle!r:.60} is not a receipt handle") from None
+        if version != HANDLE_VERSION or not nonce:
+            raise InvalidReceiptHandle(f"{handle!r:.60} is not a receipt handle")
+        return cls(queue, offset, nonce)
+
+
+class PopLedger(ABC):
+    """Each pop group's ledger of each queue (see the module docstring)."""
+
+    @abstractmethod
+    def read(self, group: str, topic: str, queue: int) -> QueueLedger:
+        """The group's ledger of the queue as it stands (cursor 0 and no entries if the group never received)."""
+
+    @abstractmethod
+    def claim(self, group: str, topic: str, queue: int, claim: Claim) -> bool:
+        """Write `claim` if its conditions hold (see `Claim`), atomically; False, changing nothing, if they do not."""
+
+    @abstractmethod
+    def settle(self, group: str, topic: str, settlements: Sequence[Settlement]) -> list[Settled]:
+        """Apply each settlement whose receipt names its entry's current nonce; say what became of each."""
+
+    @abstractmethod
+    def forget_group(self, group: str) -> None:
+        """Delete the group's ledgers (group deletion)."""
+
+    @abstractmethod
+    def forget_topic(self, topic: str) -> None:
+        """Delete every group's ledgers of the topic (topic deletion)."""

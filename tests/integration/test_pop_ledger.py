@@ -1,0 +1,132 @@
+"""The embedded pop ledger on real RocksDB files: claims and settlements hold their conditions (one claim of two
+that read the same state wins; a handle names one delivery), concurrent receivers never claim one offset twice,
+and what was written is there after the store is opened again."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tidemq_protocol.errors import InvalidReceiptHandle
+from tidemq_store.embedded.pop import RocksPopLedger
+from tidemq_store.pop.api import Claim, Entry, QueueLedger, Receipt, Settled, Settlement
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    ledger = RocksPopLedger(tmp_path / "pop", sync=False)
+    yield ledger
+    ledger.close()
+
+
+def held(offset: int, nonce: int, attempt: int = 1, visible_at_ms: int = 10_000) -> Entry:
+    return Entry(offset, attempt, nonce, visible_at_ms)
+
+
+def test_a_group_that_never_received_has_cursor_0_and_no_entries(ledger):
+    assert ledger.read("g", "t", 0) == QueueLedger(0)
+
+
+def test_a_claim_moves_the_cursor_and_adds_its_entries_only_from_where_it_read(ledger):
+    assert ledger.claim("g", "t", 0, Claim(0, 3, (held(0, 11), held(2, 12))))  # offset 1 filtered out
+    assert ledger.read("g", "t", 0) == QueueLedger(3, (held(0, 11), held(2, 12)))
+    assert ledger.read("g", "t", 0).progress == 0
+    assert not ledger.claim("g", "t", 0, Claim(0, 2, (held(0, 99), held(1, 98))))  # read before the first claim
+    assert ledger.read("g", "t", 0) == QueueLedger(3, (held(0, 11), held(2, 12)))
+    assert ledger.read("g", "t", 1) == QueueLedger(0)  # queues, groups and topics apart
+    assert ledger.read("h", "t", 0) == QueueLedger(0)
+    assert ledger.read("g", "u", 0) == QueueLedger(0)
+
+
+def test_a_delivery_again_wins_only_against_the_nonce_it_read(ledger):
+    ledger.claim("g", "t", 0, Claim(0, 1, (held(0, 11),)))
+    again = held(0, 21, attempt=2)
+    assert ledger.claim("g", "t", 0, Claim(1, 1, (again,), replaced={0: 11}))
+    assert not ledger.claim("g", "t", 0, Claim(1, 1, (held(0, 31, attempt=2),), replaced={0: 11}))
+    assert not ledger.claim("g", "t", 0, Claim(1, 1, dropped=(again,), replaced={0: 11}))
+    assert ledger.read("g", "t", 0).entries == (again,)
+    assert ledger.claim("g", "t", 0, Claim(1, 1, dropped=(again,), replaced={0: 21}))  # dead-lettered, say
+    assert ledger.read("g", "t", 0) == QueueLedger(1)
+
+
+def test_settlements_name_one_delivery(ledger):
+    ledger.claim("g", "t", 0, Claim(0, 4, (held(0, 11), held(1, 12), held(3, 13))))
+    changed = held(1, 22, visible_at_ms=50_000)
+    outcomes = ledger.settle(
+        "g",
+        "t",
+        [
+            Settlement(Receipt(0, 0, 11)),  # ack
+            Settlement(Receipt(0, 0, 11)),  # the same ack again, in the same call
+            Settlement(Receipt(0, 1, 12), changed),  # a change of invisible time: a new nonce
+            Settlement(Receipt(0, 3, 99)),  # forged
+            Settlement(Receipt(0, 2, 12)),  # filtered out: below the cursor, never an entry
+            Settlement(Receipt(0, 9, 12)),  # past the cursor
+        ],
+    )
+    assert outcomes == [
+        Settled.DONE,
+        Settled.ALREADY_ACKED,
+        Settled.DONE,
+        Settled.STALE,
+        Settled.ALREADY_ACKED,
+        Settled.STALE,
+    ]
+    assert ledger.read("g", "t", 0) == QueueLedger(4, (changed, held(3, 13)))
+    assert ledger.settle("g", "t", [Settlement(Receipt(0, 1, 12))]) == [Settled.STALE]  # the handle before
+    assert ledger.settle("g", "t", [Settlement(Receipt(0, 0, 11), held(0, 5))]) == [Settled.STALE]  # acked
+    assert ledger.settle("g", "t", [Settlement(Receipt(0, 1, 22))]) == [Settled.DONE]
+    assert ledger.read("g", "t", 0) == QueueLedger(4, (held(3, 13),))
+
+
+def test_receipt_handles_round_trip_and_anything_else_is_refused():
+    receipt = Receipt(7, 2**40 + 3, 2**62 + 5)
+    assert Receipt.of(receipt.handle()) == receipt
+    assert len(receipt.handle()) == 28
+    for handle in ["", "x", "é", receipt.handle()[:-4], receipt.handle() + "AAAA", Receipt(1, 2, 0).handle()]:
+        with pytest.raises(InvalidReceiptHandle):
+            Receipt.of(handle)
+
+
+def test_concurrent_receivers_claim_each_offset_once(ledger):
+    claimed: list[list[int]] = [[] for _ in range(8)]
+
+    def receiver(index: int) -> None:
+        nonce = index << 32
+        while True:
+            ledger_now = ledger.read("g", "t", 0)
+            if ledger_now.cursor >= 2000:
+                return
+            nonce += 1
+            new = [held(offset, nonce) for offset in range(ledger_now.cursor, ledger_now.cursor + 7)]
+            if ledger.claim("g", "t", 0, Claim(ledger_now.cursor, ledger_now.cursor + 7, tuple(new))):
+                claimed[index] += [entry.offset for entry in new]
+
+    threads = [threading.Thread(target=receiver, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = sorted(offset for offsets in claimed for offset in offsets)
+    assert every == list(range(len(every))) and len(every) >= 2000
+    assert sum(1 for offsets in claimed if offsets) > 1  # they did run at once
+    assert len(ledger.read("g", "t", 0).entries) == len(every)
+
+
+def test_the_ledger_is_there_after_reopening_and_groups_and_topics_are_forgotten(tmp_path):
+    ledger = RocksPopLedger(tmp_path / "pop", sync=True)
+    for group in ("g", "h"):
+        for topic in ("t", "t2"):
+            ledger.claim(group, topic, 1, Claim(0, 2, (held(0, 1), held(1, 2))))
+    ledger.settle("g", "t", [Settlement(Receipt(1, 0, 1))])
+    ledger.close()
+    ledger = RocksPopLedger(tmp_path / "pop", sync=True)
+    assert ledger.read("g", "t", 1) == QueueLedger(2, (held(1, 2),))
+    ledger.forget_topic("t")
+    assert ledger.read("g", "t", 1) == QueueLedger(0) and ledger.read("h", "t", 1) == QueueLedger(0)
+    assert ledger.read("g", "t2", 1).cursor == 2
+    ledger.forget_group("g")
+    assert ledger.read("g", "t2", 1) == QueueLedger(0)
+    assert ledger.read("h", "t2", 1).cursor == 2
+    ledger.close()

@@ -1,0 +1,138 @@
+"""Pop consumption over the embedded store and its RocksDB ledger, in process: receives take from every queue, each
+message is held by one delivery at a time, comes back with attempt + 1 when its visible time ends, and is gone for
+good once acked; handles name one delivery; concurrent receivers share a topic without holding one message twice.
+Time is passed in (`now`), never slept."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+
+import pytest
+
+from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle
+from tidemq_protocol.message import Message
+from tidemq_store import TopicConfig
+from tidemq_store.embedded.pop import RocksPopLedger
+from tidemq_store.pop.api import Settled
+from tidemq_store.pop.receive import PopConsumption
+
+T0 = 1_000_000
+
+
+@pytest.fixture
+def pop(store, tmp_path):
+    store.create_topic(TopicConfig(name="t", queues=4))
+    store.put("t", [Message(b"m%d" % i, queue=i % 4, tag="A" if i % 3 else "B") for i in range(100)])
+    ledger = RocksPopLedger(tmp_path / "pop", sync=False)
+    yield PopConsumption(store, ledger)
+    ledger.close()
+
+
+def bodies(popped) -> list[bytes]:
+    return [p.message.body for p in popped]
+
+
+def test_receives_take_every_message_once_from_all_queues_then_nothing(pop):
+    first = pop.receive("g", "t", 32, 30_000, now=T0)
+    second = pop.receive("g", "t", 1, 30_000, now=T0)
+    assert len(first) == 32 and second[0].message.queue != first[0].message.queue  # each starts at another queue
+    rest = second
+    while batch := pop.receive("g", "t", 32, 30_000, now=T0):
+        rest += batch
+    assert sorted(bodies(first + rest)) == sorted(b"m%d" % i for i in range(100))
+    assert all(p.attempt == 1 and p.invisible_until_ms == T0 + 30_000 for p in first + rest)
+    assert pop.receive("h", "t", 32, 30_000, now=T0)  # another group has a ledger of its own
+
+
+def test_an_unacked_message_comes_back_when_its_visible_time_ends_and_an_acked_one_never(pop):
+    popped = []
+    while batch := pop.receive("g", "t", 32, 10_000, now=T0):
+        popped += batch
+    acked, kept = popped[::2], popped[1::2]
+    assert pop.ack("g", "t", [p.receipt_handle for p in acked]) == [Settled.DONE] * len(acked)
+    assert pop.receive("g", "t", 32, 10_000, now=T0 + 9_999) == []
+    again = []
+    while batch := pop.receive("g", "t", 32, 10_000, now=T0 + 10_000):
+        again += batch
+    assert sorted(bodies(again)) == sorted(bodies(kept))
+    assert all(p.attempt == 2 for p in again)
+    assert pop.ack("g", "t", [p.receipt_handle for p in kept]) == [Settled.STALE] * len(kept)  # delivered again
+    assert pop.ack("g", "t", [p.receipt_handle for p in acked]) == [Settled.ALREADY_ACKED] * len(acked)
+    assert pop.ack("g", "t", [p.receipt_handle for p in again]) == [Settled.DONE] * len(again)
+    assert pop.receive("g", "t", 32, 10_000, now=T0 + 10**9) == []
+
+
+def test_a_change_of_invisible_time_holds_the_message_longer_under_a_new_handle(pop):
+    (held,) = pop.receive("g", "t", 1, 10_000, now=T0)
+    handle = pop.change_invisible("g", "t", held.receipt_handle, 60_000, now=T0 + 5_000)
+    with pytest.raises(InvalidReceiptHandle):
+        pop.change_invisible("g", "t", held.receipt_handle, 60_000, now=T0 + 5_000)  # the old handle is spent
+    later = []
+    while batch := pop.receive("g", "t", 32, 10_000, now=T0 + 20_000):
+        later += batch
+    assert held.message.body not in bodies(later)
+    assert pop.ack("g", "t", [handle]) == [Settled.DONE]
+
+
+def test_a_released_message_comes_back_after_its_delay_with_its_next_attempt(pop):
+    (held,) = pop.receive("g", "t", 1, 60_000, now=T0)
+    pop.release("g", "t", held.receipt_handle, 1_000, now=T0)
+    while pop.receive("g", "t", 32, 60_000, now=T0 + 500):
+        pass
+    (again,) = pop.receive("g", "t", 1, 60_000, now=T0 + 1_000)
+    assert (again.message.msg_id, again.attempt) == (held.message.msg_id, 2)
+
+
+def test_tag_filters_apply_as_for_pull(pop):
+    popped = []
+    while batch := pop.receive("g", "t", 32, 10_000, "B", now=T0):
+        popped += batch
+    assert sorted(bodies(popped)) == sorted(b"m%d" % i for i in range(100) if i % 3 == 0)
+
+
+def test_bad_arguments_and_handles_are_refused(pop):
+    for max_messages, invisible_ms in [(0, 10_000), (1, 0)]:
+        with pytest.raises(InvalidArgument):
+            pop.receive("g", "t", max_messages, invisible_ms)
+    (held,) = pop.receive("g", "t", 1, 10_000, now=T0)
+    for handle in ["nonsense", held.receipt_handle[:-2] + "AA"]:
+        with pytest.raises(InvalidReceiptHandle):
+            pop.ack("g", "t", [handle]) if handle == "nonsense" else pop.change_invisible("g", "t", handle, 10_000)
+    assert pop.ack("g", "t", [held.receipt_handle]) == [Settled.DONE]
+
+
+def test_concurrent_receivers_never_hold_one_message_at_once_and_ack_each_once(pop):
+    pop.store.create_topic(TopicConfig(name="many", queues=8))
+    for start in range(0, 4000, 500):
+        pop.store.put("many", [Message(b"%d" % i, queue=i % 8) for i in range(start, start + 500)])
+    acked: Counter = Counter()
+    lock, receivers = threading.Lock(), set()
+
+    def consumer(index: int) -> None:
+        rng, now = random.Random(index), T0
+        while True:
+            batch = pop.receive("g", "many", 7, 1_000, now=now)
+            if not batch:
+                return
+            receivers.add(index)
+            give_back = [p for p in batch if rng.random() < 0.1]
+            done = [p for p in batch if p not in give_back]
+            outcomes = pop.ack("g", "many", [p.receipt_handle for p in done])
+            assert outcomes == [Settled.DONE] * len(done)  # no other consumer held them meanwhile
+            for p in give_back:
+                pop.release("g", "many", p.receipt_handle, 0, now=now)
+            with lock:
+                acked.update(p.message.msg_id for p in done)
+
+    threads = [threading.Thread(target=consumer, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    while leftovers := pop.receive("g", "many", 32, 1_000, now=T0):  # given back as the others finished
+        pop.ack("g", "many", [p.receipt_handle for p in leftovers])
+        acked.update(p.message.msg_id for p in leftovers)
+    assert len(acked) == 4000 and set(acked.values()) == {1}
+    assert len(receivers) > 1  # they did run at once

@@ -13,8 +13,7 @@ import pytest
 
 from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle
 from tidemq_protocol.message import Message
-from tidemq_store import TopicConfig
-from tidemq_store.embedded.pop import RocksPopLedger
+from tidemq_store import GroupConfig, TopicConfig
 from tidemq_store.pop.api import Settled
 from tidemq_store.pop.receive import PopConsumption
 
@@ -22,12 +21,10 @@ T0 = 1_000_000
 
 
 @pytest.fixture
-def pop(store, tmp_path):
+def pop(store):
     store.create_topic(TopicConfig(name="t", queues=4))
     store.put("t", [Message(b"m%d" % i, queue=i % 4, tag="A" if i % 3 else "B") for i in range(100)])
-    ledger = RocksPopLedger(tmp_path / "pop", sync=False)
-    yield PopConsumption(store, ledger)
-    ledger.close()
+    return PopConsumption(store, store.pop_ledger)
 
 
 def bodies(popped) -> list[bytes]:
@@ -136,3 +133,26 @@ def test_concurrent_receivers_never_hold_one_message_at_once_and_ack_each_once(p
         acked.update(p.message.msg_id for p in leftovers)
     assert len(acked) == 4000 and set(acked.values()) == {1}
     assert len(receivers) > 1  # they did run at once
+
+
+def test_a_topic_or_group_deleted_takes_its_ledgers_with_it(pop):
+    assert len(pop.receive("g", "t", 32, 10_000, now=T0)) == 32
+    pop.store.create_group(GroupConfig(name="g"))
+    pop.store.delete_group("g")
+    assert len(pop.receive("g", "t", 32, 10_000, now=T0)) == 32  # afresh: every message again
+    pop.store.delete_topic("t")
+    pop.store.create_topic(TopicConfig(name="t", queues=4))
+    pop.store.put("t", [Message(b"new %d" % i, queue=i % 4) for i in range(8)])
+    assert sorted(bodies(pop.receive("g", "t", 32, 10_000, now=T0))) == sorted(b"new %d" % i for i in range(8))
+
+
+def test_a_store_with_a_cold_tier_keeps_the_ledger_of_its_hot_store(open_test_store, tmp_path):
+    store = open_test_store(tier="posix", tier_path=tmp_path / "tier")
+    store.create_topic(TopicConfig(name="t", queues=2))
+    store.put("t", [Message(b"%d" % i, queue=i % 2) for i in range(10)])
+    assert store.pop_ledger is store.hot.pop_ledger
+    popped = PopConsumption(store, store.pop_ledger).receive("g", "t", 32, 10_000, now=T0)
+    assert sorted(bodies(popped)) == sorted(b"%d" % i for i in range(10))
+    store.close()
+    store = open_test_store(tier="posix", tier_path=tmp_path / "tier")  # the ledger outlives the process
+    assert PopConsumption(store, store.pop_ledger).receive("g", "t", 32, 10_000, now=T0) == []

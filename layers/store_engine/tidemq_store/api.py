@@ -39,6 +39,7 @@ from .model import (
     TopicConfig,
     validated,
 )
+from .pop.api import PopLedger
 from .reads import QueueRead, ReadRequest
 
 UNSET = object()
@@ -82,7 +83,7 @@ class MaintenanceReport:
     upload_lag_seconds: float = 0.0
 
 
-_OPENING_KV = threading.Lock()
+_OPENING = threading.Lock()  # a store's KV namespaces and pop ledger are opened once
 
 
 class MessageStore(ABC):
@@ -280,7 +281,7 @@ class MessageStore(ABC):
     def kv(self) -> KeyValueStore:
         """The store's KV namespaces (kv/api.py), opened (and on the embedded engine recovered) at first use."""
         if self._kv is None:
-            with _OPENING_KV:
+            with _OPENING:
                 if self._kv is None:
                     self._kv = self.open_kv()
         return self._kv
@@ -294,6 +295,29 @@ class MessageStore(ABC):
         if self._kv is not None:
             self._kv.close()
             self._kv = None
+
+    # ---- pop consumption (pop/) -------------------------------------------------------------------
+
+    _pop_ledger: PopLedger | None = None
+
+    @property
+    def pop_ledger(self) -> PopLedger:
+        """The pop groups' ledgers (pop/api.py), opened at first use."""
+        if self._pop_ledger is None:
+            with _OPENING:
+                if self._pop_ledger is None:
+                    self._pop_ledger = self.open_pop_ledger()
+        return self._pop_ledger
+
+    def open_pop_ledger(self) -> PopLedger:
+        """The backend's PopLedger."""
+        raise NotImplementedError(f"{type(self).__name__} has no pop ledger")
+
+    def close_pop_ledger(self) -> None:
+        """Close the pop ledger if it was opened (each backend's `close` calls this first)."""
+        if self._pop_ledger is not None:
+            self._pop_ledger.close()
+            self._pop_ledger = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

@@ -74,6 +74,7 @@ class MetadataOperations(StoreParts):
             self._check_open()
             config = self.get_topic(name)
             self.meta.delete_topic(config)
+            self.pop_ledger.forget_topic(name)  # a topic made again under the name starts every group afresh
             self.cq.drop_topic(name)
             self.cq.flush()  # the ConsumeQueue has no WAL: make the drop durable before anyone reuses the name
             for key in [key for key in self._next_offsets if key[0] == name]:
@@ -113,6 +114,7 @@ class MetadataOperations(StoreParts):
             self._check_open()
             self.get_group(name)
             self.meta.delete_group(name)
+            self.pop_ledger.forget_group(name)
 
     def commit_offsets(
         self, group: str, topic: str, offsets: Mapping[int, int], expected: Mapping[int, int | None] | None = None

@@ -55,6 +55,7 @@ from ..errors import StoreLocked
 from ..hot import HotStore, PutListener, QueueExtent, StoredBatch
 from ..kv.api import KeyValueStore
 from ..model import PutResult, QueueOffsets, check_page_limit, check_queue
+from ..pop.api import PopLedger
 from ..reads import ReadRequest, RunsRead, check_read
 from ..selection import scan_size, select_runs
 from ..threads import background_thread
@@ -298,10 +299,16 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
 
         return EmbeddedKeyValueStore(store, self.config.home / "kv", self.config.metadata_sync)
 
+    def open_pop_ledger(self) -> PopLedger:
+        from .pop import RocksPopLedger
+
+        return RocksPopLedger(self.config.home / "pop", self.config.metadata_sync)
+
     def close(self) -> None:
         if self._closed:
             return
         self.close_kv()
+        self.close_pop_ledger()
         self._stop.set()
         self._maintenance.join()
         if self.commitlog.failure is None:  # a failed store is recovered from its last good checkpoint

@@ -154,3 +154,6 @@ class PopLedger(ABC):
     @abstractmethod
     def forget_topic(self, topic: str) -> None:
         """Delete every group's ledgers of the topic (topic deletion)."""
+
+    def close(self) -> None:  # noqa: B027 (a ledger with nothing to release keeps the default)
+        """Release what the ledger holds open."""

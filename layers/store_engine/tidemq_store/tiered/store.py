@@ -43,6 +43,7 @@ from ..model import (
     TopicConfig,
     check_queue,
 )
+from ..pop.api import PopLedger
 from ..reads import QueueRead, ReadRequest, RunsRead, check_read
 from .cache import ReadAheadCache, read_cold
 from .container import TieredQueue
@@ -312,6 +313,11 @@ class TieredMessageStore(MessageStore):
 
     def open_kv(self) -> KeyValueStore:
         return self.hot.open_kv_over(self)
+
+    @property
+    def pop_ledger(self) -> PopLedger:
+        """The hot store's: pop state is no part of what the tier holds."""
+        return self.hot.pop_ledger
 
     def close(self) -> None:
         if self._closed:

@@ -1,21 +1,44 @@
-"""The embedded pop ledger on real RocksDB files: claims and settlements hold their conditions (one claim of two
-that read the same state wins; a handle names one delivery), concurrent receivers never claim one offset twice,
-and what was written is there after the store is opened again."""
+"""The pop ledgers, each test on both: the embedded one on real RocksDB files and the serverless one on DynamoDB (a
+moto server over HTTP, or LocalStack): claims and settlements hold their conditions (one claim of two that read the
+same state wins; a handle names one delivery), concurrent receivers never claim one offset twice, and what was
+written is there after the ledger is opened again."""
 
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pytest
 
 from tidemq_protocol.errors import InvalidReceiptHandle
 from tidemq_store.embedded.pop import RocksPopLedger
-from tidemq_store.pop.api import Claim, Entry, QueueLedger, Receipt, Settled, Settlement
+from tidemq_store.pop.api import Claim, Entry, PopLedger, QueueLedger, Receipt, Settled, Settlement
+from tidemq_store.serverless.pop import DynamoDbPopLedger
+from tidemq_store.serverless.tables import Tables
+
+
+@pytest.fixture(params=["embedded", pytest.param("serverless", marks=pytest.mark.local_aws)])
+def open_ledger(request, tmp_path):
+    """Open the backend's ledger (each opening sees what the ones before wrote; the caller closes it). The
+    serverless one is marked `local_aws`, so `make test-localstack` runs it too."""
+    if request.param == "serverless":
+        request.getfixturevalue("aws_env")
+        tables = Tables(f"pop{uuid.uuid4().hex[:8]}")
+        tables.create_missing()
+
+    def opener(sync: bool = True) -> PopLedger:
+        if request.param == "serverless":
+            ledger: PopLedger = DynamoDbPopLedger(Tables(tables.prefix))  # its own connections, as another process
+        else:
+            ledger = RocksPopLedger(tmp_path / "pop", sync=sync)
+        return ledger
+
+    return opener
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    ledger = RocksPopLedger(tmp_path / "pop", sync=False)
+def ledger(open_ledger):
+    ledger = open_ledger(sync=False)
     yield ledger
     ledger.close()
 
@@ -89,14 +112,21 @@ def test_receipt_handles_round_trip_and_anything_else_is_refused():
             Receipt.of(handle)
 
 
-def test_concurrent_receivers_claim_each_offset_once(ledger):
+@pytest.fixture
+def claimed_through(request) -> int:
+    """How far the concurrent receivers claim: each read returns every entry claimed so far, and a moto server
+    answers a few hundred requests a second, so the serverless run stops sooner (it still takes many rounds)."""
+    return 2000 if request.node.callspec.params["open_ledger"] == "embedded" else 300
+
+
+def test_concurrent_receivers_claim_each_offset_once(ledger, claimed_through):
     claimed: list[list[int]] = [[] for _ in range(8)]
 
     def receiver(index: int) -> None:
         nonce = index << 32
         while True:
             ledger_now = ledger.read("g", "t", 0)
-            if ledger_now.cursor >= 2000:
+            if ledger_now.cursor >= claimed_through:
                 return
             nonce += 1
             new = [held(offset, nonce) for offset in range(ledger_now.cursor, ledger_now.cursor + 7)]
@@ -109,19 +139,19 @@ def test_concurrent_receivers_claim_each_offset_once(ledger):
     for thread in threads:
         thread.join()
     every = sorted(offset for offsets in claimed for offset in offsets)
-    assert every == list(range(len(every))) and len(every) >= 2000
+    assert every == list(range(len(every))) and len(every) >= claimed_through
     assert sum(1 for offsets in claimed if offsets) > 1  # they did run at once
     assert len(ledger.read("g", "t", 0).entries) == len(every)
 
 
-def test_the_ledger_is_there_after_reopening_and_groups_and_topics_are_forgotten(tmp_path):
-    ledger = RocksPopLedger(tmp_path / "pop", sync=True)
+def test_the_ledger_is_there_after_reopening_and_groups_and_topics_are_forgotten(open_ledger):
+    ledger = open_ledger()
     for group in ("g", "h"):
         for topic in ("t", "t2"):
             ledger.claim(group, topic, 1, Claim(0, 2, (held(0, 1), held(1, 2))))
     ledger.settle("g", "t", [Settlement(Receipt(1, 0, 1))])
     ledger.close()
-    ledger = RocksPopLedger(tmp_path / "pop", sync=True)
+    ledger = open_ledger()
     assert ledger.read("g", "t", 1) == QueueLedger(2, (held(1, 2),))
     ledger.forget_topic("t")
     assert ledger.read("g", "t", 1) == QueueLedger(0) and ledger.read("h", "t", 1) == QueueLedger(0)

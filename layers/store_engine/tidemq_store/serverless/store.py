@@ -7,7 +7,8 @@ directory (EFS in AWS) and DynamoDB, with no process that owns a queue (RIP-20's
     appender.py     the put: a batch appended to the writer's segment file, then sequenced
     segments.py     the records: each writer's own files on the shared directory
     queue_index.py  the sequencing protocol: offsets, dense and ordered, from one DynamoDB write per batch
-    tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches
+    tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches, pop_ledger
+    pop.py          the pop groups' ledgers (pop consumption's state)
     cold.py         the cold tier as this backend reads it
     maintenance.py  the scheduled run: upload to the cold tier, retention, deleting unreferenced files
     arrivals.py     long polling: the waits of one process share one poll of the queues waited on
@@ -49,6 +50,7 @@ from ..model import (
     check_page_limit,
     check_queue,
 )
+from ..pop.api import PopLedger
 from ..reads import DecodedRead, ReadRequest, check_read, matching
 from ..selection import scan_size
 from .appender import Appender
@@ -118,11 +120,12 @@ class ServerlessMessageStore(MessageStore):
         return self.metadata.update_topic(name, retention_ms=retention_ms, queues=queues, attributes=attributes)
 
     def delete_topic(self, name: str) -> None:
-        """The topic's item, then its queues' items, every group's offsets of it and its tier files."""
+        """The topic's item, then its queues' items, every group's offsets and pop ledgers of it and its tier files."""
         config = self.metadata.delete_topic(name)
         for queue in range(config.queues):
             self.index.drop(name, queue)
         self.offsets.forget_topic(name)
+        self.pop_ledger.forget_topic(name)  # a topic made again under the name starts every pop group afresh
         if self.tier is not None:
             self.tier.forget(name)
 
@@ -162,6 +165,7 @@ class ServerlessMessageStore(MessageStore):
         offsets behind the deletion (a commit made before it is in the `by_group` index within a second or so)."""
         self.metadata.delete_group(name)
         self.offsets.forget_group(name)
+        self.pop_ledger.forget_group(name)
 
     # ---- offsets (offsets.py) --------------------------------------------------------------------
 
@@ -388,7 +392,13 @@ class ServerlessMessageStore(MessageStore):
 
         return ServerlessKeyValueStore(self.tables)
 
+    def open_pop_ledger(self) -> PopLedger:
+        from .pop import DynamoDbPopLedger
+
+        return DynamoDbPopLedger(self.tables)
+
     def close(self) -> None:
+        self.close_pop_ledger()
         self.close_kv()
         self.writer.close()
         if self.tier is not None:

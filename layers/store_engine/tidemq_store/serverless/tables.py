@@ -25,6 +25,11 @@ kv_entries     namespace (hash) | key (range)
 kv_changes     namespace (hash) | revision (range)
          -> previous, kind, key, value, version, expires_at_ms: the change that made the revision, for
             watches; `purge_at` (DynamoDB TTL, epoch s): the namespace's history_ms after the change
+pop_ledger     "group#topic" (hash) | slot (range)
+         -> a pop group's ledger of a topic's queues (serverless/pop.py): slot "queue" (10 digits) holds the
+            queue's cursor (and group, topic: the sparse indexes `by_group` (group | topic) and `by_topic`
+            (topic | group) list a group's or a topic's ledgers), slot "queue/offset" (20 digits) an entry:
+            attempt, nonce, visible_at_ms
 
 A TTLAttribute names the table's DynamoDB TTL attribute: pynamodb enables TTL on it when it makes the table.
 """
@@ -179,9 +184,33 @@ class Tables:
             expires_at_ms = NumberAttribute(null=True)
             purge_at = TTLAttribute()
 
+        class PopLedgersByGroup(GlobalSecondaryIndex):
+            Meta = _index("by_group")
+            group = UnicodeAttribute(hash_key=True)
+            topic = UnicodeAttribute(range_key=True)
+
+        class PopLedgersByTopic(GlobalSecondaryIndex):
+            Meta = _index("by_topic")
+            topic = UnicodeAttribute(hash_key=True)
+            group = UnicodeAttribute(range_key=True)
+
+        class PopLedger(Model):
+            Meta = _meta("pop_ledger", prefix, host, region)
+            ledger = UnicodeAttribute(hash_key=True)  # "group#topic"
+            slot = UnicodeAttribute(range_key=True)  # "queue" (the cursor) | "queue/offset" (an entry)
+            cursor = NumberAttribute(null=True)
+            group = UnicodeAttribute(null=True)  # cursor items only: the sparse indexes list ledgers, not entries
+            topic = UnicodeAttribute(null=True)
+            attempt = NumberAttribute(null=True)
+            nonce = NumberAttribute(null=True)
+            visible_at_ms = NumberAttribute(null=True)
+            by_group = PopLedgersByGroup()
+            by_topic = PopLedgersByTopic()
+
         self.topics, self.groups, self.users = (_configs(table, prefix, host, region) for table in CONFIG_TABLES)
         self.offsets, self.queues, self.batches = Offsets, Queues, Batches
         self.kv_namespaces, self.kv_entries, self.kv_changes = KvNamespaces, KvEntries, KvChanges
+        self.pop_ledger = PopLedger
         self.connection = Connection(
             region=region,
             host=host,
@@ -197,6 +226,6 @@ class Tables:
 
     def create_missing(self) -> None:
         messages = (self.topics, self.groups, self.users, self.offsets, self.queues, self.batches)
-        for model in (*messages, self.kv_namespaces, self.kv_entries, self.kv_changes):
+        for model in (*messages, self.kv_namespaces, self.kv_entries, self.kv_changes, self.pop_ledger):
             if not model.exists():
                 model.create_table(wait=True)

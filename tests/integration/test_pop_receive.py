@@ -1,15 +1,18 @@
-"""Pop consumption over the embedded store and its RocksDB ledger, in process: receives take from every queue, each
-message is held by one delivery at a time, comes back with attempt + 1 when its visible time ends, and is gone for
-good once acked; handles name one delivery; concurrent receivers share a topic without holding one message twice.
-Time is passed in (`now`), never slept."""
+"""Pop consumption in process, over each backend and its ledger (the embedded store and RocksDB; the serverless store
+and DynamoDB, on a moto server over HTTP or LocalStack): receives take from every queue, each message is held by one
+delivery at a time, comes back with attempt + 1 when its visible time ends, and is gone for good once acked; handles
+name one delivery; concurrent receivers share a topic without holding one message twice. Time is passed in (`now`),
+never slept."""
 
 from __future__ import annotations
 
 import random
 import threading
+import uuid
 from collections import Counter
 
 import pytest
+from pynamodb.signals import pre_dynamodb_send
 
 from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle
 from tidemq_protocol.message import Message
@@ -18,6 +21,15 @@ from tidemq_store.pop.api import Settled
 from tidemq_store.pop.receive import PopConsumption
 
 T0 = 1_000_000
+
+
+@pytest.fixture(params=["embedded", pytest.param("serverless", marks=pytest.mark.local_aws)])
+def store(request, open_test_store, tmp_path):
+    """The backend's store (the serverless one marked `local_aws`, so `make test-localstack` runs it too)."""
+    if request.param == "embedded":
+        return open_test_store()
+    request.getfixturevalue("aws_env")
+    return open_test_store(backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=f"p{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture
@@ -156,3 +168,32 @@ def test_a_store_with_a_cold_tier_keeps_the_ledger_of_its_hot_store(open_test_st
     store.close()
     store = open_test_store(tier="posix", tier_path=tmp_path / "tier")  # the ledger outlives the process
     assert PopConsumption(store, store.pop_ledger).receive("g", "t", 32, 10_000, now=T0) == []
+
+
+@pytest.mark.local_aws  # make test-localstack runs it too
+def test_a_serverless_receive_of_32_and_one_ack_of_them_cost_the_ledger_under_a_tenth_of_a_request_each(
+    open_test_store, tmp_path, aws_env
+):
+    """Counted, not timed: the ledger's part is a Query and a transaction for the receive (one queue) and one
+    transaction for the ack; the store adds its own two reads (the topic's config, the queue's item)."""
+    store = open_test_store(backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=f"p{uuid.uuid4().hex[:8]}")
+    store.create_topic(TopicConfig(name="t", queues=1))
+    store.put("t", [Message(b"%d" % i) for i in range(64)])
+    pop = PopConsumption(store, store.pop_ledger)
+    sent: list[tuple[str, str | None]] = []
+
+    def count(_sender, *, operation_name: str, table_name: str | None, **_) -> None:
+        sent.append((operation_name, table_name))
+
+    pre_dynamodb_send.connect(count)
+    try:
+        before = store.tables.requests
+        popped = pop.receive("g", "t", 32, 30_000, now=T0)
+        assert pop.ack("g", "t", [p.receipt_handle for p in popped]) == [Settled.DONE] * 32
+        requests = store.tables.requests - before
+    finally:
+        pre_dynamodb_send.disconnect(count)
+    ledger = [op for op, table in sent if table == f"{store.tables.prefix}-pop_ledger" or op == "TransactWriteItems"]
+    assert len(popped) == 32 and len(ledger) == len(sent) - 2 == requests - 2
+    assert len(ledger) <= 0.1 * 32  # 3: the read, the claim, the ack
+    assert requests <= 5  # with the store's reads of the topic and the queue

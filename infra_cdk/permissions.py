@@ -43,10 +43,12 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
     # produce: the topic (cached), who pushes from it (groups), the caller (users); sequencing and indexing a
     # batch write the queue's item and the batch items
     "produce": {"topics": READ, "groups": READ, "users": READ, "queues": WRITE, "batches": WRITE},
-    # consume: the queue's item and batch items, read; long polls BatchGetItem the queues' items
-    "consume": {"topics": READ, "users": READ, "queues": READ, "batches": READ},
-    # admin: every route of the admin API (topics, groups, users, offsets, tier upload now)
-    "admin": {name: WRITE for name in ("topics", "groups", "users", "offsets", "queues", "batches")},
+    # consume: the queue's item and batch items, read; long polls BatchGetItem the queues' items; pop consumption's
+    # receives and acks claim and settle in its groups' ledgers (pop/receive.py: conditional transactions)
+    "consume": {"topics": READ, "users": READ, "queues": READ, "batches": READ, "pop_ledger": WRITE},
+    # admin: every route of the admin API (topics, groups, users, offsets, tier upload now); deleting a topic or a
+    # group deletes its pop ledgers (found through the table's indexes)
+    "admin": {name: WRITE for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger")},
     # kv: the caller (users), and the KV namespaces, their keys and their changes (conditional transactions)
     "kv": {"users": READ, "kv_namespaces": WRITE, "kv_entries": WRITE, "kv_changes": WRITE},
     # push: reads the group and what it delivers, commits offsets (a transaction conditioned on the group's item),

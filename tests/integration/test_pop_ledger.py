@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
-from tidemq_protocol.errors import InvalidReceiptHandle
+from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle
 from tidemq_store.embedded.pop import RocksPopLedger
 from tidemq_store.pop.api import Claim, Entry, PopLedger, QueueLedger, Receipt, Settled, Settlement
-from tidemq_store.serverless.pop import DynamoDbPopLedger
+from tidemq_store.serverless.pop import MOST_DELIVERED, DynamoDbPopLedger
 from tidemq_store.serverless.tables import Tables
 
 
@@ -160,3 +160,25 @@ def test_the_ledger_is_there_after_reopening_and_groups_and_topics_are_forgotten
     assert ledger.read("g", "t2", 1) == QueueLedger(0)
     assert ledger.read("h", "t2", 1).cursor == 2
     ledger.close()
+
+
+def test_a_claim_drops_any_number_of_entries(ledger):
+    for start in (0, 75):
+        assert ledger.claim(
+            "g", "t", 0, Claim(start, start + 75, tuple(held(o, o + 1) for o in range(start, start + 75)))
+        )
+    gone = tuple(held(o, o + 1) for o in range(150))  # retention took their messages, say
+    assert ledger.claim("g", "t", 0, Claim(150, 150, dropped=gone, replaced={o: o + 1 for o in range(150)}))
+    assert ledger.read("g", "t", 0) == QueueLedger(150)
+
+
+@pytest.mark.local_aws
+def test_a_serverless_claim_delivering_more_than_a_transaction_holds_is_refused(open_test_store, tmp_path, aws_env):
+
+    store = open_test_store(
+        backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=f"pop{uuid.uuid4().hex[:8]}"
+    )
+    many = tuple(held(o, o + 1) for o in range(MOST_DELIVERED + 1))
+    with pytest.raises(InvalidArgument, match="at most 99"):
+        store.pop_ledger.claim("g", "t", 0, Claim(0, len(many), many))
+    assert store.pop_ledger.read("g", "t", 0) == QueueLedger(0)

@@ -3,10 +3,16 @@ each answers for a handle that names no current delivery, and the bounds a reque
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
 
+from tests.e2e.test_cli import command, environment
 from tests.gateways import gateway_as_admin
+from tidemq import SimpleConsumer
 from tidemq.httpx_auth import signed_client
+from tidemq_protocol.errors import InvalidReceiptHandle
 
 
 @pytest.fixture(params=["embedded"])
@@ -77,3 +83,39 @@ def test_requests_out_of_bounds_are_refused_and_change_nothing(http, path, body,
 def test_a_group_or_topic_that_does_not_exist_is_a_404(http):
     assert http.post("/v1/groups/nobody/topics/orders/receive", json={}).status_code == 404
     assert http.post("/v1/groups/billing/topics/nothing/receive", json={}).status_code == 404
+
+
+def test_the_sdk_simple_consumer(http):
+    with SimpleConsumer("orders", "billing", url=str(http.base_url), invisible_ms=10_000) as consumer:
+        received = consumer.receive(max_messages=32, wait_ms=1000)
+        assert len(received) == 32 and all(m.body_bytes().startswith(b"order ") for m in received)
+        consumer.ack(received[0])
+        consumer.ack(received[0].receipt_handle)  # acked before: succeeds again
+        assert consumer.ack_all(received[1:3]) == ["acked", "acked"]
+        handle = consumer.change_invisible(received[3], 60_000)
+        with pytest.raises(InvalidReceiptHandle):
+            consumer.ack(received[3])  # its handle was spent by the change
+        consumer.ack(handle)
+        consumer.release(received[4])
+        rest = consumer.receive(max_messages=32)  # the 8 not received yet, and the one given back
+        assert len(rest) == 9 and {m.attempt for m in rest if m.msg_id == received[4].msg_id} == {2}
+
+
+def test_the_command_line_receives_and_acks(http):
+    def tidemq(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command(str(http.base_url), *args), capture_output=True, text=True, timeout=60, env=environment()
+        )
+
+    received = tidemq("receive", "orders", "-g", "billing", "-n", "3", "--invisible-ms", "10000")
+    assert received.returncode == 0, received.stderr
+    handles = [json.loads(line)["receipt_handle"] for line in received.stdout.splitlines()]
+    assert len(handles) == 3
+    acked = tidemq("ack", "orders", "-g", "billing", *handles)
+    assert acked.returncode == 0 and acked.stdout.count(": acked") == 3, acked.stdout + acked.stderr
+    again = tidemq("ack", "orders", "-g", "billing", "A" * 28)
+    assert (again.returncode, again.stderr) == (1, f"tidemq: {'A' * 28!r} is not a receipt handle\n")
+    raw = tidemq("receive", "orders", "-g", "billing", "--ack", "-o", "raw")  # 32 at most, the server's bound
+    assert len(raw.stdout.splitlines()) == 32 and raw.returncode == 0
+    assert len(tidemq("receive", "orders", "-g", "billing", "--ack").stdout.splitlines()) == 5
+    assert tidemq("receive", "orders", "-g", "billing").stdout == ""  # every message acked

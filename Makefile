@@ -109,6 +109,7 @@ bench: $(INSTALLED)
 	$(PY) bench/engine.py
 	$(PY) bench/topics.py
 	$(PY) bench/http_api.py
+	$(PY) bench/pop.py
 	$(PY) bench/transport.py
 	$(PY) bench/send_floor.py
 	$(PY) bench/tier.py

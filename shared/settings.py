@@ -10,7 +10,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Annotated
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from tidemq_protocol.errors import TideMQError
@@ -90,6 +90,27 @@ class Settings(StoreConfig):
     max_get_wait_ms: int = Field(
         default=20_000, ge=0, description="Longest long-poll wait (`wait_ms`) one consume may ask for."
     )
+
+    pop_max_messages: int = Field(
+        default=32, ge=1, le=1000, description="Most messages one pop receive may ask for (RocketMQ's limit: 32)."
+    )
+    pop_invisible_ms: int = Field(
+        default=30_000, ge=1, description="How long a received message is held when the receive does not say."
+    )
+    pop_min_invisible_ms: int = Field(
+        default=10_000, ge=1, description="Shortest invisible time a receive or a change may ask for."
+    )
+    pop_max_invisible_ms: int = Field(
+        default=43_200_000, ge=1, description="Longest invisible time a receive or a change may ask for (12 h)."
+    )
+
+    @model_validator(mode="after")
+    def _pop_bounds(self) -> Settings:
+        if not self.pop_min_invisible_ms <= self.pop_invisible_ms <= self.pop_max_invisible_ms:
+            raise ValueError(
+                "TIDEMQ_POP_INVISIBLE_MS must lie between TIDEMQ_POP_MIN_INVISIBLE_MS and TIDEMQ_POP_MAX_INVISIBLE_MS"
+            )
+        return self
 
     push_mode: PushMode = Field(
         default=PushMode.LOCAL, description="local: a worker thread pool; lambda: async invoke."

@@ -10,7 +10,8 @@ A request the schema allows is refused only for what the store holds now, and sa
 for it: 404 when what the URL names does not exist (the topic of `/v1/topics/orders`, queue 5 of
 `.../queues/5/messages`), 409 when the request conflicts with the current state: a topic or queue named in the body
 that does not exist (a commit on topic `orders` before it is created), an offset outside the queue's range, fewer
-queues than the topic has, the push subscription of a group that pulls. A client that validates against the document
+queues than the topic has, the push subscription of a group that pulls, a receipt handle that names no current
+delivery. A client that validates against the document
 before sending gets nothing else.
 """
 
@@ -38,6 +39,7 @@ from tidemq_protocol.errors import (
     GroupNotFound,
     InvalidArgument,
     InvalidBatch,
+    InvalidReceiptHandle,
     KeyNotFound,
     MessageNotFound,
     MessageTooLarge,
@@ -84,6 +86,7 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     NoPushSubscription: 409,
     PolicyConflict: 409,
     OffsetOutOfRange: 409,
+    InvalidReceiptHandle: 409,
     NamespaceExists: 409,
     BrokerExists: 409,
     BrokerReadOnly: 409,

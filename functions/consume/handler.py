@@ -1,17 +1,21 @@
-"""Consume function: read a queue from an offset, with tag filter and long polling."""
+"""Consume function: read a queue from an offset, with tag filter and long polling; or pop: receive messages held
+for an invisible time, and ack them, change their invisible time or give them back."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.api.auth import require
 from functions.api.binary import binary_response
 from functions.api.errors import responses
-from functions.api.params import QueueInPath, TopicInPath
+from functions.api.params import GroupInPath, QueueInPath, TopicInPath
+from functions.api.pop_requests import ChangeInvisibleRequest, ReceiveRequest, ReleaseRequest
 from functions.api.resolver import lambda_entry, new_resolver
+from functions.logic import pop
 from functions.logic.consume import consume, consume_records
 from functions.observability import metrics
 from functions.store import get_store
@@ -20,6 +24,14 @@ from tidemq_protocol import acl, codec
 from tidemq_protocol.acl import Action
 from tidemq_protocol.api.common import MAX_JSON_INTEGER, TagFilterText
 from tidemq_protocol.api.messages import ConsumeResponse, MessageView
+from tidemq_protocol.api.pop import (
+    AckRequest,
+    AckResponse,
+    AckResult,
+    ChangeInvisibleResponse,
+    ReceivedMessage,
+    ReceiveResponse,
+)
 from tidemq_protocol.limits import MIB
 
 app = new_resolver()
@@ -86,6 +98,59 @@ def consume_binary(
     batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=batch.count)
     return binary_response(codec.encode_consume(batch), codec.CONTENT_TYPE, app.current_event)
+
+
+# ---- pop -----------------------------------------------------------------------------------------
+# Each is Sub on the group and on the topic.
+
+POP_ERRORS = (415, 400, 404, 409, 503)
+
+
+@app.post("/v1/groups/<group>/topics/<topic>/receive", tags=["pop"], responses=responses(*POP_ERRORS))
+def receive(group: GroupInPath, topic: TopicInPath, request: ReceiveRequest) -> ReceiveResponse:
+    """Receive up to `max_messages` messages of the topic from any of its queues, each held for this consumer for
+    `invisible_ms` and then delivered again (attempt + 1) unless acked first; a message the group holds is never
+    delivered to two consumers at once."""
+    require((acl.group(group), Action.SUB), (acl.topic(topic), Action.SUB))
+    popped = pop.receive(
+        get_store(), LIMITS, group, topic, request.max_messages, request.invisible_ms, request.wait_ms, request.tag
+    )
+    metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=len(popped))
+    return ReceiveResponse.model_construct(
+        messages=[ReceivedMessage.held(p.message, p.receipt_handle, p.attempt, p.invisible_until_ms) for p in popped]
+    )
+
+
+@app.post("/v1/groups/<group>/topics/<topic>/ack", tags=["pop"], responses=responses(*POP_ERRORS))
+def ack(group: GroupInPath, topic: TopicInPath, request: AckRequest) -> AckResponse:
+    """Ack deliveries: each message is gone for the group for good. Each handle's result says what it became."""
+    require((acl.group(group), Action.SUB), (acl.topic(topic), Action.SUB))
+    statuses = pop.ack(get_store(), group, topic, request.receipt_handles)
+    return AckResponse.model_construct(
+        results=[
+            AckResult.model_construct(receipt_handle=handle, status=status)
+            for handle, status in zip(request.receipt_handles, statuses, strict=True)
+        ]
+    )
+
+
+@app.post("/v1/groups/<group>/topics/<topic>/change-invisible", tags=["pop"], responses=responses(*POP_ERRORS))
+def change_invisible(
+    group: GroupInPath, topic: TopicInPath, request: ChangeInvisibleRequest
+) -> ChangeInvisibleResponse:
+    """Hold a delivery for `invisible_ms` from now, under a new receipt handle (the one sent is spent; a handle
+    that names no current delivery is a 400, InvalidReceiptHandle)."""
+    require((acl.group(group), Action.SUB), (acl.topic(topic), Action.SUB))
+    held = pop.change_invisible(get_store(), LIMITS, group, topic, request.receipt_handle, request.invisible_ms)
+    return ChangeInvisibleResponse.model_construct(**held._asdict())
+
+
+@app.post("/v1/groups/<group>/topics/<topic>/release", tags=["pop"], responses=responses(*POP_ERRORS, ok=204))
+def release(group: GroupInPath, topic: TopicInPath, request: ReleaseRequest):
+    """Give a delivery back: the message is delivered again after `delay_ms`, its next attempt."""
+    require((acl.group(group), Action.SUB), (acl.topic(topic), Action.SUB))
+    pop.release(get_store(), LIMITS, group, topic, request.receipt_handle, request.delay_ms)
+    return Response(204)
 
 
 lambda_handler = lambda_entry(app)

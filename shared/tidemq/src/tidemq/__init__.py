@@ -9,6 +9,9 @@
     with Consumer("orders", group="billing", tag="new") as consumer:
         messages = consumer.poll()
         consumer.commit()
+    with SimpleConsumer("orders", group="workers") as consumer:  # pop: tidemq.simple_consumer
+        for message in consumer.receive(wait_ms=10_000):
+            consumer.ack(message)
     KV().put("config", "feature/dark-mode", b"on")  # KV namespaces: tidemq.kv
     Container("http://127.0.0.1:10811").list_brokers()  # a BrokerContainer (RIP-31): tidemq.container
 
@@ -41,6 +44,7 @@ _EXPORTS = {
     "Producer": "tidemq.producer",
     "SendResult": "tidemq.producer",
     "ServerUnreachable": "tidemq.errors",
+    "SimpleConsumer": "tidemq.simple_consumer",
     "default_url": "tidemq.client",
     "verify_push_signature": "tidemq_protocol.push_signature",
 }
@@ -58,6 +62,7 @@ __all__ = [
     "Producer",
     "SendResult",
     "ServerUnreachable",
+    "SimpleConsumer",
     "default_url",
     "verify_push_signature",
 ]
@@ -86,3 +91,4 @@ if TYPE_CHECKING:
     from .errors import ApiError, ServerUnreachable
     from .kv import KV, KeyValue
     from .producer import OutgoingMessage, Producer, SendResult
+    from .simple_consumer import SimpleConsumer

@@ -145,9 +145,10 @@ class NoPushSubscription(ClientError):
         self.group = group
 
 
-class InvalidReceiptHandle(InvalidArgument):
-    """A receipt handle that names no current delivery: malformed, forged, or of a delivery since acked by its
-    change, redelivered or changed (RocketMQ: INVALID_RECEIPT_HANDLE). Nothing was changed."""
+class InvalidReceiptHandle(ClientError):
+    """A receipt handle that names no current delivery: malformed, forged, or of a delivery the message has had
+    since (delivered again, or its invisible time changed) (RocketMQ: INVALID_RECEIPT_HANDLE; HTTP: 409, the
+    request conflicts with what the group holds now). Nothing was changed."""
 
 
 class StoreUnavailable(TideMQError):

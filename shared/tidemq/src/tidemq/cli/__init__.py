@@ -19,6 +19,7 @@ from ..client import DEFAULT_URL, HttpClient
 from .lazy_group import LazyGroup, Subcommand
 
 SUBCOMMANDS = {
+    "ack": Subcommand("tidemq.cli.pop:ack", "Ack messages received with `tidemq receive`, by receipt handle."),
     "acl": Subcommand("tidemq.cli.access:acl", "Access policies of normal users: grant, revoke, list."),
     "consume": Subcommand("tidemq.cli.consume:consume", "Print the messages of TOPIC, queue by queue in turn."),
     "container": Subcommand("tidemq.cli.container:container", "Run a BrokerContainer (RIP-31) and manage its brokers."),
@@ -30,6 +31,9 @@ SUBCOMMANDS = {
     "produce": Subcommand(
         "tidemq.cli.produce:produce",
         "Send each line of the input (without its line break) to TOPIC as one message.",
+    ),
+    "receive": Subcommand(
+        "tidemq.cli.pop:receive", "Receive messages of TOPIC for a pop group, each held for an invisible time."
     ),
     "spark": Subcommand(
         "tidemq.cli.spark:spark",

@@ -1,0 +1,183 @@
+"""Pop consumption on the embedded backend: receive + ack against offset-based consume of the same data.
+
+In process (`PopConsumption` over the store and its RocksDB ledger): T threads receive batches of B and ack each
+batch until the topic is drained. Over HTTP (a local gateway of its own, SYNC): the same N messages consumed by T
+threads with the SDK's `Consumer` (by offset, batches of B, a share of the queues each), then received and acked
+by T `SimpleConsumer`s (batches of B, `ack_all` per batch). Every message is checked to come back once each way.
+
+Prints one JSON line per run and one with the medians, each way:
+  {"bench": "pop", "where": "in_process", "in_process_pop_ack_msgs_per_s": ..., ...}
+  {"bench": "pop", "where": "http", "backend": "embedded", "offset_msgs_per_s": ..., "pop_msgs_per_s": ...,
+   "pop_vs_offset": ...}
+
+    python bench/pop.py                       # 100,000 x 1 KiB over 8 queues, 4 threads, batches of 32, 3 runs
+    python bench/pop.py -n 20000 --repeat 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from servers.process import running_gateway
+from tidemq import Admin, Consumer, HttpClient, OutgoingMessage, Producer, SimpleConsumer
+from tidemq.credentials import read_profile
+from tidemq_protocol.message import Message
+from tidemq_store import StoreConfig, TopicConfig, open_store
+from tidemq_store.pop.receive import PopConsumption
+
+
+def in_threads(count: int, work) -> float:
+    """Run work(i) for i in range(count), each in its own thread, started together; return seconds."""
+    start, errors = threading.Barrier(count + 1), []
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            work(i)
+        except BaseException as error:  # re-raised below, in the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return time.perf_counter() - began
+
+
+def check_once(seen: list[int], how: str) -> None:
+    if any(count != 1 for count in seen):
+        raise SystemExit(f"{how}: {seen.count(0)} messages missing, {sum(c > 1 for c in seen)} seen more than once")
+
+
+def body(i: int, size: int) -> bytes:
+    return i.to_bytes(8, "big") + bytes(size - 8)
+
+
+def in_process(args) -> float:
+    """Messages a second received and acked in process."""
+    with tempfile.TemporaryDirectory(prefix="tidemq-bench-pop-") as home:
+        store = open_store(StoreConfig(home=Path(home), flush_disk_type=args.flush))
+        store.create_topic(TopicConfig(name="t", queues=args.queues))
+        for first in range(0, args.n, 1000):
+            store.put("t", [Message(body(i, args.size), queue=i % args.queues) for i in range(first, first + 1000)])
+        pop, seen, lock = PopConsumption(store, store.pop_ledger), [0] * args.n, threading.Lock()
+
+        def consumer(_: int) -> None:
+            while batch := pop.receive("g", "t", args.batch, 60_000):
+                pop.ack("g", "t", [p.receipt_handle for p in batch])
+                with lock:
+                    for p in batch:
+                        seen[int.from_bytes(p.message.body[:8], "big")] += 1
+
+        seconds = in_threads(args.threads, consumer)
+        store.close()
+    check_once(seen, "in process")
+    return args.n / seconds
+
+
+def over_http(connect, args) -> tuple[float, float]:
+    """Messages a second consumed by offset, and received and acked, of one topic over HTTP."""
+    topic, group = f"pop-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with Admin(client=connect()) as admin:
+        admin.create_topic(topic, queues=args.queues)
+        admin.create_group(group)
+    with Producer(topic, client=connect()) as producer:
+        for first in range(0, args.n, 1000):
+            producer.send_batch([OutgoingMessage(body(i, args.size)) for i in range(first, min(args.n, first + 1000))])
+
+    def counted(how: str):
+        seen, lock = [0] * args.n, threading.Lock()
+
+        def count(bodies) -> None:
+            with lock:
+                for b in bodies:
+                    seen[int.from_bytes(b[:8], "big")] += 1
+
+        return seen, count
+
+    seen_offset, count_offset = counted("offset")
+
+    def offset_consumer(i: int) -> None:
+        with Consumer(topic, client=connect(), queues=range(i, args.queues, args.threads)) as reader:
+            while not reader.drained:
+                count_offset([m.body for m in reader.poll(max_messages=args.batch)])
+
+    offset_s = in_threads(args.threads, offset_consumer)
+    seen_pop, count_pop = counted("pop")
+
+    def pop_consumer(_: int) -> None:
+        with SimpleConsumer(topic, group, client=connect(), invisible_ms=60_000) as consumer:
+            while batch := consumer.receive(args.batch):
+                consumer.ack_all(batch)
+                count_pop([m.body_bytes() for m in batch])
+
+    pop_s = in_threads(args.threads, pop_consumer)
+    check_once(seen_offset, "by offset")
+    check_once(seen_pop, "pop")
+    with Admin(client=connect()) as admin:
+        admin.delete_topic(topic)
+    return args.n / offset_s, args.n / pop_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=100_000, help="messages per run")
+    parser.add_argument("-s", "--size", type=int, default=1024, help="payload bytes (>= 8)")
+    parser.add_argument("-q", "--queues", type=int, default=8)
+    parser.add_argument("-t", "--threads", type=int, default=4, help="consumer threads, one connection each")
+    parser.add_argument("-b", "--batch", type=int, default=32, help="messages per receive (and per offset read)")
+    parser.add_argument("--flush", choices=["SYNC", "ASYNC"], default="SYNC")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    if args.size < 8:
+        parser.error("--size must be at least 8 (the sequence number)")
+    settings = {
+        "messages": args.n,
+        "size": args.size,
+        "queues": args.queues,
+        "threads": args.threads,
+        "batch": args.batch,
+        "flush": args.flush,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    local = []
+    for run in range(1, args.repeat + 1):
+        local.append(round(in_process(args)))
+        line = {"bench": "pop", "where": "in_process", "run": run, "in_process_pop_ack_msgs_per_s": local[-1]}
+        print(json.dumps({**line, **settings}), flush=True)
+    median = {"in_process_pop_ack_msgs_per_s": round(statistics.median(local))}
+    print(json.dumps({"bench": "pop", "where": "in_process", "run": "median", **median, **settings}), flush=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="tidemq-bench-pop-http-") as home,
+        running_gateway(Path(home), TIDEMQ_FLUSH_DISK_TYPE=args.flush) as url,
+    ):
+        credentials = read_profile(Path(home) / "credentials")
+        results = []
+        for run in range(1, args.repeat + 1):
+            offset, popped = over_http(lambda: HttpClient(url, credentials=credentials), args)
+            results.append({"offset_msgs_per_s": round(offset), "pop_msgs_per_s": round(popped)})
+            line = {"bench": "pop", "where": "http", "backend": "embedded", "run": run, **results[-1]}
+            print(json.dumps({**line, **settings}), flush=True)
+    medians = {key: round(statistics.median(r[key] for r in results)) for key in results[0]}
+    ratio = round(medians["pop_msgs_per_s"] / medians["offset_msgs_per_s"], 3)
+    line = {"bench": "pop", "where": "http", "backend": "embedded", "run": "median", **medians, "pop_vs_offset": ratio}
+    print(json.dumps({**line, **settings}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

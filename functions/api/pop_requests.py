@@ -1,0 +1,38 @@
+"""The bodies of pop requests, bounded by this server's settings (TIDEMQ_POP_*, TIDEMQ_MAX_GET_WAIT_MS), so that
+the OpenAPI document says what the server accepts: a value outside is refused by the schema (422)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from shared.settings import get_settings
+from tidemq_protocol.api.common import ApiModel, TagFilterText
+from tidemq_protocol.api.pop import ReceiptHandle
+
+LIMITS = get_settings()
+InvisibleMs = Annotated[int, Field(ge=LIMITS.pop_min_invisible_ms, le=LIMITS.pop_max_invisible_ms)]
+
+
+class ReceiveRequest(ApiModel):
+    """What to receive."""
+
+    max_messages: int = Field(default=min(32, LIMITS.pop_max_messages), ge=1, le=LIMITS.pop_max_messages)
+    invisible_ms: InvisibleMs = Field(
+        default=LIMITS.pop_invisible_ms, description="How long each message is held for this consumer."
+    )
+    wait_ms: int = Field(default=0, ge=0, le=LIMITS.max_get_wait_ms, description="Long polling: wait up to this long.")
+    tag: TagFilterText | None = Field(default=None, description="Tag filter: `*`, or tags joined by `||`.")
+
+
+class ChangeInvisibleRequest(ApiModel):
+    receipt_handle: ReceiptHandle
+    invisible_ms: InvisibleMs = Field(description="Held for this long from now.")
+
+
+class ReleaseRequest(ApiModel):
+    receipt_handle: ReceiptHandle
+    delay_ms: int = Field(
+        default=0, ge=0, le=LIMITS.pop_max_invisible_ms, description="Visible again after this long, its next attempt."
+    )

@@ -1,0 +1,99 @@
+"""Pop consumption for every protocol: the server's bounds (TIDEMQ_POP_*), the group's existence, long polling, and
+what each ack became. The consumption itself, and its protocol, are the engine's (tidemq_store/pop/)."""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from shared.settings import Settings
+from tidemq_protocol.errors import InvalidArgument
+from tidemq_store import MessageStore
+from tidemq_store.pop.api import Settled
+from tidemq_store.pop.receive import PopConsumption, Popped, now_ms
+
+POLL_FIRST_S, POLL_MOST_S = 0.01, 0.2
+"""A waiting receive looks again after 10 ms, then twice as long each time, up to 200 ms."""
+
+_consumptions: weakref.WeakKeyDictionary[MessageStore, PopConsumption] = weakref.WeakKeyDictionary()
+
+
+def consumption(store: MessageStore) -> PopConsumption:
+    """The store's pop consumption, one per store, so that successive receives start at successive queues."""
+    found = _consumptions.get(store)
+    if found is None:
+        found = _consumptions.setdefault(store, PopConsumption(store, store.pop_ledger))
+    return found
+
+
+def invisible_time(settings: Settings, invisible_ms: int | None) -> int:
+    """`invisible_ms` checked against the server's bounds (None: the server's default)."""
+    if invisible_ms is None:
+        return settings.pop_invisible_ms
+    low, high = settings.pop_min_invisible_ms, settings.pop_max_invisible_ms
+    if not low <= invisible_ms <= high:
+        raise InvalidArgument(f"invisible_ms must be {low}..{high}, got {invisible_ms}")
+    return invisible_ms
+
+
+def receive(
+    store: MessageStore,
+    settings: Settings,
+    group: str,
+    topic: str,
+    max_messages: int,
+    invisible_ms: int | None,
+    wait_ms: int,
+    tag_filter: str | None,
+) -> list[Popped]:
+    """Up to `max_messages` messages of `topic` for pop group `group`, waiting up to `wait_ms` for one."""
+    if not 1 <= max_messages <= settings.pop_max_messages:
+        raise InvalidArgument(f"max_messages must be 1..{settings.pop_max_messages}, got {max_messages}")
+    if wait_ms > settings.max_get_wait_ms:
+        raise InvalidArgument(f"wait_ms must be 0..{settings.max_get_wait_ms}, got {wait_ms}")
+    invisible_ms = invisible_time(settings, invisible_ms)
+    store.get_group(group)  # GroupNotFound: a pop group is made first, as any group
+    pop = consumption(store)
+    deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
+    while True:
+        popped = pop.receive(group, topic, max_messages, invisible_ms, tag_filter)
+        left = deadline - time.monotonic()
+        if popped or left <= 0:
+            return popped
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, POLL_MOST_S)
+
+
+ACK_STATUS = {Settled.DONE: "acked", Settled.ALREADY_ACKED: "already_acked", Settled.STALE: "invalid_receipt_handle"}
+
+
+def ack(store: MessageStore, group: str, topic: str, handles: Sequence[str]) -> list[str]:
+    """Ack each delivery a handle names; what each became (ACK_STATUS's words). A malformed handle refuses the
+    whole request before anything changes."""
+    store.get_group(group)
+    return [ACK_STATUS[settled] for settled in consumption(store).ack(group, topic, handles)]
+
+
+class Held(NamedTuple):
+    receipt_handle: str
+    invisible_until_ms: int
+
+
+def change_invisible(
+    store: MessageStore, settings: Settings, group: str, topic: str, handle: str, invisible_ms: int
+) -> Held:
+    """Hold the delivery `handle` names for `invisible_ms` from now (InvalidReceiptHandle if it names none)."""
+    invisible_ms = invisible_time(settings, invisible_ms)
+    store.get_group(group)
+    now = now_ms()
+    return Held(consumption(store).change_invisible(group, topic, handle, invisible_ms, now), now + invisible_ms)
+
+
+def release(store: MessageStore, settings: Settings, group: str, topic: str, handle: str, delay_ms: int) -> None:
+    """Give the delivery back: visible again after `delay_ms` (at most the longest invisible time)."""
+    if delay_ms > settings.pop_max_invisible_ms:
+        raise InvalidArgument(f"delay_ms must be 0..{settings.pop_max_invisible_ms}, got {delay_ms}")
+    store.get_group(group)
+    consumption(store).release(group, topic, handle, delay_ms)

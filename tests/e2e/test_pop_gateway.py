@@ -1,0 +1,121 @@
+"""Pop consumption over HTTP through a live local gateway: receive, ack, change of invisible time and release, what
+each answers for a handle that names no current delivery, and the bounds a request is held to."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.e2e.test_cli import command, environment
+from tests.gateways import gateway_as_admin
+from tidemq import SimpleConsumer
+from tidemq.httpx_auth import signed_client
+from tidemq_protocol.errors import InvalidReceiptHandle
+
+
+@pytest.fixture(params=["embedded"])
+def http(request, tmp_path):
+    with (
+        gateway_as_admin(tmp_path / "data", TIDEMQ_BACKEND=request.param) as url,
+        signed_client(url, timeout=60) as client,
+    ):
+        assert client.post("/v1/topics", json={"name": "orders", "queues": 4}).status_code == 201
+        assert client.post("/v1/groups", json={"name": "billing"}).status_code == 201
+        messages = [{"body": f"order {i}", "queue": i % 4} for i in range(40)]
+        assert client.post("/v1/topics/orders/messages", json={"messages": messages}).status_code == 200
+        yield client
+
+
+POP = "/v1/groups/billing/topics/orders"
+
+
+def test_receive_ack_change_and_release(http):
+    first = http.post(f"{POP}/receive", json={"max_messages": 32, "invisible_ms": 10_000}).json()["messages"]
+    assert len(first) == 32 and {m["attempt"] for m in first} == {1}
+    handles = [m["receipt_handle"] for m in first]
+    acked = http.post(f"{POP}/ack", json={"receipt_handles": handles}).json()["results"]
+    assert [r["status"] for r in acked] == ["acked"] * 32
+    again = http.post(f"{POP}/ack", json={"receipt_handles": handles[:2]}).json()["results"]
+    assert [r["status"] for r in again] == ["already_acked"] * 2
+
+    rest = http.post(f"{POP}/receive", json={"max_messages": 32, "wait_ms": 1000}).json()["messages"]
+    assert sorted(m["body"] for m in first + rest) == sorted(f"order {i}" for i in range(40))
+    changed = http.post(
+        f"{POP}/change-invisible", json={"receipt_handle": rest[0]["receipt_handle"], "invisible_ms": 60_000}
+    )
+    assert changed.status_code == 200 and changed.json()["receipt_handle"] != rest[0]["receipt_handle"]
+    stale = http.post(
+        f"{POP}/change-invisible", json={"receipt_handle": rest[0]["receipt_handle"], "invisible_ms": 60_000}
+    )
+    assert (stale.status_code, stale.json()["error"]) == (409, "InvalidReceiptHandle")
+    assert http.post(f"{POP}/ack", json={"receipt_handles": [rest[0]["receipt_handle"]]}).json()["results"] == [
+        {"receipt_handle": rest[0]["receipt_handle"], "status": "invalid_receipt_handle"}
+    ]
+
+    assert http.post(f"{POP}/release", json={"receipt_handle": rest[1]["receipt_handle"]}).status_code == 204
+    (back,) = http.post(f"{POP}/receive", json={"max_messages": 32}).json()["messages"]
+    assert (back["msg_id"], back["attempt"]) == (rest[1]["msg_id"], 2)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status"),
+    [
+        ("receive", {"max_messages": 33}, 422),  # the schema holds TIDEMQ_POP_MAX_MESSAGES
+        ("receive", {"max_messages": 0}, 422),
+        ("receive", {"invisible_ms": 9_999}, 422),  # TIDEMQ_POP_MIN_INVISIBLE_MS
+        ("receive", {"invisible_ms": 43_200_001}, 422),
+        ("receive", {"wait_ms": 20_001}, 422),
+        ("ack", {"receipt_handles": []}, 422),
+        ("ack", {"receipt_handles": ["not a handle"]}, 422),
+        ("change-invisible", {"receipt_handle": "A" * 28, "invisible_ms": 10_000}, 409),
+        ("release", {"receipt_handle": "A" * 28, "delay_ms": -1}, 422),
+        ("release", {"receipt_handle": "A" * 28}, 409),  # names no delivery
+    ],
+)
+def test_requests_out_of_bounds_are_refused_and_change_nothing(http, path, body, status):
+    response = http.post(f"{POP}/{path}", json=body)
+    assert response.status_code == status, response.text
+    assert len(http.post(f"{POP}/receive", json={"max_messages": 32}).json()["messages"]) == 32
+
+
+def test_a_group_or_topic_that_does_not_exist_is_a_404(http):
+    assert http.post("/v1/groups/nobody/topics/orders/receive", json={}).status_code == 404
+    assert http.post("/v1/groups/billing/topics/nothing/receive", json={}).status_code == 404
+
+
+def test_the_sdk_simple_consumer(http):
+    with SimpleConsumer("orders", "billing", url=str(http.base_url), invisible_ms=10_000) as consumer:
+        received = consumer.receive(max_messages=32, wait_ms=1000)
+        assert len(received) == 32 and all(m.body_bytes().startswith(b"order ") for m in received)
+        consumer.ack(received[0])
+        consumer.ack(received[0].receipt_handle)  # acked before: succeeds again
+        assert consumer.ack_all(received[1:3]) == ["acked", "acked"]
+        handle = consumer.change_invisible(received[3], 60_000)
+        with pytest.raises(InvalidReceiptHandle):
+            consumer.ack(received[3])  # its handle was spent by the change
+        consumer.ack(handle)
+        consumer.release(received[4])
+        rest = consumer.receive(max_messages=32)  # the 8 not received yet, and the one given back
+        assert len(rest) == 9 and {m.attempt for m in rest if m.msg_id == received[4].msg_id} == {2}
+
+
+def test_the_command_line_receives_and_acks(http):
+    def tidemq(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command(str(http.base_url), *args), capture_output=True, text=True, timeout=60, env=environment()
+        )
+
+    received = tidemq("receive", "orders", "-g", "billing", "-n", "3", "--invisible-ms", "10000")
+    assert received.returncode == 0, received.stderr
+    handles = [json.loads(line)["receipt_handle"] for line in received.stdout.splitlines()]
+    assert len(handles) == 3
+    acked = tidemq("ack", "orders", "-g", "billing", *handles)
+    assert acked.returncode == 0 and acked.stdout.count(": acked") == 3, acked.stdout + acked.stderr
+    again = tidemq("ack", "orders", "-g", "billing", "A" * 28)
+    assert (again.returncode, again.stderr) == (1, f"tidemq: {'A' * 28!r} is not a receipt handle\n")
+    raw = tidemq("receive", "orders", "-g", "billing", "--ack", "-o", "raw")  # 32 at most, the server's bound
+    assert len(raw.stdout.splitlines()) == 32 and raw.returncode == 0
+    assert len(tidemq("receive", "orders", "-g", "billing", "--ack").stdout.splitlines()) == 5
+    assert tidemq("receive", "orders", "-g", "billing").stdout == ""  # every message acked

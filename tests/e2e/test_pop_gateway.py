@@ -15,7 +15,7 @@ from tidemq.httpx_auth import signed_client
 from tidemq_protocol.errors import InvalidReceiptHandle
 
 
-@pytest.fixture(params=["embedded"])
+@pytest.fixture(params=["embedded", "serverless"])
 def http(request, tmp_path):
     with (
         gateway_as_admin(tmp_path / "data", TIDEMQ_BACKEND=request.param) as url,

@@ -23,9 +23,10 @@ import platform
 import statistics
 import tempfile
 import threading
-import time
 import uuid
 from pathlib import Path
+
+from http_api import in_threads  # a sibling script: python puts bench/ on the path
 
 from servers.process import running_gateway
 from tidemq import Admin, Consumer, HttpClient, OutgoingMessage, Producer, SimpleConsumer
@@ -33,29 +34,6 @@ from tidemq.credentials import read_profile
 from tidemq_protocol.message import Message
 from tidemq_store import StoreConfig, TopicConfig, open_store
 from tidemq_store.pop.receive import PopConsumption
-
-
-def in_threads(count: int, work) -> float:
-    """Run work(i) for i in range(count), each in its own thread, started together; return seconds."""
-    start, errors = threading.Barrier(count + 1), []
-
-    def run(i: int) -> None:
-        start.wait()
-        try:
-            work(i)
-        except BaseException as error:  # re-raised below, in the main thread
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    began = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return time.perf_counter() - began
 
 
 def check_once(seen: list[int], how: str) -> None:

@@ -104,6 +104,12 @@ class Settings(StoreConfig):
         default=43_200_000, ge=1, description="Longest invisible time a receive or a change may ask for (12 h)."
     )
 
+    pop_max_delivery_attempts: int = Field(
+        default=16,
+        ge=1,
+        description="Deliveries of a popped message before it goes to its group's dead letters (RocketMQ's 16).",
+    )
+
     @model_validator(mode="after")
     def _pop_bounds(self) -> Settings:
         if not self.pop_min_invisible_ms <= self.pop_invisible_ms <= self.pop_max_invisible_ms:

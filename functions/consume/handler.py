@@ -125,7 +125,7 @@ def receive(group: GroupInPath, topic: TopicInPath, request: ReceiveRequest) -> 
 def ack(group: GroupInPath, topic: TopicInPath, request: AckRequest) -> AckResponse:
     """Ack deliveries: each message is gone for the group for good. Each handle's result says what it became."""
     require((acl.group(group), Action.SUB), (acl.topic(topic), Action.SUB))
-    statuses = pop.ack(get_store(), group, topic, request.receipt_handles)
+    statuses = pop.ack(get_store(), LIMITS, group, topic, request.receipt_handles)
     return AckResponse.model_construct(
         results=[
             AckResult.model_construct(receipt_handle=handle, status=status)

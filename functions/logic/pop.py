@@ -8,8 +8,10 @@ import weakref
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from functions.logic.push import dead_letter
 from shared.settings import Settings
 from tidemq_protocol.errors import InvalidArgument
+from tidemq_protocol.message import StoredMessage
 from tidemq_store import MessageStore
 from tidemq_store.pop.api import Settled
 from tidemq_store.pop.receive import PopConsumption, Popped, now_ms
@@ -20,11 +22,17 @@ POLL_FIRST_S, POLL_MOST_S = 0.01, 0.2
 _consumptions: weakref.WeakKeyDictionary[MessageStore, PopConsumption] = weakref.WeakKeyDictionary()
 
 
-def consumption(store: MessageStore) -> PopConsumption:
-    """The store's pop consumption, one per store, so that successive receives start at successive queues."""
+def consumption(store: MessageStore, settings: Settings) -> PopConsumption:
+    """The store's pop consumption, one per store, so that successive receives start at successive queues; a
+    message delivered `TIDEMQ_POP_MAX_DELIVERY_ATTEMPTS` times goes to its group's dead-letter topic."""
     found = _consumptions.get(store)
     if found is None:
-        found = _consumptions.setdefault(store, PopConsumption(store, store.pop_ledger))
+
+        def dead_letters(group: str, messages: list[StoredMessage], attempts: int) -> None:
+            dead_letter(store, group, messages, attempts, f"not acked after {attempts} deliveries")
+
+        made = PopConsumption(store, store.pop_ledger, settings.pop_max_delivery_attempts, dead_letters)
+        found = _consumptions.setdefault(store, made)
     return found
 
 
@@ -55,7 +63,7 @@ def receive(
         raise InvalidArgument(f"wait_ms must be 0..{settings.max_get_wait_ms}, got {wait_ms}")
     invisible_ms = invisible_time(settings, invisible_ms)
     store.get_group(group)  # GroupNotFound: a pop group is made first, as any group
-    pop = consumption(store)
+    pop = consumption(store, settings)
     deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
     while True:
         popped = pop.receive(group, topic, max_messages, invisible_ms, tag_filter)
@@ -69,11 +77,11 @@ def receive(
 ACK_STATUS = {Settled.DONE: "acked", Settled.ALREADY_ACKED: "already_acked", Settled.STALE: "invalid_receipt_handle"}
 
 
-def ack(store: MessageStore, group: str, topic: str, handles: Sequence[str]) -> list[str]:
+def ack(store: MessageStore, settings: Settings, group: str, topic: str, handles: Sequence[str]) -> list[str]:
     """Ack each delivery a handle names; what each became (ACK_STATUS's words). A malformed handle refuses the
     whole request before anything changes."""
     store.get_group(group)
-    return [ACK_STATUS[settled] for settled in consumption(store).ack(group, topic, handles)]
+    return [ACK_STATUS[settled] for settled in consumption(store, settings).ack(group, topic, handles)]
 
 
 class Held(NamedTuple):
@@ -88,7 +96,9 @@ def change_invisible(
     invisible_ms = invisible_time(settings, invisible_ms)
     store.get_group(group)
     now = now_ms()
-    return Held(consumption(store).change_invisible(group, topic, handle, invisible_ms, now), now + invisible_ms)
+    return Held(
+        consumption(store, settings).change_invisible(group, topic, handle, invisible_ms, now), now + invisible_ms
+    )
 
 
 def release(store: MessageStore, settings: Settings, group: str, topic: str, handle: str, delay_ms: int) -> None:
@@ -96,4 +106,4 @@ def release(store: MessageStore, settings: Settings, group: str, topic: str, han
     if delay_ms > settings.pop_max_invisible_ms:
         raise InvalidArgument(f"delay_ms must be 0..{settings.pop_max_invisible_ms}, got {delay_ms}")
     store.get_group(group)
-    consumption(store).release(group, topic, handle, delay_ms)
+    consumption(store, settings).release(group, topic, handle, delay_ms)

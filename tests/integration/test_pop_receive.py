@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 from pynamodb.signals import pre_dynamodb_send
 
+from functions.logic.push import dead_letter
 from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle
 from tidemq_protocol.message import Message
 from tidemq_store import GroupConfig, TopicConfig
@@ -145,6 +146,41 @@ def test_concurrent_receivers_never_hold_one_message_at_once_and_ack_each_once(p
         acked.update(p.message.msg_id for p in leftovers)
     assert len(acked) == 4000 and set(acked.values()) == {1}
     assert len(receivers) > 1  # they did run at once
+
+
+def test_a_message_past_its_last_attempt_is_dead_lettered_once_and_leaves_the_ledger(store):
+    store.create_topic(TopicConfig(name="d", queues=2))
+    store.put(
+        "d", [Message(b"poison", queue=0, keys=("p-1",), tag="T", properties={"a": "1"}), Message(b"ok", queue=1)]
+    )
+    pop = PopConsumption(
+        store,
+        store.pop_ledger,
+        max_attempts=3,
+        dead_letters=lambda group, messages, attempts: dead_letter(store, group, messages, attempts, "not acked"),
+    )
+    now, attempts = T0, []
+    while True:  # never acked: it comes back each time its invisible time ends, until its third delivery ends
+        received = pop.receive("g", "d", 32, 1_000, now=now)
+        pop.ack("g", "d", [p.receipt_handle for p in received if p.message.body == b"ok"])
+        popped = [p for p in received if p.message.body == b"poison"]
+        if not popped:
+            break
+        attempts.append(popped[0].attempt)
+        now += 1_000
+    assert attempts == [1, 2, 3]
+    (letter,) = store.get("%DLQ%g", 0, 0).messages
+    assert (letter.body, letter.keys, letter.tag, letter.properties["a"]) == (b"poison", ("p-1",), "T", "1")
+    assert letter.properties["RECONSUME_TIME"] == "3" and letter.properties["ORIGIN_QUEUE_OFFSET"] == "0"
+    assert all(entry.offset != 0 for entry in store.pop_ledger.read("g", "d", 0).entries)  # the group moved on
+    assert not [p for p in pop.receive("g", "d", 32, 1_000, now=now + 10**7) if p.message.body == b"poison"]
+    assert len(store.get("%DLQ%g", 0, 0).messages) == 1  # lettered once
+
+
+def test_max_attempts_and_dead_letters_go_together(store):
+    for max_attempts, dead_letters in [(3, None), (None, print), (0, print)]:
+        with pytest.raises(InvalidArgument):
+            PopConsumption(store, store.pop_ledger, max_attempts, dead_letters)
 
 
 def test_a_topic_or_group_deleted_takes_its_ledgers_with_it(pop):

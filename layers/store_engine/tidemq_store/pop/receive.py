@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle, OffsetOutOfRange
@@ -46,11 +46,27 @@ def new_nonce() -> int:
     return secrets.randbits(63) or 1
 
 
-class PopConsumption:
-    """Pop consumption of `store`'s topics, its state in `ledger` (see the module docstring)."""
+DeadLetters = Callable[[str, list[StoredMessage], int], None]
+"""`dead_letters(group, messages, attempts)` puts `messages`, each delivered `attempts` times to `group`, where the
+group's dead letters go (functions/logic/push.py: `%DLQ%<group>`)."""
 
-    def __init__(self, store: MessageStore, ledger: PopLedger) -> None:
+
+class PopConsumption:
+    """Pop consumption of `store`'s topics, its state in `ledger` (see the module docstring). A message delivered
+    `max_attempts` times and still not acked when its invisible time ends goes to `dead_letters` instead of back to
+    a consumer, and leaves the ledger (None: every message is delivered again until acked)."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        ledger: PopLedger,
+        max_attempts: int | None = None,
+        dead_letters: DeadLetters | None = None,
+    ) -> None:
+        if (max_attempts is None) != (dead_letters is None) or (max_attempts is not None and max_attempts < 1):
+            raise InvalidArgument("max_attempts (at least 1) and dead_letters go together")
         self.store, self.ledger = store, ledger
+        self.max_attempts, self.dead_letters = max_attempts, dead_letters
         self._turn = itertools.count()
 
     def receive(
@@ -84,6 +100,12 @@ class PopConsumption:
         for _ in range(CLAIM_TRIES):
             ledger = self.ledger.read(group, topic, queue)
             again, gone = self._due(topic, queue, ledger, want, now)
+            if self.max_attempts is not None:
+                spent = [(entry, message) for entry, message in again if entry.attempt >= self.max_attempts]
+                if spent:  # put first: a crash before the claim letters them again, never loses them
+                    self.dead_letters(group, [message for _, message in spent], self.max_attempts)
+                    again = [pair for pair in again if pair not in spent]
+                    gone += [entry for entry, _ in spent]
             new, cursor = self._new(topic, queue, ledger.cursor, want - len(again), tag_filter)
             if not again and not gone and not new and cursor == ledger.cursor:
                 return []

@@ -106,6 +106,16 @@ def one_round(call: Caller, name: str) -> None:
     assert (lagging["name"], [t["topic"] for t in lagging["topics"]], lagging["lag"]) == (group, [topic], 1 + 2)
     reset = call("POST", "/v1/groups/{group}/reset", path=at_group, json={"topic": topic, "to": "latest"}).json()
     assert reset == {"group": group, "topic": topic, "offsets": {"0": 3, "1": 2}}
+    # pop: the group receives this round's own messages, each once; ack, change and release answer for their own
+    at_pop, pop = {**at_topic, **at_group}, "/v1/groups/{group}/topics/{topic}"
+    popped = call("POST", f"{pop}/receive", path=at_pop, json={"max_messages": 32}).json()["messages"]
+    assert sorted(m["body"] for m in popped) == sorted([*bodies, *(b.decode() for b in binary_bodies)])
+    handles = [m["receipt_handle"] for m in popped]
+    acked = call("POST", f"{pop}/ack", path=at_pop, json={"receipt_handles": handles[:3]}).json()["results"]
+    assert [(r["receipt_handle"], r["status"]) for r in acked] == [(h, "acked") for h in handles[:3]]
+    held = {"receipt_handle": handles[3], "invisible_ms": 60_000}
+    assert call("POST", f"{pop}/change-invisible", path=at_pop, json=held).json()["receipt_handle"] != handles[3]
+    call("POST", f"{pop}/release", 204, path=at_pop, json={"receipt_handle": handles[4]})
     pushed = call("PUT", "/v1/groups/{group}/push", path=at_group, json={"topic": topic, "target": ACCEPT}).json()
     assert (pushed["group"], pushed["push"]["topic"]) == (group, topic)
     shown = call("GET", "/v1/groups/{group}/push", path=at_group).json()

@@ -3,8 +3,8 @@ what each ack became. The consumption itself, and its protocol, are the engine's
 
 from __future__ import annotations
 
+import itertools
 import time
-import weakref
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -19,21 +19,18 @@ from tidemq_store.pop.receive import PopConsumption, Popped, now_ms
 POLL_FIRST_S, POLL_MOST_S = 0.01, 0.2
 """A waiting receive looks again after 10 ms, then twice as long each time, up to 200 ms."""
 
-_consumptions: weakref.WeakKeyDictionary[MessageStore, PopConsumption] = weakref.WeakKeyDictionary()
+TURNS = itertools.count()
+"""Numbers this process's receives, so that each starts at the next queue (PopConsumption's `turns`)."""
 
 
 def consumption(store: MessageStore, settings: Settings) -> PopConsumption:
-    """The store's pop consumption, one per store, so that successive receives start at successive queues; a
-    message delivered `TIDEMQ_POP_MAX_DELIVERY_ATTEMPTS` times goes to its group's dead-letter topic."""
-    found = _consumptions.get(store)
-    if found is None:
+    """Pop consumption of `store` for one request: a message delivered `TIDEMQ_POP_MAX_DELIVERY_ATTEMPTS` times
+    goes to its group's dead-letter topic."""
 
-        def dead_letters(group: str, messages: list[StoredMessage], attempts: int) -> None:
-            dead_letter(store, group, messages, attempts, f"not acked after {attempts} deliveries")
+    def dead_letters(group: str, messages: list[StoredMessage], attempts: int) -> None:
+        dead_letter(store, group, messages, attempts, f"not acked after {attempts} deliveries")
 
-        made = PopConsumption(store, store.pop_ledger, settings.pop_max_delivery_attempts, dead_letters)
-        found = _consumptions.setdefault(store, made)
-    return found
+    return PopConsumption(store, store.pop_ledger, settings.pop_max_delivery_attempts, dead_letters, TURNS)
 
 
 def invisible_time(settings: Settings, invisible_ms: int | None) -> int:

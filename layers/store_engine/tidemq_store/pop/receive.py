@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle, OffsetOutOfRange
@@ -62,12 +62,15 @@ class PopConsumption:
         ledger: PopLedger,
         max_attempts: int | None = None,
         dead_letters: DeadLetters | None = None,
+        turns: Iterator[int] | None = None,
     ) -> None:
+        """`turns` numbers the receives, each starting at the next queue: pass one count to consumptions made
+        per request, so that they go on rotating (default: a count of this one's own)."""
         if (max_attempts is None) != (dead_letters is None) or (max_attempts is not None and max_attempts < 1):
             raise InvalidArgument("max_attempts (at least 1) and dead_letters go together")
         self.store, self.ledger = store, ledger
         self.max_attempts, self.dead_letters = max_attempts, dead_letters
-        self._turn = itertools.count()
+        self._turn = itertools.count() if turns is None else turns
 
     def receive(
         self,

@@ -8,7 +8,7 @@ import click
 
 from ..client import HttpClient
 from ..consumer import Consumer, Start
-from .options import START
+from .options import START, output_option
 from .output import message_json
 
 FOLLOW_WAIT_MS = 1000
@@ -44,14 +44,7 @@ MAX_POLL_MESSAGES = 1000
 @click.option("--tag", default="*", show_default=True, help="Tag filter: '*', or tags joined by '||' (\"A || B\").")
 @click.option("--count", "-n", type=click.IntRange(min=1), help="Stop after this many messages.")
 @click.option("--follow", "-f", is_flag=True, help="Keep waiting for new messages instead of stopping at the end.")
-@click.option(
-    "--output",
-    "-o",
-    type=click.Choice(["json", "raw"]),
-    default="json",
-    show_default=True,
-    help="json: one JSON object per message and line; raw: the body alone, one per line.",
-)
+@output_option("one JSON object per message and line")
 @click.pass_obj
 def consume(
     client: HttpClient,

@@ -55,6 +55,18 @@ RETENTION = Retention()
 yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 
 
+def output_option(json_help: str) -> Callable:
+    """`--output/-o json|raw` of the commands that print messages: `json_help` says what a JSON line holds."""
+    return click.option(
+        "--output",
+        "-o",
+        type=click.Choice(["json", "raw"]),
+        default="json",
+        show_default=True,
+        help=f"json: {json_help}; raw: the body alone, one per line.",
+    )
+
+
 def confirm(question: str, yes: bool) -> None:
     """Ask before deleting something, unless --yes was given; off a terminal --yes is required."""
     if yes:

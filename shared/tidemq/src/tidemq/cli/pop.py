@@ -10,6 +10,7 @@ from tidemq_protocol.errors import InvalidReceiptHandle
 
 from ..client import HttpClient
 from ..simple_consumer import SimpleConsumer
+from .options import output_option
 from .output import stdout
 
 
@@ -27,14 +28,7 @@ from .output import stdout
 @click.option("--wait-ms", type=click.IntRange(min=0), default=0, show_default=True, help="Wait this long for one.")
 @click.option("--tag", help="Tag filter: '*', or tags joined by '||' (\"A || B\").")
 @click.option("--ack", "ack_them", is_flag=True, help="Ack each message once it is printed (at least once).")
-@click.option(
-    "--output",
-    "-o",
-    type=click.Choice(["json", "raw"]),
-    default="json",
-    show_default=True,
-    help="json: each message with its receipt_handle and attempt, one JSON object per line; raw: the body alone.",
-)
+@output_option("each message with its receipt_handle and attempt, one JSON object per line")
 @click.pass_obj
 def receive(
     client: HttpClient,

@@ -1,0 +1,139 @@
+"""Pop consumption through gateway crashes: the gateway process is killed with SIGKILL at random moments (most once
+it serves, some in its start-up and recovery) and started again on the same port and store, while 4 consumer
+processes (tests/pop_consumer.py) pop and ack and a producer process (tests/pop_producer.py) writes, all of them
+sending again what got no answer; on both backends (serverless: DynamoDB and S3 on the session's moto server, which
+outlives the gateways).
+
+What is checked, from what the producer and the consumers recorded (tests/pop_deliveries.py defines a delivery's
+hold and why its check needs no clock slack):
+- no produced message is lost: every message whose produce was answered is acked in the end (an ack answered
+  `acked`, or `already_acked` when it was sent again after a lost answer);
+- no message is delivered again once its ack was answered, none is acked by two deliveries, and per message the
+  holds of its deliveries never overlap and their attempts increase;
+- messages held at a crash come back after their invisible time: every delivery whose ack no gateway could take
+  (`abandoned`: the gateway was down) or came too late, is delivered again, no earlier than its
+  `invisible_until_ms`. (A receive whose answer a kill cut off is a message held at a crash that the consumer never
+  saw: it shows as a first recorded attempt above 1, or a gap in the attempts, and is counted, not required.)
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servers.process import free_port, start_server, stop_server, wait_healthy
+from tests.gateways import signing_with
+from tests.pop_consumer import ConsumerProcesses
+from tests.pop_deliveries import ACKED, acked_bodies, by_message, exclusivity_faults
+from tests.pop_producer import ProducerProcess
+from tidemq.client import HttpClient
+
+CONSUMERS, QUEUES = 4, 4
+INVISIBLE_MS = 2_000
+CONSUMER_OPTIONS = ("--invisible-ms", str(INVISIBLE_MS), "--wait-ms", "500", "--hold-ms", "300", "--through-restarts")
+STARTUP_KILL_EVERY = 3  # every third kill lands at any moment of the start-up, recovery included
+
+
+class RestartedGateway:
+    """A gateway process on one port and one store, killed and started again."""
+
+    def __init__(self, home: Path, **settings: str) -> None:
+        self.home, self.port = home, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "TIDEMQ_PORT": str(self.port), "TIDEMQ_HOME": str(home), **settings}
+        self.log = home / "gateway.log"
+        home.mkdir(parents=True, exist_ok=True)
+        self.process: subprocess.Popen | None = None
+
+    def start(self, healthy: bool = True) -> None:
+        self.process = start_server(["-m", "servers.gateway"], self.env, self.log)
+        if healthy:
+            wait_healthy(self.process, self.url, self.log)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        assert self.process.wait(timeout=60) == -signal.SIGKILL, self.log.read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_server(self.process)
+
+
+@pytest.fixture(params=["embedded", "serverless"])
+def gateway(request, tmp_path) -> Iterator[RestartedGateway]:
+    settings = {"TIDEMQ_BACKEND": request.param, "TIDEMQ_POP_MIN_INVISIBLE_MS": "1000"}
+    if request.param == "serverless":
+        prefix = f"kill{uuid.uuid4().hex[:8]}"
+        settings |= {**request.getfixturevalue("local_aws").env, "TIDEMQ_DYNAMODB_PREFIX": prefix}
+    gateway = RestartedGateway(tmp_path / "data", **settings)
+    try:
+        gateway.start()
+        with signing_with(gateway.home / "credentials"):
+            yield gateway
+    finally:
+        gateway.stop()
+
+
+@pytest.mark.slow
+def test_pop_through_3_gateway_kills_loses_nothing_and_redelivers_nothing_acked(gateway, tmp_path):
+    run_through_kills(gateway, tmp_path, kills=3)
+
+
+@pytest.mark.long
+@pytest.mark.timeout(1800)
+def test_pop_through_many_gateway_kills_loses_nothing_and_redelivers_nothing_acked(gateway, tmp_path):
+    run_through_kills(gateway, tmp_path, kills=20 if gateway.env["TIDEMQ_BACKEND"] == "embedded" else 10)
+
+
+def run_through_kills(gateway: RestartedGateway, tmp_path: Path, kills: int) -> None:
+    with HttpClient(gateway.url, timeout_s=120) as client:
+        client.request("POST", "/v1/topics", json={"name": "work", "queues": QUEUES})
+        client.request("POST", "/v1/groups", json={"name": "stress"})
+    rng = random.Random(27)
+    with (
+        ProducerProcess(gateway.url, "work", tmp_path / "producer") as producer,
+        ConsumerProcesses(gateway.url, "work", "stress", tmp_path / "consumers", CONSUMERS, *CONSUMER_OPTIONS) as run,
+    ):
+        # every consumer at work before the first kill, however slowly the machine starts them
+        run.wait_until(lambda found: len({d.consumer for d in found}) == CONSUMERS, 300, "every consumer at work")
+        for kill in range(kills):
+            in_start_up = kill % STARTUP_KILL_EVERY == STARTUP_KILL_EVERY - 1
+            if kill:
+                gateway.start(healthy=not in_start_up)
+            run.assert_running()
+            time.sleep(rng.uniform(0.0, 2.0) if in_start_up else rng.uniform(0.2, 1.5))
+            gateway.kill()
+        gateway.start()
+        produced = producer.stop()
+
+        def all_produced_acked(found) -> bool:
+            return acked_bodies(found) >= set(produced)
+
+        run.wait_until(all_produced_acked, 600, "every produced message acked")
+        deliveries = run.stop()
+
+    messages_of = by_message(deliveries)
+    faults = [fault for delivered in messages_of.values() for fault in exclusivity_faults(delivered)]
+    assert faults == [], "\n".join(faults[:20])
+    unsettled = [d for d in deliveries if d.ack in ("abandoned", "invalid_receipt_handle")]
+    for delivery in unsettled:  # each came back (after its invisible time: the holds do not overlap)
+        delivered = messages_of[delivery.msg_id]
+        assert delivered.index(delivery) < len(delivered) - 1, f"{delivery} never delivered again"
+    assert sum(d.ack == "abandoned" for d in deliveries) > 0  # the kills caught consumers holding messages
+    lost_receives = sum(  # attempts no recorded delivery has: claimed, their answer cut off
+        delivered[-1].attempt - len(delivered) for delivered in messages_of.values()
+    )
+    retried_acks = sum(d.ack in ACKED and d.ack_tries > 1 for d in deliveries)
+    print(
+        f"{kills} kills: {len(produced)} produced, {len(deliveries)} deliveries, {len(unsettled)} came back, "
+        f"{lost_receives} receive answers lost, {retried_acks} acks answered after a retry"
+    )
+    assert len(produced) > 100

@@ -127,13 +127,15 @@ def run_through_kills(gateway: RestartedGateway, tmp_path: Path, kills: int) -> 
     for delivery in unsettled:  # each came back (after its invisible time: the holds do not overlap)
         delivered = messages_of[delivery.msg_id]
         assert delivered.index(delivery) < len(delivered) - 1, f"{delivery} never delivered again"
-    assert sum(d.ack == "abandoned" for d in deliveries) > 0  # the kills caught consumers holding messages
+    abandoned = sum(d.ack == "abandoned" for d in deliveries)
+    assert abandoned > 0  # the kills caught consumers holding messages
     lost_receives = sum(  # attempts no recorded delivery has: claimed, their answer cut off
         delivered[-1].attempt - len(delivered) for delivered in messages_of.values()
     )
     retried_acks = sum(d.ack in ACKED and d.ack_tries > 1 for d in deliveries)
     print(
-        f"{kills} kills: {len(produced)} produced, {len(deliveries)} deliveries, {len(unsettled)} came back, "
-        f"{lost_receives} receive answers lost, {retried_acks} acks answered after a retry"
+        f"{kills} kills: {len(produced)} produced, {len(deliveries)} deliveries, {abandoned} abandoned at a crash and "
+        f"{len(unsettled) - abandoned} acked too late (each came back), {lost_receives} receive answers lost, "
+        f"{retried_acks} acks answered after a retry"
     )
     assert len(produced) > 100

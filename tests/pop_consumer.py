@@ -2,7 +2,7 @@
 receives (all but those it lets time out on purpose), and writes one record of each delivery (tests/pop_deliveries.py)
 to its file once it is settled. `ConsumerProcesses` runs a few of them for a test.
 
-    python tests/pop_consumer.py URL TOPIC GROUP NUMBER OUT STOP [--time-out-one-in 10] [--through-restarts] ...
+    python -m tests.pop_consumer URL TOPIC GROUP NUMBER OUT STOP [--time-out-one-in 10] [--through-restarts] ...
 
 It signs as the credentials the environment names (TIDEMQ_CREDENTIALS_FILE). Without `--through-restarts`, anything
 but a 2xx answer ends it with the error (the test fails); with it, a request that gets no answer is sent again until
@@ -23,19 +23,14 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: the repository's root on the path, for `tests.pop_deliveries`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.pop_deliveries import Delivery, append, read
+from tests.pop_deliveries import Delivery, append, now_ms, read
 from tidemq.client import HttpClient, Response
 from tidemq_protocol.api.pop import AckResponse, ReceivedMessage, ReceiveResponse
 
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository's root, where the consumer runs (`python -m tests.pop_consumer`)."""
 RECONNECT_S = 0.05
 NO_ANSWER = (OSError, http.client.HTTPException)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Unsent(Exception):
@@ -80,20 +75,7 @@ class PopConsumer:
     def record(
         self, message: ReceivedMessage, received_ms: int, ack: str, acked_ms: int | None = None, tries: int = 0
     ) -> Delivery:
-        return Delivery(
-            self.args.number,
-            message.msg_id,
-            message.body,
-            message.queue,
-            message.offset,
-            message.receipt_handle,
-            message.attempt,
-            received_ms,
-            message.invisible_until_ms,
-            ack,
-            acked_ms,
-            tries,
-        )
+        return Delivery.of(self.args.number, message, received_ms, ack, acked_ms, tries)
 
     def run(self) -> None:
         out, stop = Path(self.args.out), Path(self.args.stop)
@@ -141,8 +123,8 @@ class ConsumerProcesses:
         for number, out in enumerate(self.files):
             arguments = [url, topic, group, str(number), str(out), str(self.stop_file), *options]
             with (directory / f"consumer-{number}.log").open("ab") as log:
-                command = [sys.executable, __file__, *arguments]
-                self.processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
+                command = [sys.executable, "-m", "tests.pop_consumer", *arguments]
+                self.processes.append(subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
 
     def deliveries(self) -> list[Delivery]:
         """Every delivery the consumers have recorded so far."""

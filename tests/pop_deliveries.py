@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from tidemq_protocol.api.pop import ReceivedMessage
 
 ACKED = ("acked", "already_acked")
 """Ack answers that say the message is acked (already_acked: an ack retried after its answer was lost)."""
@@ -44,11 +47,42 @@ class Delivery:
     acked_ms: int | None = None
     ack_tries: int = 0
 
+    @classmethod
+    def of(
+        cls,
+        consumer: int,
+        message: ReceivedMessage,
+        received_ms: int,
+        ack: str,
+        acked_ms: int | None = None,
+        ack_tries: int = 0,
+    ) -> Delivery:
+        """The record of `message` as `consumer` received it."""
+        return cls(
+            consumer,
+            message.msg_id,
+            message.body,
+            message.queue,
+            message.offset,
+            message.receipt_handle,
+            message.attempt,
+            received_ms,
+            message.invisible_until_ms,
+            ack,
+            acked_ms,
+            ack_tries,
+        )
+
     @property
     def hold_end_ms(self) -> int:
         if self.ack in ACKED and self.acked_ms is not None:
             return min(self.acked_ms, self.invisible_until_ms)
         return self.invisible_until_ms
+
+
+def now_ms() -> int:
+    """This host's clock as the gateway reads it (tidemq_store/pop/receive.py), in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
 
 
 def append(path: Path, deliveries: Iterable[Delivery]) -> None:

@@ -46,7 +46,9 @@ STARTUP_KILL_EVERY = 3  # every third kill lands at any moment of the start-up, 
 
 
 class RestartedGateway:
-    """A gateway process on one port and one store, killed and started again."""
+    """A gateway process on one port and one store, killed and started again. The port stays free between a kill and
+    the next start: free_port's ports lie below the ephemeral range, so no client connection takes it, and the
+    gateway binds it with SO_REUSEADDR (uvicorn's), past the killed one's connections in TIME_WAIT."""
 
     def __init__(self, home: Path, **settings: str) -> None:
         self.home, self.port = home, free_port()

@@ -1,9 +1,10 @@
-"""Consumer groups: lifecycle, lag per queue, committing and resetting offsets."""
+"""Consumer groups: lifecycle, their retry policy, lag per queue, committing and resetting offsets."""
 
 from __future__ import annotations
 
 from tidemq_protocol.api.groups import (
     CommittedOffsets,
+    GroupChange,
     GroupDescription,
     GroupList,
     GroupSpec,
@@ -12,11 +13,24 @@ from tidemq_protocol.api.groups import (
     QueueLag,
     TopicLag,
 )
+from tidemq_protocol.retry import RetryPolicy
 from tidemq_store import GroupConfig, MessageStore
 
 
 def create_group(store: MessageStore, spec: GroupSpec) -> GroupView:
     return GroupView(**store.create_group(GroupConfig(**spec.model_dump())).model_dump())
+
+
+def change_group(store: MessageStore, name: str, change: GroupChange) -> GroupView:
+    """Apply the fields `change` sets (its attributes, its retry policy); the others stay."""
+    config = store.get_group(name)
+    changed = config.model_copy(update={field: getattr(change, field) for field in change.model_fields_set})
+    return GroupView(**store.update_group(changed).model_dump())
+
+
+def retry_policy(config: GroupConfig, defaults: RetryPolicy) -> RetryPolicy:
+    """The group's retry policy, each field it leaves unset taken from `defaults` (the server's settings)."""
+    return (config.retry or RetryPolicy()).over(defaults)
 
 
 def list_groups(store: MessageStore, after: str | None, limit: int) -> GroupList:

@@ -13,8 +13,11 @@ from tidemq_protocol.api.groups import (
     QueueLag,
     TopicLag,
 )
+from tidemq_protocol.errors import InvalidArgument
 from tidemq_protocol.retry import RetryPolicy
 from tidemq_store import GroupConfig, MessageStore
+
+from .push import dead_letter_topic
 
 
 def create_group(store: MessageStore, spec: GroupSpec) -> GroupView:
@@ -26,6 +29,15 @@ def change_group(store: MessageStore, name: str, change: GroupChange) -> GroupVi
     config = store.get_group(name)
     changed = config.model_copy(update={field: getattr(change, field) for field in change.model_fields_set})
     return GroupView(**store.update_group(changed).model_dump())
+
+
+def check_may_pop(config: GroupConfig, topic: str) -> None:
+    """InvalidArgument if the group may not pop `topic`: the topic it pushes from, or its own dead letters (its
+    ledger of those holds its push retries, push_retries.py, and its resends, dead_letters.py)."""
+    if config.push is not None and config.push.topic == topic:
+        raise InvalidArgument(f"group {config.name!r} pushes from {topic!r}: it cannot pop it too (clear its push)")
+    if topic == dead_letter_topic(config.name):
+        raise InvalidArgument(f"group {config.name!r} cannot pop its own dead letters: resend them, or pop as another")
 
 
 def retry_policy(config: GroupConfig, defaults: RetryPolicy) -> RetryPolicy:

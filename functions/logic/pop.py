@@ -8,8 +8,8 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from functions.logic.groups import retry_policy
-from functions.logic.push import dead_letter, dead_letter_topic
+from functions.logic.groups import check_may_pop, retry_policy
+from functions.logic.push import dead_letter
 from shared.settings import Settings
 from tidemq_protocol.errors import InvalidArgument
 from tidemq_protocol.message import StoredMessage
@@ -62,9 +62,7 @@ def receive(
         raise InvalidArgument(f"wait_ms must be 0..{settings.max_get_wait_ms}, got {wait_ms}")
     invisible_ms = invisible_time(settings, invisible_ms)
     config = store.get_group(group)  # GroupNotFound: a pop group is made first, as any group
-    if topic == dead_letter_topic(group) or (config.push is not None and config.push.topic == topic):
-        # its ledger of that topic holds its push retries, or its dead letters' resends (push_retries, dead_letters)
-        raise InvalidArgument(f"group {group!r} cannot pop {topic!r}: it pushes from it, or it is its dead letters")
+    check_may_pop(config, topic)
     pop = consumption(store, settings, config)
     deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
     while True:

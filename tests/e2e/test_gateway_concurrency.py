@@ -115,10 +115,11 @@ def one_round(call: Caller, name: str) -> None:
     assert [(r["receipt_handle"], r["status"]) for r in acked] == [(h, "acked") for h in handles[:3]]
     held = {"receipt_handle": handles[3], "invisible_ms": 60_000}
     assert call("POST", f"{pop}/change-invisible", path=at_pop, json=held).json()["receipt_handle"] != handles[3]
-    call("POST", f"{pop}/release", 204, path=at_pop, json={"receipt_handle": handles[4]})
-    # a retry policy of one delivery: the message given back goes to the group's dead letters, and is resent once
+    # a retry policy of one delivery: the message given back (a nack: no delay of its own, the group's backoff of 0)
+    # goes to the group's dead letters at the next receive, and is resent once
     once = {"retry": {"max_delivery_attempts": 1, "backoff": {"kind": "customized", "delays_ms": [0]}}}
     assert call("PATCH", "/v1/groups/{group}", path=at_group, json=once).json()["retry"] == once["retry"]
+    call("POST", f"{pop}/release", 204, path=at_pop, json={"receipt_handle": handles[4]})
     assert call("POST", f"{pop}/receive", path=at_pop, json={"max_messages": 32}).json()["messages"] == []
     (letter,) = call("GET", "/v1/groups/{group}/dead-letters", path=at_group).json()["messages"]
     assert (letter["body"], letter["properties"]["RETRY_TOPIC"]) == (popped[4]["body"], topic)

@@ -261,11 +261,12 @@ def list_dead_letters(
     return dead_letters.list_dead_letters(get_store(), group, offset, limit)
 
 
-@app.post("/v1/groups/<group>/dead-letters/resend", tags=["groups"], responses=responses(415, 400, 404, 503))
+@app.post("/v1/groups/<group>/dead-letters/resend", tags=["groups"], responses=responses(415, 400, 404, 409, 503))
 def resend_dead_letters(group: PushGroupInPath, request: ResendRequest) -> ResendResponse:
     """Put dead letters (by id, or a range of offsets, at most 64 a request) back on the topics they came from,
     each as a new message (received with attempt 1). A dead letter resent before is answered `already_resent` and
-    not sent again. Sub on the group, and Pub on each origin topic."""
+    not sent again; an origin topic deleted since is a 409, resending nothing. Sub on the group, and Pub on each
+    origin topic."""
     require((acl.group(group), Action.SUB))
     store = get_store()
     letters, next_offset = dead_letters.chosen(store, group, request)

@@ -140,8 +140,8 @@ def chosen(store: MessageStore, group: str, request: ResendRequest) -> tuple[lis
         return [letters[offset] for offset in sorted(letters)], None
     try:
         end = store.queue_offsets(topic)[0].max_offset
-    except TopicNotFound:
-        raise TopicNotFound(topic) from None
+    except TopicNotFound:  # no message of the group was ever dead-lettered: nothing to resend
+        return [], None
     end = end if request.to_offset is None else min(request.to_offset, end)
     start = request.from_offset or 0
     if start >= end:

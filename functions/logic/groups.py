@@ -25,9 +25,10 @@ def create_group(store: MessageStore, spec: GroupSpec) -> GroupView:
 
 
 def change_group(store: MessageStore, name: str, change: GroupChange) -> GroupView:
-    """Apply the fields `change` sets (its attributes, its retry policy); the others stay."""
+    """Apply the fields `change` sets (its attributes unless null, its retry policy); the others stay."""
     config = store.get_group(name)
-    changed = config.model_copy(update={field: getattr(change, field) for field in change.model_fields_set})
+    given = change.model_fields_set - ({"attributes"} if change.attributes is None else set())
+    changed = config.model_copy(update={field: getattr(change, field) for field in given})
     return GroupView(**store.update_group(changed).model_dump())
 
 

@@ -40,13 +40,15 @@ ROCKETMQ_DELAYS_MS = (
 """RocketMQ's default delay levels (`messageDelayLevel`): 1s 5s 10s 30s 1m 2m 3m ... 10m 20m 30m 1h 2h."""
 
 Attempts = Annotated[Annotated[int, Field(ge=1, le=MAX_DELIVERY_ATTEMPTS)], BeforeValidator(json_integer)]
+KIND_REQUIRED = {"required": ["kind"]}
+"""In JSON a backoff says its kind (the discriminator); in Python each class has its own as a default."""
 DelayMs = Annotated[Annotated[int, Field(ge=0, le=MAX_DELAY_MS)], BeforeValidator(json_integer)]
 
 
 class ExponentialBackoff(BaseModel):
     """Wait initial_ms x multiplier^(attempt - 1) after `attempt` failed deliveries, at most max_ms."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=KIND_REQUIRED)
 
     kind: Literal["exponential"] = "exponential"
     initial_ms: DelayMs = Field(default=1_000, description="The wait after the first failed delivery.")
@@ -72,7 +74,7 @@ class ExponentialBackoff(BaseModel):
 class CustomizedBackoff(BaseModel):
     """Wait delays_ms[attempt - 1] after `attempt` failed deliveries, the last delay once they run out."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=KIND_REQUIRED)
 
     kind: Literal["customized"] = "customized"
     delays_ms: tuple[DelayMs, ...] = Field(default=ROCKETMQ_DELAYS_MS, min_length=1, max_length=MAX_DELAYS)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from .common import ApiModel, MessageId, Offset, json_integer
 from .messages import MessageView
@@ -34,22 +35,36 @@ class DeadLetterList(ApiModel):
 
 class ResendRequest(ApiModel):
     """Which dead letters to resend: by id, or the range [from_offset, to_offset) of the dead-letter topic (its
-    one queue), at most RESEND_MOST of them a request; `next_offset` in the answer goes on with the range."""
+    one queue), at most RESEND_MOST of them a request; `next_offset` in the answer goes on with the range. A range
+    that ends where it starts, or before, is empty."""
 
-    message_ids: list[MessageId] | None = Field(
-        default=None, min_length=1, max_length=RESEND_MOST, description="Ids of messages of `%DLQ%<group>`."
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["message_ids"],
+                    "not": {"anyOf": [{"required": ["from_offset"]}, {"required": ["to_offset"]}]},
+                },
+                {"required": ["from_offset"], "not": {"required": ["message_ids"]}},
+            ]
+        }
     )
-    from_offset: JsonOffset | None = Field(default=None, description="First offset of the range (with no ids).")
-    to_offset: JsonOffset | None = Field(default=None, description="End of the range, not included (default: its end).")
+
+    message_ids: Annotated[list[MessageId], Field(min_length=1, max_length=RESEND_MOST)] | SkipJsonSchema[None] = Field(
+        default=None, description="Ids of messages of `%DLQ%<group>`."
+    )
+    from_offset: JsonOffset | SkipJsonSchema[None] = Field(default=None, description="First offset of the range.")
+    to_offset: JsonOffset | None = Field(default=None, description="End of the range, not included (null: its end).")
 
     @model_validator(mode="after")
     def _one_choice(self) -> ResendRequest:
+        for name in ("message_ids", "from_offset"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name} must not be null (leave it out)")
         if (self.message_ids is None) == (self.from_offset is None):
             raise ValueError("give message_ids, or from_offset (and to_offset), not both")
-        if self.message_ids is not None and self.to_offset is not None:
+        if self.message_ids is not None and "to_offset" in self.model_fields_set:
             raise ValueError("to_offset goes with from_offset, not message_ids")
-        if self.from_offset is not None and self.to_offset is not None and self.to_offset < self.from_offset:
-            raise ValueError("to_offset must not be below from_offset")
         return self
 
 

@@ -88,7 +88,9 @@ class GroupSpec(ApiModel):
 class GroupChange(ApiModel):
     """Fields to change; absent fields stay as they are (`retry: null` goes back to the server's defaults)."""
 
-    attributes: Attributes | None = Field(default=None, description="Replace the attributes (as at create).")
+    attributes: Attributes | None = Field(
+        default=None, description="Replace the attributes (as at create; null: they stay)."
+    )
     retry: RetryPolicy | None = RetryField
 
 

@@ -20,6 +20,7 @@ milliseconds, or a number with `ms`, `s`, `m` or `h`.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
@@ -110,6 +111,7 @@ def duration_ms(text: str) -> int:
     return int(found[1]) * UNIT_MS[found[2]]
 
 
+@lru_cache(maxsize=64)  # the settings' default is parsed for each pop request: once is enough (backoffs are frozen)
 def parse_backoff(text: str) -> ExponentialBackoff | CustomizedBackoff:
     """The backoff `text` writes (see the module docstring); InvalidArgument saying what is wrong."""
     kind, _, rest = text.strip().partition(":")

@@ -21,6 +21,10 @@ batch is done. The ledger's cursor is not used (it stays 0, so each write of an 
 delivered by one deliverer at a time (the local worker runs a group on one thread; the push function runs with
 reserved concurrency 1).
 
+A subscription cleared, or moved to another topic, forgets the retries of the topic it pushed (`forget`), so that
+popping that topic later does not take them for deliveries. A group that popped a topic before it pushes it may
+have left pop entries in that ledger: they are stale records to push delivery, cleared as such.
+
 Crash safety: a failure is recorded before delivery moves on, so a crash after it retries with the count it had; a
 batch done is committed (its offset moves) before its record is cleared, and a record whose offset is no longer the
 group's committed offset (done, reset, retention) is stale: the next pass clears it and starts that batch at 1.
@@ -73,6 +77,12 @@ class PushRetries:
             if self.ledger.claim(self.group, self.topic, queue, claim):
                 break
         return PendingRetry(queue, offset, attempts, due_ms, entry.nonce)
+
+    def forget(self, queues: int) -> None:
+        """Delete the pending retries of queues 0..`queues`-1 (the subscription is cleared or moved)."""
+        for queue in range(queues):
+            for entry in self.ledger.read(self.group, self.topic, queue).entries:
+                self.clear(PendingRetry(queue, entry.offset, entry.attempt, entry.visible_at_ms, entry.nonce))
 
     def clear(self, pending: PendingRetry) -> None:
         """Delete the record (if it is still the one read: a record written since stays)."""

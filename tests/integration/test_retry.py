@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from functions.logic import dead_letters
+from functions.logic import dead_letters, subscriptions
 from functions.logic import pop as pop_logic
 from functions.logic.groups import retry_policy
 from functions.logic.pop import consumption
@@ -307,3 +307,17 @@ def test_a_group_may_not_pop_the_topic_it_pushes_nor_its_own_dead_letters(reopen
     for topic in ("orders", "%DLQ%billing"):
         with pytest.raises(InvalidArgument, match="cannot pop"):
             pop_logic.receive(store, SETTINGS, "billing", topic, 1, None, 0, None)
+
+
+def test_a_cleared_subscription_forgets_its_pending_retries_so_popping_the_topic_later_starts_clean(reopen):
+    store = reopen()
+    store.create_topic(TopicConfig(name="orders", queues=2))
+    retry = RetryPolicy(max_delivery_attempts=5, backoff=CustomizedBackoff(delays_ms=(0,)))
+    with_group(store, "billing", retry, PushSubscription(topic="orders", target="python:x:y"))
+    store.put("orders", [Message(b"a", queue=0), Message(b"b", queue=1)])
+    push_pass(store, [])
+    assert [len(store.pop_ledger.read("billing", "orders", q).entries) for q in (0, 1)] == [1, 1]
+    subscriptions.clear_push(store, "billing", Notices())
+    assert [store.pop_ledger.read("billing", "orders", q).entries for q in (0, 1)] == [(), ()]
+    popped = pop_logic.receive(store, SETTINGS, "billing", "orders", 32, None, 0, None)
+    assert sorted((p.message.body, p.attempt) for p in popped) == [(b"a", 1), (b"b", 1)]

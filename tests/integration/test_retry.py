@@ -251,6 +251,7 @@ def test_a_range_resend_goes_a_bounded_request_at_a_time_and_again_resends_nothi
     assert [r.offset for r in partial.results] == list(range(10, 20)) and partial.next_offset is None
     assert {r.status for r in partial.results} == {"already_resent"}
     assert resend(store, from_offset=100).results == []  # past the end: nothing to do
+    assert resend(store, from_offset=20, to_offset=10).results == []  # an empty range
     assert sum(q.max_offset for q in store.queue_offsets("orders")) == 200
 
 

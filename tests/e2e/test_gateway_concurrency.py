@@ -114,7 +114,9 @@ def one_round(call: Caller, name: str) -> None:
     acked = call("POST", f"{pop}/ack", path=at_pop, json={"receipt_handles": handles[:3]}).json()["results"]
     assert [(r["receipt_handle"], r["status"]) for r in acked] == [(h, "acked") for h in handles[:3]]
     held = {"receipt_handle": handles[3], "invisible_ms": 60_000}
-    assert call("POST", f"{pop}/change-invisible", path=at_pop, json=held).json()["receipt_handle"] != handles[3]
+    changed = call("POST", f"{pop}/change-invisible", path=at_pop, json=held).json()["receipt_handle"]
+    assert changed != handles[3]
+    call("POST", f"{pop}/ack", path=at_pop, json={"receipt_handles": [changed]})  # only the released one is left
     # a retry policy of one delivery: the message given back (a nack: no delay of its own, the group's backoff of 0)
     # goes to the group's dead letters at the next receive, and is resent once
     once = {"retry": {"max_delivery_attempts": 1, "backoff": {"kind": "customized", "delays_ms": [0]}}}

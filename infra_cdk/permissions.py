@@ -44,16 +44,34 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
     # batch write the queue's item and the batch items
     "produce": {"topics": READ, "groups": READ, "users": READ, "queues": WRITE, "batches": WRITE},
     # consume: the queue's item and batch items, read; long polls BatchGetItem the queues' items; pop consumption's
-    # receives and acks claim and settle in its groups' ledgers (pop/receive.py: conditional transactions)
-    "consume": {"topics": READ, "users": READ, "queues": READ, "batches": READ, "pop_ledger": WRITE},
+    # receives and acks read the group (its retry policy) and claim and settle in its ledgers (pop/receive.py:
+    # conditional transactions); a message past its last delivery is put to the group's dead letters, which it may
+    # create
+    "consume": {
+        "topics": WRITE,
+        "groups": READ,
+        "users": READ,
+        "queues": WRITE,
+        "batches": WRITE,
+        "pop_ledger": WRITE,
+    },
     # admin: every route of the admin API (topics, groups, users, offsets, tier upload now); deleting a topic or a
-    # group deletes its pop ledgers (found through the table's indexes)
+    # group deletes its pop ledgers (found through the table's indexes); a dead-letter resend records itself in the
+    # group's ledger of its dead letters and puts the messages to their topics
     "admin": {name: WRITE for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger")},
     # kv: the caller (users), and the KV namespaces, their keys and their changes (conditional transactions)
     "kv": {"users": READ, "kv_namespaces": WRITE, "kv_entries": WRITE, "kv_changes": WRITE},
     # push: reads the group and what it delivers, commits offsets (a transaction conditioned on the group's item),
-    # and dead-letters (a put to the DLQ topic, which it may create)
-    "push": {"topics": WRITE, "groups": READ, "offsets": WRITE, "queues": WRITE, "batches": WRITE},
+    # keeps each queue's pending retry in the group's pop ledger (functions/logic/push_retries.py), and
+    # dead-letters (a put to the DLQ topic, which it may create)
+    "push": {
+        "topics": WRITE,
+        "groups": READ,
+        "offsets": WRITE,
+        "queues": WRITE,
+        "batches": WRITE,
+        "pop_ledger": WRITE,
+    },
     # maintenance: each dirty queue's item (lease, hot boundary), its batch items (indexing, retention), topics'
     # retention
     "maintenance": {"topics": READ, "queues": WRITE, "batches": WRITE},

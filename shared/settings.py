@@ -10,13 +10,17 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Annotated
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import NoDecode
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from tidemq_protocol.errors import TideMQError
 from tidemq_protocol.limits import KIB, MIB
 from tidemq_protocol.push_target import push_target_kind
+from tidemq_protocol.retry import MAX_DELIVERY_ATTEMPTS, RetryPolicy, parse_backoff
 from tidemq_store.config import StoreConfig
+
+ROCKETMQ_BACKOFF = "customized:1s,5s,10s,30s,1m,2m,3m,4m,5m,6m,7m,8m,9m,10m,20m,30m,1h,2h"
+"""RocketMQ's default delays (tidemq_protocol.retry.ROCKETMQ_DELAYS_MS), as TIDEMQ_RETRY_BACKOFF writes them."""
 
 
 class InvalidConfiguration(TideMQError):
@@ -62,6 +66,8 @@ class Settings(StoreConfig):
     """Process settings: the local gateway, request and consume limits, where AWS is, push delivery, the Spark jobs
     on EMR Serverless, plus every `StoreConfig` field."""
 
+    model_config = SettingsConfigDict(**StoreConfig.model_config, populate_by_name=True)  # fields with aliases too
+
     host: str = Field(default="127.0.0.1", description="Address the local gateway listens on.")
     port: int = Field(default=8080, ge=0, le=65535, description="Port the local gateway listens on.")
     gateway_threads: int = Field(default=64, ge=1, description="Handler threads of the local gateway.")
@@ -104,11 +110,30 @@ class Settings(StoreConfig):
         default=43_200_000, ge=1, description="Longest invisible time a receive or a change may ask for (12 h)."
     )
 
-    pop_max_delivery_attempts: int = Field(
+    max_delivery_attempts: int = Field(
         default=16,
         ge=1,
-        description="Deliveries of a popped message before it goes to its group's dead letters (RocketMQ's 16).",
+        le=MAX_DELIVERY_ATTEMPTS,
+        validation_alias=AliasChoices("tidemq_max_delivery_attempts", "tidemq_pop_max_delivery_attempts"),
+        description="Deliveries of a message (pop or push) before it goes to its group's dead letters, for a group "
+        "whose retry policy does not say (RocketMQ's 16; TIDEMQ_POP_MAX_DELIVERY_ATTEMPTS, its former name, too).",
     )
+    retry_backoff: str = Field(
+        default=ROCKETMQ_BACKOFF,
+        description="The wait before a message is delivered again after a failed delivery (push) or a nack (pop), "
+        "for a group whose retry policy does not say: exponential:INITIAL,MULTIPLIER,MAX or customized:D1,D2,...",
+    )
+
+    @field_validator("retry_backoff")
+    @classmethod
+    def _backoff(cls, text: str) -> str:
+        parse_backoff(text)  # an InvalidArgument (a ValueError) saying what is wrong with it
+        return text
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The retry policy of a group that sets none (each field a group leaves None comes from here)."""
+        return RetryPolicy(max_delivery_attempts=self.max_delivery_attempts, backoff=parse_backoff(self.retry_backoff))
 
     @model_validator(mode="after")
     def _pop_bounds(self) -> Settings:

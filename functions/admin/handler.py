@@ -14,7 +14,8 @@ from functions.api.auth import authenticator, caller, require, require_any, requ
 from functions.api.errors import responses
 from functions.api.params import GroupInPath, MessageIdInPath, PushGroupInPath, QueueInPath, TopicInPath, UserInPath
 from functions.api.resolver import lambda_entry, new_resolver
-from functions.logic import groups, queries, subscriptions, tiers, topics, users
+from functions.logic import dead_letters, groups, queries, subscriptions, tiers, topics, users
+from functions.logic.push import dead_letter_topic
 from functions.logic.targets import TargetRules
 from functions.observability import metrics
 from functions.push.trigger import push_notifier
@@ -23,8 +24,10 @@ from shared.settings import get_settings
 from tidemq_protocol import acl
 from tidemq_protocol.acl import AclEntry, Action
 from tidemq_protocol.api.common import MAX_JSON_INTEGER, Health, TopicName
+from tidemq_protocol.api.dead_letters import DeadLetterList, ResendRequest, ResendResponse
 from tidemq_protocol.api.groups import (
     CommittedOffsets,
+    GroupChange,
     GroupDescription,
     GroupList,
     GroupSpec,
@@ -187,6 +190,13 @@ def describe_group(
     return groups.describe_group(get_store(), group, topic)
 
 
+@app.patch("/v1/groups/<group>", tags=["groups"], responses=responses(415, 400, 404))
+def change_group(group: GroupInPath, change: GroupChange) -> GroupView:
+    """Change the group's attributes or retry policy (absent fields stay; `retry: null`: the server's defaults)."""
+    require((acl.group(group), Action.UPDATE))
+    return groups.change_group(get_store(), group, change)
+
+
 @app.delete("/v1/groups/<group>", tags=["groups"], responses=responses(404, ok=204))
 def delete_group(group: GroupInPath):
     require((acl.group(group), Action.DELETE))
@@ -234,6 +244,35 @@ def clear_push(group: GroupInPath):
     require((acl.group(group), Action.UPDATE))
     subscriptions.clear_push(get_store(), group, push_notifier())
     return Response(204)
+
+
+# ---- dead letters --------------------------------------------------------------------------------
+
+
+@app.get("/v1/groups/<group>/dead-letters", tags=["groups"], responses=responses(404, 409))
+def list_dead_letters(
+    group: PushGroupInPath,
+    offset: Annotated[int, Query(ge=0, le=MAX_JSON_INTEGER, description="First offset of `%DLQ%<group>`.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Most dead letters to return.")] = 32,
+) -> DeadLetterList:
+    """The group's dead letters from `offset`, each with its origin (properties) and when it was resent, if it
+    was. Sub on the group and on its dead-letter topic."""
+    require((acl.group(group), Action.SUB), (acl.topic(dead_letter_topic(group)), Action.SUB))
+    return dead_letters.list_dead_letters(get_store(), group, offset, limit)
+
+
+@app.post("/v1/groups/<group>/dead-letters/resend", tags=["groups"], responses=responses(415, 400, 404, 409, 503))
+def resend_dead_letters(group: PushGroupInPath, request: ResendRequest) -> ResendResponse:
+    """Put dead letters (by id, or a range of offsets, at most 64 a request) back on the topics they came from,
+    each as a new message (received with attempt 1). A dead letter resent before is answered `already_resent` and
+    not sent again; an origin topic deleted since is a 409, resending nothing. Sub on the group, and Pub on each
+    origin topic."""
+    require((acl.group(group), Action.SUB))
+    store = get_store()
+    letters, next_offset = dead_letters.chosen(store, group, request)
+    return dead_letters.resend(
+        store, group, letters, next_offset, push_notifier(), lambda topic: require((acl.topic(topic), Action.PUB))
+    )
 
 
 # ---- users and access control (super users only) ---------------------------------------------------

@@ -33,6 +33,10 @@ class ChangeInvisibleRequest(ApiModel):
 
 class ReleaseRequest(ApiModel):
     receipt_handle: ReceiptHandle
-    delay_ms: int = Field(
-        default=0, ge=0, le=LIMITS.pop_max_invisible_ms, description="Visible again after this long, its next attempt."
+    delay_ms: int | None = Field(
+        default=None,
+        ge=0,
+        le=LIMITS.pop_max_invisible_ms,
+        description="Visible again after this long, its next attempt (absent or null: after the group's backoff for "
+        "the delivery's attempt, a nack).",
     )

@@ -147,7 +147,8 @@ def change_invisible(
 
 @app.post("/v1/groups/<group>/topics/<topic>/release", tags=["pop"], responses=responses(*POP_ERRORS, ok=204))
 def release(group: GroupInPath, topic: TopicInPath, request: ReleaseRequest):
-    """Give a delivery back: the message is delivered again after `delay_ms`, its next attempt."""
+    """Give a delivery back: the message is delivered again after `delay_ms`, its next attempt; without a
+    `delay_ms` (a nack), after the group's backoff for the attempt it was."""
     require((acl.group(group), Action.SUB), (acl.topic(topic), Action.SUB))
     pop.release(get_store(), LIMITS, group, topic, request.receipt_handle, request.delay_ms)
     return Response(204)

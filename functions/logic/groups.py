@@ -1,9 +1,10 @@
-"""Consumer groups: lifecycle, lag per queue, committing and resetting offsets."""
+"""Consumer groups: lifecycle, their retry policy, lag per queue, committing and resetting offsets."""
 
 from __future__ import annotations
 
 from tidemq_protocol.api.groups import (
     CommittedOffsets,
+    GroupChange,
     GroupDescription,
     GroupList,
     GroupSpec,
@@ -12,11 +13,37 @@ from tidemq_protocol.api.groups import (
     QueueLag,
     TopicLag,
 )
+from tidemq_protocol.errors import InvalidArgument
+from tidemq_protocol.retry import RetryPolicy
 from tidemq_store import GroupConfig, MessageStore
+
+from .push import dead_letter_topic
 
 
 def create_group(store: MessageStore, spec: GroupSpec) -> GroupView:
     return GroupView(**store.create_group(GroupConfig(**spec.model_dump())).model_dump())
+
+
+def change_group(store: MessageStore, name: str, change: GroupChange) -> GroupView:
+    """Apply the fields `change` sets (its attributes unless null, its retry policy); the others stay."""
+    config = store.get_group(name)
+    given = change.model_fields_set - ({"attributes"} if change.attributes is None else set())
+    changed = config.model_copy(update={field: getattr(change, field) for field in given})
+    return GroupView(**store.update_group(changed).model_dump())
+
+
+def check_may_pop(config: GroupConfig, topic: str) -> None:
+    """InvalidArgument if the group may not pop `topic`: the topic it pushes from, or its own dead letters (its
+    ledger of those holds its push retries, push_retries.py, and its resends, dead_letters.py)."""
+    if config.push is not None and config.push.topic == topic:
+        raise InvalidArgument(f"group {config.name!r} pushes from {topic!r}: it cannot pop it too (clear its push)")
+    if topic == dead_letter_topic(config.name):
+        raise InvalidArgument(f"group {config.name!r} cannot pop its own dead letters: resend them, or pop as another")
+
+
+def retry_policy(config: GroupConfig, defaults: RetryPolicy) -> RetryPolicy:
+    """The group's retry policy, each field it leaves unset taken from `defaults` (the server's settings)."""
+    return (config.retry or RetryPolicy()).over(defaults)
 
 
 def list_groups(store: MessageStore, after: str | None, limit: int) -> GroupList:

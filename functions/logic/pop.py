@@ -8,11 +8,12 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from functions.logic.groups import check_may_pop, retry_policy
 from functions.logic.push import dead_letter
 from shared.settings import Settings
 from tidemq_protocol.errors import InvalidArgument
 from tidemq_protocol.message import StoredMessage
-from tidemq_store import MessageStore
+from tidemq_store import GroupConfig, MessageStore
 from tidemq_store.pop.api import Settled
 from tidemq_store.pop.receive import PopConsumption, Popped, now_ms
 
@@ -23,14 +24,15 @@ TURNS = itertools.count()
 """Numbers this process's receives, so that each starts at the next queue (PopConsumption's `turns`)."""
 
 
-def consumption(store: MessageStore, settings: Settings) -> PopConsumption:
-    """Pop consumption of `store` for one request: a message delivered `TIDEMQ_POP_MAX_DELIVERY_ATTEMPTS` times
-    goes to its group's dead-letter topic."""
+def consumption(store: MessageStore, settings: Settings, group: GroupConfig) -> PopConsumption:
+    """Pop consumption of `store` for one request of `group`, as its retry policy says: a message delivered
+    max_delivery_attempts times goes to its dead-letter topic; a nack waits its backoff."""
+    policy = retry_policy(group, settings.retry_policy)
 
     def dead_letters(group: str, messages: list[StoredMessage], attempts: int) -> None:
         dead_letter(store, group, messages, attempts, f"not acked after {attempts} deliveries")
 
-    return PopConsumption(store, store.pop_ledger, settings.pop_max_delivery_attempts, dead_letters, TURNS)
+    return PopConsumption(store, store.pop_ledger, policy.attempts, dead_letters, TURNS, policy.delay_ms)
 
 
 def invisible_time(settings: Settings, invisible_ms: int | None) -> int:
@@ -59,8 +61,9 @@ def receive(
     if wait_ms > settings.max_get_wait_ms:
         raise InvalidArgument(f"wait_ms must be 0..{settings.max_get_wait_ms}, got {wait_ms}")
     invisible_ms = invisible_time(settings, invisible_ms)
-    store.get_group(group)  # GroupNotFound: a pop group is made first, as any group
-    pop = consumption(store, settings)
+    config = store.get_group(group)  # GroupNotFound: a pop group is made first, as any group
+    check_may_pop(config, topic)
+    pop = consumption(store, settings, config)
     deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
     while True:
         popped = pop.receive(group, topic, max_messages, invisible_ms, tag_filter)
@@ -77,8 +80,8 @@ ACK_STATUS = {Settled.DONE: "acked", Settled.ALREADY_ACKED: "already_acked", Set
 def ack(store: MessageStore, settings: Settings, group: str, topic: str, handles: Sequence[str]) -> list[str]:
     """Ack each delivery a handle names; what each became (ACK_STATUS's words). A malformed handle refuses the
     whole request before anything changes."""
-    store.get_group(group)
-    return [ACK_STATUS[settled] for settled in consumption(store, settings).ack(group, topic, handles)]
+    pop = consumption(store, settings, store.get_group(group))
+    return [ACK_STATUS[settled] for settled in pop.ack(group, topic, handles)]
 
 
 class Held(NamedTuple):
@@ -91,16 +94,14 @@ def change_invisible(
 ) -> Held:
     """Hold the delivery `handle` names for `invisible_ms` from now (InvalidReceiptHandle if it names none)."""
     invisible_ms = invisible_time(settings, invisible_ms)
-    store.get_group(group)
+    pop = consumption(store, settings, store.get_group(group))
     now = now_ms()
-    return Held(
-        consumption(store, settings).change_invisible(group, topic, handle, invisible_ms, now), now + invisible_ms
-    )
+    return Held(pop.change_invisible(group, topic, handle, invisible_ms, now), now + invisible_ms)
 
 
-def release(store: MessageStore, settings: Settings, group: str, topic: str, handle: str, delay_ms: int) -> None:
-    """Give the delivery back: visible again after `delay_ms` (at most the longest invisible time)."""
-    if delay_ms > settings.pop_max_invisible_ms:
+def release(store: MessageStore, settings: Settings, group: str, topic: str, handle: str, delay_ms: int | None) -> None:
+    """Give the delivery back: visible again after `delay_ms` (at most the longest invisible time; None: the
+    group's backoff for the delivery's attempt, a nack)."""
+    if delay_ms is not None and delay_ms > settings.pop_max_invisible_ms:
         raise InvalidArgument(f"delay_ms must be 0..{settings.pop_max_invisible_ms}, got {delay_ms}")
-    store.get_group(group)
-    consumption(store, settings).release(group, topic, handle, delay_ms)
+    consumption(store, settings, store.get_group(group)).release(group, topic, handle, delay_ms)

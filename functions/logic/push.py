@@ -2,15 +2,15 @@
 
 For each queue, from the group's committed offset (the queue's oldest message if it has none): read up to
 `batch_size` messages its tag filter selects, call the target, and commit past them only after the target
-succeeded. A failed call is retried after an exponential backoff with jitter; once `max_attempts` calls of a
-batch have failed, the batch is put to the group's dead-letter topic `%DLQ%<group>` (created with one queue
-if missing; each message keeps its body, keys and tag, and gets its origin as properties, as RocketMQ does:
-ORIGIN_MESSAGE_ID, RETRY_TOPIC, ...) and the offset moves past it; the `PushNotifier` the caller gives is told
-the dead-letter topic has new messages (a group may push from it).
+succeeded. A failed call is retried after the group's backoff (its retry policy, tidemq_protocol.retry); once
+`max_delivery_attempts` calls of a batch have failed, the batch is put to the group's dead-letter topic
+`%DLQ%<group>` (created with one queue if missing; each message keeps its body, keys and tag, and gets its
+origin as properties, as RocketMQ does: ORIGIN_MESSAGE_ID, RETRY_TOPIC, ...) and the offset moves past it; the
+`PushNotifier` the caller gives is told the dead-letter topic has new messages (a group may push from it).
 
 Guarantees: at least once (a crash between a call and its commit calls again with the same messages), and
-each queue in order (a queue waits while its head batch is retried; the other queues go on). Retry counts
-live with the caller (`PendingRetry` per queue), not in the store: a restart counts a batch's attempts anew.
+each queue in order (a queue waits while its head batch is retried; the other queues go on). Retry counts and
+due times are in the store (push_retries.py), so a restart goes on counting a batch's attempts where they were.
 
 Resets are respected: each commit is a compare-and-set (`MessageStore.commit_offsets(..., expected=...)`) from
 the offset the group had when this queue's delivery began, or that the previous commit left. If the offset
@@ -26,22 +26,23 @@ says when the next retry is due. The local worker sets a timer for it; the push 
 from __future__ import annotations
 
 import contextlib
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from functions.observability import logger
 from tidemq_protocol.api.messages import MessageView
-from tidemq_protocol.api.push import PendingRetry, PushDelivery
+from tidemq_protocol.api.push import PushDelivery
 from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import InvalidArgument, OffsetConflict, OffsetOutOfRange, TopicExists, TopicNotFound
 from tidemq_protocol.message import Message, StoredMessage
 from tidemq_protocol.push_target import shown_target
 from tidemq_protocol.record import encode_properties
+from tidemq_protocol.retry import RetryPolicy
 from tidemq_store import MessageStore, TopicConfig
 from tidemq_store.model import PushSubscription
 
 from .notifier import PushNotifier
+from .push_retries import PendingRetry, PushRetries
 from .targets import Target, TargetFailed
 
 DLQ_PREFIX = "%DLQ%"
@@ -60,13 +61,6 @@ def dead_letter_topic(group: str) -> str:
     return DLQ_PREFIX + group
 
 
-def backoff_ms(subscription: PushSubscription, attempts: int, rand: Callable[[], float] = random.random) -> int:
-    """The wait after `attempts` failed calls: base x 2^(attempts-1), at most backoff_max_ms, of which the
-    upper half is random ("equal jitter": retries of many queues spread out, none comes early)."""
-    delay = min(subscription.backoff_max_ms, subscription.backoff_base_ms * 2 ** min(attempts - 1, 62))
-    return int(delay / 2 + rand() * delay / 2)
-
-
 @dataclass(slots=True)
 class DeliveryReport:
     """What one pass did."""
@@ -77,6 +71,9 @@ class DeliveryReport:
     committed: int = 0  # commits made (progress, including past messages the tag filter skipped)
     retry_due_ms: int | None = None  # the earliest retry still waiting, if any
     interrupted: bool = False  # keep_going said stop before the end
+
+    def retry_due(self, due_ms: int) -> None:
+        self.retry_due_ms = due_ms if self.retry_due_ms is None else min(self.retry_due_ms, due_ms)
 
     @property
     def progressed(self) -> bool:
@@ -94,29 +91,25 @@ def deliver(
     store: MessageStore,
     group: str,
     subscription: PushSubscription,
+    policy: RetryPolicy,
     target: Target,
-    retries: dict[int, PendingRetry],
     notifier: PushNotifier,
     keep_going: Callable[[], bool] = lambda: True,
 ) -> DeliveryReport:
-    """One pass of `group`'s push delivery. `retries` (queue -> its head batch's failed calls) is read and
-    updated; `notifier` is told once if the pass put dead letters; `keep_going` is asked before each call (a
-    closing worker, a Lambda running out of time)."""
+    """One pass of `group`'s push delivery, retrying as `policy` (the group's, defaults filled in) says;
+    `notifier` is told once if the pass put dead letters; `keep_going` is asked before each call (a closing
+    worker, a Lambda running out of time)."""
     report = DeliveryReport()
     topic = subscription.topic
     committed = store.committed_offsets(group, topic)
+    retries = PushRetries(store.pop_ledger, group, topic)
     for queue in store.queue_offsets(topic):
         position = QueuePosition(queue.queue, committed.get(queue.queue), queue.min_offset)
-        pending = retries.get(queue.queue)
-        if pending is not None and pending.offset != position.offset:
-            del retries[queue.queue]  # the offset was moved (reset, retention): that batch is no longer the head
         if position.offset < queue.max_offset and not _deliver_queue(
-            store, group, subscription, target, position, queue.max_offset, retries, report, keep_going
+            store, group, subscription, policy, target, position, queue.max_offset, retries, report, keep_going
         ):
             report.interrupted = True
             break
-    due = [p.due_ms for p in retries.values()]
-    report.retry_due_ms = min(due) if due else None
     if report.dead_lettered:
         notifier.messages_stored(dead_letter_topic(group))
     return report
@@ -140,18 +133,23 @@ def _deliver_queue(
     store: MessageStore,
     group: str,
     subscription: PushSubscription,
+    policy: RetryPolicy,
     target: Target,
     position: QueuePosition,
     end: int,
-    retries: dict[int, PendingRetry],
+    retries: PushRetries,
     report: DeliveryReport,
     keep_going: Callable[[], bool],
 ) -> bool:
     """Deliver one queue from `position` up to `end`, or until its head batch must wait; False if interrupted."""
     topic, queue, offset = subscription.topic, position.queue, position.offset
+    pending = retries.pending(queue)
+    if pending is not None and pending.offset != offset:  # done, reset or expired since: that batch is not the head
+        retries.clear(pending)
+        pending = None
     while offset < end:
-        pending = retries.get(queue)
         if pending is not None and pending.due_ms > now_ms():
+            report.retry_due(pending.due_ms)
             return True
         if not keep_going():
             return False
@@ -182,21 +180,15 @@ def _deliver_queue(
                     queue,
                     offset,
                     attempt,
-                    subscription.max_attempts,
+                    policy.attempts,
                     error,
                 )
-                if attempt < subscription.max_attempts:
-                    retries[queue] = PendingRetry(
-                        group=group,
-                        queue=queue,
-                        offset=offset,
-                        attempts=attempt,
-                        due_ms=now_ms() + backoff_ms(subscription, attempt),
-                    )
+                if attempt < policy.attempts:
+                    pending = retries.record(queue, offset, attempt, now_ms() + policy.delay_ms(attempt))
+                    report.retry_due(pending.due_ms)
                     return True
                 dead_letter(store, group, batch.messages, attempt, str(error))
                 report.dead_lettered += len(batch.messages)
-            retries.pop(queue, None)
         try:
             store.commit_offsets(group, topic, {queue: batch.next_offset}, expected={queue: position.committed})
         except OffsetConflict as moved:  # a reset (or another deliverer) moved the offset: go on from there
@@ -208,13 +200,19 @@ def _deliver_queue(
                 position.committed,
                 moved.actual,
             )
-            retries.pop(queue, None)
+            pending = _cleared(retries, pending)
             position.committed = moved.actual
             offset = position.offset
             continue
+        pending = _cleared(retries, pending)  # after the commit: a crash between leaves a stale record, cleared
         report.committed += 1
         position.committed = offset = batch.next_offset
     return True
+
+
+def _cleared(retries: PushRetries, pending: PendingRetry | None) -> None:
+    if pending is not None:
+        retries.clear(pending)
 
 
 def letter(message: StoredMessage, origin: dict[str, str]) -> Message:

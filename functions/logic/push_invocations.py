@@ -3,14 +3,13 @@
 An invocation delivers one topic to the groups pushing from it: it makes delivery passes (`push.deliver`)
 while they make progress, and waits for a batch's retry when it is due within the invocation's time. When the
 wait is longer (after waiting what it can), and when time runs out mid-delivery, it hands the rest over to a
-new invocation: a continuation, a `PushEvent` with the pending retries and when to start, so attempts keep
-counting across invocations. Sending it (an asynchronous invoke) is the caller's; one is queued per topic at a
-time.
+new invocation: a continuation, a `PushEvent` saying when to start. Sending it (an asynchronous invoke) is the
+caller's; one is queued per topic at a time. The retries themselves (each batch's failed calls and when the next
+is due) are in the store (push_retries.py), so any invocation, in any execution environment, counts on from them
+and never retries a batch early.
 
 `PushEnvironment` holds what the invocations of one execution environment share, as they run there one at a
-time: the retries pending per group, so an invocation caused by a produce does not retry a batch early, and
-the topics a continuation is queued for. A new environment learns the retries from the continuation event; an
-ordinary event that reaches a new environment first may retry a batch early.
+time: the topics a continuation is queued for.
 """
 
 from __future__ import annotations
@@ -20,11 +19,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from functions.observability import logger
-from tidemq_protocol.api.push import PendingRetry, PushEvent
+from tidemq_protocol.api.push import PushEvent
 from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import GroupNotFound, TopicNotFound
+from tidemq_protocol.retry import RetryPolicy
 from tidemq_store import MessageStore
 
+from .groups import retry_policy
 from .notifier import PushNotifier
 from .push import DeliveryReport, deliver
 from .targets import TargetRules, target_caller
@@ -67,32 +68,22 @@ class PushEnvironment:
     module docstring."""
 
     def __init__(self) -> None:
-        self.retries: dict[str, dict[int, PendingRetry]] = {}  # group -> queue -> its head batch's failed calls
         self.continuing: set[str] = set()  # topics a continuation is queued for
 
     def begin(self, event: PushEvent, groups: Iterable[str]) -> list[str]:
-        """An invocation with `event` begins: the continuation it may be is no longer queued, and its retries
-        join this environment's (for one queue the one further on wins: a later offset, else more attempts).
-        The groups it delivers: `groups` and those its retries name."""
+        """An invocation with `event` begins: the continuation it may be is no longer queued. The groups it
+        delivers: `groups` (a continuation names none: the caller gives every group pushing from its topic)."""
         if event.continues:
             self.continuing.discard(event.topic)
-        delivered = set(groups)
-        for pending in event.retries:
-            queues = self.retries.setdefault(pending.group, {})
-            known = queues.get(pending.queue)
-            if known is None or (known.offset, known.attempts) < (pending.offset, pending.attempts):
-                queues[pending.queue] = pending
-            delivered.add(pending.group)
-        return sorted(delivered)
+        return sorted(set(groups))
 
-    def continue_later(self, topic: str, groups: Iterable[str], not_before_ms: int | None) -> PushEvent | None:
-        """The continuation that delivers the rest of `topic` to `groups` (from `not_before_ms`, if given) with
-        their pending retries; None if one is queued already. Either way one is queued from now on."""
+    def continue_later(self, topic: str, not_before_ms: int | None) -> PushEvent | None:
+        """The continuation that delivers the rest of `topic` (from `not_before_ms`, if given); None if one is
+        queued already. Either way one is queued from now on."""
         if topic in self.continuing:
             return None
         self.continuing.add(topic)
-        pending = [retry for group in groups for retry in self.retries.get(group, {}).values()]
-        return PushEvent(topic=topic, not_before_ms=not_before_ms, retries=pending, continues=True)
+        return PushEvent(topic=topic, not_before_ms=not_before_ms, continues=True)
 
     def deliver(
         self,
@@ -102,10 +93,12 @@ class PushEnvironment:
         time_left: InvocationTime,
         notifier: PushNotifier,
         rules: TargetRules,
+        retry: RetryPolicy,
     ) -> TopicDelivery:
-        """Deliver `event.topic` to `groups` (those pushing from it, or the one the event names) and to the
-        groups of the event's retries, within `time_left`, to targets as `rules` allow them; `notifier` is told
-        of dead letters. Waits here (sleeping) for a retry due in time; see the module docstring."""
+        """Deliver `event.topic` to `groups` (those pushing from it, or the one the event names) within
+        `time_left`, to targets as `rules` allow them, retrying as each group's policy says (`retry` gives what a
+        group leaves unset); `notifier` is told of dead letters. Waits here (sleeping) for a retry due in time;
+        see the module docstring."""
         delivering = self.begin(event, groups)
         done = TopicDelivery()
         wait_until = event.not_before_ms
@@ -113,17 +106,16 @@ class PushEnvironment:
             if wait_until is not None and wait_until > now_ms():
                 time.sleep(max(0, min(wait_until, time_left.latest_call_ms) - now_ms()) / 1000)
                 if wait_until > time_left.latest_call_ms:  # waited what this invocation can; the next waits the rest
-                    return self._hand_over(event.topic, delivering, wait_until, done)
+                    return self._hand_over(event.topic, wait_until, done)
             progressed, due = False, []
             for group in list(delivering):
-                report = self._pass(store, group, event.topic, time_left, notifier, rules)
+                report = self._pass(store, group, event.topic, time_left, notifier, rules, retry)
                 if report is None:
                     delivering.remove(group)
-                    self.retries.pop(group, None)
                     continue
                 done.report.add(report)
                 if report.interrupted:
-                    return self._hand_over(event.topic, delivering, None, done)
+                    return self._hand_over(event.topic, None, done)
                 progressed = progressed or report.progressed
                 if report.retry_due_ms is not None:
                     due.append(report.retry_due_ms)
@@ -139,22 +131,22 @@ class PushEnvironment:
         time_left: InvocationTime,
         notifier: PushNotifier,
         rules: TargetRules,
+        retry: RetryPolicy,
     ) -> DeliveryReport | None:
         """One pass for `group`; None if it no longer pushes from `topic`."""
         try:
-            subscription = store.get_group(group).push
+            config = store.get_group(group)
+            subscription = config.push
             if subscription is None or subscription.topic != topic:
                 return None
             target = target_caller(subscription, rules)
-            retries = self.retries.setdefault(group, {})
-            return deliver(store, group, subscription, target, retries, notifier, keep_going=time_left.can_call)
+            policy = retry_policy(config, retry)
+            return deliver(store, group, subscription, policy, target, notifier, keep_going=time_left.can_call)
         except (GroupNotFound, TopicNotFound) as gone:
             logger.info("push delivery of group %s stops: %s", group, gone)
             return None
 
-    def _hand_over(
-        self, topic: str, groups: list[str], not_before_ms: int | None, done: TopicDelivery
-    ) -> TopicDelivery:
+    def _hand_over(self, topic: str, not_before_ms: int | None, done: TopicDelivery) -> TopicDelivery:
         done.continued = True
-        done.continuation = self.continue_later(topic, groups, not_before_ms)
+        done.continuation = self.continue_later(topic, not_before_ms)
         return done

@@ -15,7 +15,7 @@ A subscription is shown without its secret and with credentials in its target re
 from __future__ import annotations
 
 from tidemq_protocol.api.push import GroupPush, PushPing, PushSubscribed
-from tidemq_protocol.errors import InvalidArgument, NoPushSubscription
+from tidemq_protocol.errors import InvalidArgument, NoPushSubscription, TopicNotFound
 from tidemq_protocol.names import check_name
 from tidemq_protocol.push import PushSpec
 from tidemq_protocol.push_signature import new_signing_secret
@@ -25,6 +25,7 @@ from tidemq_store.model import PushSubscription
 
 from .notifier import PushNotifier
 from .push import dead_letter_topic
+from .push_retries import PushRetries
 from .targets import TargetRules, check_target, ping_webhook
 
 
@@ -56,6 +57,8 @@ def set_push(
         ping_webhook(spec.target, PushPing(group=group, topic=spec.topic), secret, rules)
     record = PushSubscription(**spec.model_dump(), signing_secret=secret)  # the store's record
     updated = store.update_group(config.model_copy(update={"push": record}))
+    if config.push is not None and config.push.topic != spec.topic:
+        _forget_retries(store, group, config.push.topic)
     notifier.subscription_changed(group, spec.topic)
     return PushSubscribed(group=group, push=updated.push, dead_letter_topic=dead_letters, signing_secret=secret)
 
@@ -66,4 +69,14 @@ def clear_push(store: MessageStore, group: str, notifier: PushNotifier) -> None:
     config = store.get_group(group)
     if config.push is not None:
         store.update_group(config.model_copy(update={"push": None}))
+        _forget_retries(store, group, config.push.topic)
         notifier.subscription_changed(group, None)
+
+
+def _forget_retries(store: MessageStore, group: str, topic: str) -> None:
+    """Delete the group's pending push retries of `topic` (push_retries.py): it no longer pushes from it."""
+    try:
+        queues = store.get_topic(topic).queues
+    except TopicNotFound:  # deleted with its ledgers
+        return
+    PushRetries(store.pop_ledger, group, topic).forget(queues)

@@ -5,10 +5,8 @@ admin function, when a subscription is set, with the group too); the event is a 
 It delivers with `functions.logic.push_invocations.PushEnvironment`: passes while they make progress, waiting
 for a retry within this invocation's time. When the wait is longer (after waiting what it can), and when time
 runs out mid-delivery, the logic hands over to a continuation, which this handler sends before it returns: it
-invokes itself asynchronously with the pending retries and their due time (one queued per topic at a time),
-so attempts keep counting across invocations. Invocations in one execution environment also share the
-pending retries in memory (`environment` below), so an invocation caused by a produce does not retry a batch
-early.
+invokes itself asynchronously with the time to start (one queued per topic at a time). Attempts keep counting
+across invocations and environments because they are in the store (functions/logic/push_retries.py).
 
 Deploy it with reserved concurrency 1: Lambda then queues concurrent async invocations (one per produce)
 instead of running two deliveries of a group at once, which would duplicate messages and reorder commits.
@@ -38,7 +36,7 @@ RESERVE_MS = 2000
 """Time kept back at the end of an invocation to hand over to the next one."""
 
 # One per execution environment, Lambda's idiom for state kept between invocations: Lambda runs them one at a
-# time in it and keeps this module loaded, so they share the pending retries and the queued continuations.
+# time in it and keeps this module loaded, so they share the queued continuations.
 environment = PushEnvironment()
 
 
@@ -52,7 +50,10 @@ def push(store: MessageStore, event: PushEvent, context: Any) -> dict[str, Any]:
             f"one target call (TIDEMQ_PUSH_TARGET_TIMEOUT_S) and {RESERVE_MS} ms: raise its timeout"
         )
     groups = [event.group] if event.group else subscribers().of(store, event.topic)
-    done = environment.deliver(store, event, groups, time_left, push_notifier(), TargetRules.of(get_settings()))
+    settings = get_settings()
+    done = environment.deliver(
+        store, event, groups, time_left, push_notifier(), TargetRules.of(settings), settings.retry_policy
+    )
     if done.continuation is not None:
         invoke_push_function(done.continuation)
     return _summary(event.topic, done)

@@ -48,7 +48,9 @@ def start_worker(store: MessageStore) -> PushWorker:
     with _lock:
         if _worker is None:
             subscribers().invalidate()  # a listing from before the start may be stale: nothing told it since
-            worker = PushWorker(store, subscribers(), settings.push_threads, TargetRules.of(settings))
+            worker = PushWorker(
+                store, subscribers(), settings.push_threads, TargetRules.of(settings), settings.retry_policy
+            )
             _worker = worker.start()
         return _worker
 

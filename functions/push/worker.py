@@ -5,11 +5,13 @@ Once started, the worker is its process's `PushNotifier` (`functions.logic.notif
 groups pushing from its topic (`messages_stored`), a new subscription its group (`subscription_changed`).
 Each woken group gets one delivery run on a thread pool of `push_threads`. A group is delivered by one thread
 at a time: a wake during its run makes the run go round once more, so what was produced meanwhile is
-delivered too. A batch that must wait for a retry
-sets a timer for the group. With nothing produced and no retry due the worker does nothing at all: its
+delivered too. A batch that must wait for a retry sets a timer for the group (the retry itself, its count and
+due time, is in the store: functions/logic/push_retries.py). With nothing produced and no retry due the worker
+does nothing at all: its
 threads wait on the pool's queue and no timer is set, so it reads nothing from the store.
 
-At start it catches up: every push group is woken once, delivering what was produced while it was down.
+At start it catches up: every push group is woken once, delivering what was produced while it was down and
+setting timers for the retries its groups had pending.
 
 Nothing unexpected stops it: a run that fails (the store unreachable, a bug) is logged with its group and
 tried again after `AFTER_ERROR_S`; a group (or its topic) that is gone is logged and waits to be woken; a
@@ -20,16 +22,16 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from functions.logic.groups import retry_policy
 from functions.logic.push import DeliveryReport, deliver
 from functions.logic.targets import TargetRules, target_caller
 from functions.observability import flush_background_metrics, logger
-from tidemq_protocol.api.push import PendingRetry
 from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import GroupNotFound, TopicNotFound
+from tidemq_protocol.retry import RetryPolicy
 from tidemq_store import MessageStore
-from tidemq_store.model import PushSubscription
 
 from .subscribers import Subscribers
 
@@ -39,13 +41,11 @@ AFTER_ERROR_S = 5.0
 
 @dataclass
 class GroupRun:
-    """One push group in the worker: whether a thread delivers it, whether it was woken meanwhile, its
-    retries and the timer that wakes it for the next."""
+    """One push group in the worker: whether a thread delivers it, whether it was woken meanwhile, and the
+    timer that wakes it for its next retry."""
 
     running: bool = False
     again: bool = False
-    subscription: PushSubscription | None = None
-    retries: dict[int, PendingRetry] = field(default_factory=dict)
     timer: threading.Timer | None = None
     timer_due_ms: int = 0
 
@@ -53,10 +53,14 @@ class GroupRun:
 class PushWorker:
     """Delivers push groups on a thread pool when woken; see the module docstring."""
 
-    def __init__(self, store: MessageStore, subscribers: Subscribers, threads: int, rules: TargetRules) -> None:
+    def __init__(
+        self, store: MessageStore, subscribers: Subscribers, threads: int, rules: TargetRules, retry: RetryPolicy
+    ) -> None:
+        """`retry`: the retry policy of a group that sets none (TIDEMQ_MAX_DELIVERY_ATTEMPTS, TIDEMQ_RETRY_BACKOFF)."""
         self.store = store
         self.subscribers = subscribers
         self.rules = rules
+        self.retry = retry
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="push")
         self._lock = threading.Lock()
         self._groups: dict[str, GroupRun] = {}
@@ -145,15 +149,13 @@ class PushWorker:
         return max(0.0, (report.retry_due_ms - now_ms()) / 1000)
 
     def _deliver(self, group: str, run: GroupRun) -> DeliveryReport | None:
-        subscription = self.store.get_group(group).push
-        if subscription != run.subscription:
-            run.retries.clear()  # a new topic, target or policy: earlier retries no longer apply
-            run.subscription = subscription
-        if subscription is None:
+        config = self.store.get_group(group)
+        if config.push is None:
             return None
-        target = target_caller(subscription, self.rules)
+        target = target_caller(config.push, self.rules)
+        policy = retry_policy(config, self.retry)
         report = deliver(
-            self.store, group, subscription, target, run.retries, notifier=self, keep_going=lambda: not self._closed
+            self.store, group, config.push, policy, target, notifier=self, keep_going=lambda: not self._closed
         )
         flush_background_metrics(
             PushDelivered=report.delivered, PushFailedCalls=report.failed_calls, PushDeadLettered=report.dead_lettered

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from functions.routes import routes
-from tidemq import KV, Admin, Consumer, HttpClient, Producer
+from tidemq import KV, Admin, Consumer, CustomizedBackoff, HttpClient, Producer, RetryPolicy, SimpleConsumer
 from tidemq.credentials import Credentials, write_profile
 from tidemq_protocol import signing
 from tidemq_protocol.acl import AclEntry, Decision
@@ -88,6 +88,8 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
         "POST /v1/groups/{group}/topics/{topic}/ack": {"receipt_handles": ["A" * 28]},
         "POST /v1/groups/{group}/topics/{topic}/change-invisible": {"receipt_handle": "A" * 28, "invisible_ms": 10_000},
         "POST /v1/groups/{group}/topics/{topic}/release": {"receipt_handle": "A" * 28},
+        "PATCH /v1/groups/{group}": {"retry": {"max_delivery_attempts": 3}},
+        "POST /v1/groups/{group}/dead-letters/resend": {"from_offset": 0},
     }
     params = {
         "GET /v1/topics/{topic}/messages": {"key": "k"},
@@ -123,6 +125,33 @@ def signed_get(url: str, path: str, credentials: Credentials, date_ms: int | Non
     date_ms, nonce = date_ms or now_ms(), signing.new_nonce()
     request = signing.SignedRequest("GET", path, "", signing.EMPTY_BODY_SHA256, date_ms, nonce)
     return signing.headers(credentials.access_key, credentials.secret_key, request)
+
+
+def test_dead_letters_are_listed_with_sub_on_the_group_and_its_dead_letters_and_resent_with_pub_on_their_origin(
+    gateway, admin
+):
+    topic, group = unique("origin"), unique("lettered")
+    admin.create_topic(topic, queues=1)
+    admin.create_group(group, retry=RetryPolicy(max_delivery_attempts=1, backoff=CustomizedBackoff(delays_ms=(0,))))
+    with Producer(topic, url=gateway.url) as producer:
+        producer.send("poison")
+    with SimpleConsumer(topic, group, url=gateway.url) as consumer:
+        consumer.nack(*consumer.receive())  # its one delivery failed: the next receive dead-letters it
+        assert consumer.receive() == []
+    (letter,) = admin.dead_letters(group).messages
+    created = admin.create_user(unique("operator"), policies=[AclEntry(resource=f"Group:{group}", actions=["Sub"])])
+    credentials = Credentials(created.name, created.secret_key)
+    with Admin(client=as_user(gateway.url, credentials)) as operator:
+        with pytest.raises(AccessDenied, match=f"Sub on Topic:%DLQ%{group}"):
+            operator.dead_letters(group)
+        with pytest.raises(AccessDenied, match=f"Pub on Topic:{topic}"):
+            operator.resend_dead_letters(group, message_ids=[letter.msg_id])
+    admin.grant(created.name, AclEntry(resource=f"Topic:%DLQ%{group}", actions=["Sub"]))
+    admin.grant(created.name, AclEntry(resource=f"Topic:{topic}", actions=["Pub"]))
+    with Admin(client=as_user(gateway.url, credentials)) as operator:
+        assert [m.msg_id for m in operator.dead_letters(group).messages] == [letter.msg_id]
+        (result,) = operator.resend_dead_letters(group, message_ids=[letter.msg_id]).results
+    assert result.status == "resent"  # the refused one sent nothing
 
 
 def test_a_bad_signature_an_old_date_and_a_replay_are_refused(gateway, admin):

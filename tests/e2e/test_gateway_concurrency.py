@@ -114,8 +114,24 @@ def one_round(call: Caller, name: str) -> None:
     acked = call("POST", f"{pop}/ack", path=at_pop, json={"receipt_handles": handles[:3]}).json()["results"]
     assert [(r["receipt_handle"], r["status"]) for r in acked] == [(h, "acked") for h in handles[:3]]
     held = {"receipt_handle": handles[3], "invisible_ms": 60_000}
-    assert call("POST", f"{pop}/change-invisible", path=at_pop, json=held).json()["receipt_handle"] != handles[3]
+    changed = call("POST", f"{pop}/change-invisible", path=at_pop, json=held).json()["receipt_handle"]
+    assert changed != handles[3]
+    call("POST", f"{pop}/ack", path=at_pop, json={"receipt_handles": [changed]})  # only the released one is left
+    # a retry policy of one delivery: the message given back (a nack: no delay of its own, the group's backoff of 0)
+    # goes to the group's dead letters at the next receive, and is resent once
+    once = {"retry": {"max_delivery_attempts": 1, "backoff": {"kind": "customized", "delays_ms": [0]}}}
+    assert call("PATCH", "/v1/groups/{group}", path=at_group, json=once).json()["retry"] == once["retry"]
     call("POST", f"{pop}/release", 204, path=at_pop, json={"receipt_handle": handles[4]})
+    assert call("POST", f"{pop}/receive", path=at_pop, json={"max_messages": 32}).json()["messages"] == []
+    (letter,) = call("GET", "/v1/groups/{group}/dead-letters", path=at_group).json()["messages"]
+    assert (letter["body"], letter["properties"]["RETRY_TOPIC"]) == (popped[4]["body"], topic)
+    resend = {"message_ids": [letter["msg_id"]]}
+    (resent,) = call("POST", "/v1/groups/{group}/dead-letters/resend", path=at_group, json=resend).json()["results"]
+    assert resent["status"] == "resent"
+    (back,) = call("POST", f"{pop}/receive", path=at_pop, json={"max_messages": 32}).json()["messages"]
+    assert (back["msg_id"], back["body"], back["attempt"]) == (resent["resent_msg_id"], letter["body"], 1)
+    (again,) = call("POST", "/v1/groups/{group}/dead-letters/resend", path=at_group, json=resend).json()["results"]
+    assert again["status"] == "already_resent"
     pushed = call("PUT", "/v1/groups/{group}/push", path=at_group, json={"topic": topic, "target": ACCEPT}).json()
     assert (pushed["group"], pushed["push"]["topic"]) == (group, topic)
     shown = call("GET", "/v1/groups/{group}/push", path=at_group).json()

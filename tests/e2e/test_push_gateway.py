@@ -18,11 +18,16 @@ import pytest
 
 from tests.gateways import signed_http
 from tests.push_targets import Webhook, wait_for
-from tidemq import SIGNATURE_HEADER, Admin, InvalidPushSignature, verify_push_signature
+from tidemq import SIGNATURE_HEADER, Admin, ExponentialBackoff, InvalidPushSignature, RetryPolicy, verify_push_signature
 
 from .test_cli import command, environment
 
-FAST = {"backoff_base_ms": 5, "backoff_max_ms": 20}
+
+def fast(attempts: int) -> RetryPolicy:
+    """A retry policy of `attempts` deliveries, retrying within milliseconds."""
+    return RetryPolicy(
+        max_delivery_attempts=attempts, backoff=ExponentialBackoff(initial_ms=5, multiplier=2, max_ms=20)
+    )
 
 
 def call(url: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -81,8 +86,8 @@ def test_a_webhook_receives_every_message_once_in_queue_order_and_the_lag_reache
 def test_a_failing_webhook_is_retried_then_the_message_lands_in_the_dead_letter_topic(gateway):
     with Webhook(status=lambda body: 503) as webhook, Admin(gateway.url) as admin:
         admin.create_topic("push-dlq", queues=2)
-        admin.create_group("push-dlq-group")
-        admin.set_push("push-dlq-group", "push-dlq", webhook.url, max_attempts=3, **FAST)
+        admin.create_group("push-dlq-group", retry=fast(3))
+        admin.set_push("push-dlq-group", "push-dlq", webhook.url)
         [sent] = produce(gateway.url, "push-dlq", [{"body": "doomed", "queue": 1, "keys": ["order-9"]}])
         letters = wait_for(lambda: dead_letters(gateway.url, "push-dlq-group"), "a dead letter")
     assert [body["attempt"] for body in webhook.bodies] == [1, 2, 3]
@@ -102,7 +107,7 @@ def test_a_failing_webhook_is_retried_then_the_message_lands_in_the_dead_letter_
         ({"target": "lambda:"}, 422, "give a function name"),
         ({"target": "python:tests.no_such_module:call"}, 400, "is not an allowed Python target"),
         ({"tag": "paid ||"}, 422, "tag filter"),
-        ({"max_attempts": 0}, 422, "max_attempts"),
+        ({"max_attempts": 3}, 422, "max_attempts"),  # the group's retry policy says (PATCH /v1/groups/{group})
         ({"topic": "no-such-topic"}, 409, "'no-such-topic' does not exist"),
         ({"group": "no-such-group"}, 404, "'no-such-group' does not exist"),
     ],
@@ -129,7 +134,7 @@ def test_the_cli_sets_shows_and_clears_a_push_subscription(gateway):
     with Webhook() as webhook:
         target = webhook.url.replace("http://", "http://billing:pa55@") + "?token=t0ken"
         set_ = tidemq(
-            *shlex.split("group push set push-cli-group --topic push-cli --max-attempts 4"),
+            *shlex.split("group push set push-cli-group --topic push-cli --batch-size 4"),
             "--target",
             target,
             "--tag",
@@ -203,7 +208,8 @@ def test_a_failing_webhook_s_answer_never_reaches_the_dead_letter_or_the_log(gat
     group = topic_and_group(gateway.url, "push-secret-answer")
     answer = b"403: the key sk_live_SECRETVALUE is not allowed here"
     with Webhook(status=lambda body: 403, reply=answer) as webhook, Admin(gateway.url) as admin:
-        admin.set_push(group, "push-secret-answer", webhook.url, max_attempts=2, **FAST)
+        admin.set_retry_policy(group, fast(2))
+        admin.set_push(group, "push-secret-answer", webhook.url)
         produce(gateway.url, "push-secret-answer", [{"body": "refused"}])
         [letter] = wait_for(lambda: dead_letters(gateway.url, group), "a dead letter")
     assert letter["properties"]["DLQ_REASON"] == "HTTP 403 Forbidden"
@@ -235,7 +241,8 @@ def test_credentials_in_a_webhook_url_are_sent_but_never_shown_or_logged(gateway
     statuses = iter([200, 500])  # the ping, then a first delivery that fails (and is logged), then success
     with Webhook(status=lambda body: next(statuses, 200)) as webhook, Admin(gateway.url) as admin:
         target = webhook.url.replace("http://", "http://billing:pa55@") + "?token=t0ken"
-        admin.set_push(group, "push-credentials", target, **FAST)
+        admin.set_retry_policy(group, fast(16))
+        admin.set_push(group, "push-credentials", target)
         produce(gateway.url, "push-credentials", [{"body": "with-credentials"}])
         wait_for(lambda: lag(gateway.url, group, "push-credentials") == 0, "lag 0")
         listed = admin.list_groups().model_dump_json()

@@ -48,3 +48,15 @@ def test_a_forged_id_reads_at_most_a_record_header_and_finds_nothing(store):
     before = bytes_read()
     assert store.message_by_id(ids[2]).body == bytes([2]) * BODY  # a real id reads its record
     assert BODY <= bytes_read() - before < 2 * BODY
+
+
+def test_a_message_put_in_the_same_millisecond_its_topic_was_created_is_found_by_its_id(store):
+    """A topic created in the millisecond of the last put is stamped a millisecond later (its messages' store
+    times are never before it); the next put must be stamped no earlier, or a lookup by id takes its message for
+    one of a deleted topic of the same name (dead letters are put the moment their topic is made)."""
+    store.create_topic(TopicConfig(name="busy", queues=1))
+    for n in range(200):  # many in one millisecond: the create and the put right after a put
+        store.put("busy", [Message(b"tick")])
+        store.create_topic(TopicConfig(name=f"new-{n}", queues=1))
+        (put,) = store.put(f"new-{n}", [Message(b"first")])
+        assert store.message_by_id(put.msg_id).body == b"first"

@@ -19,6 +19,7 @@ import pytest
 from functions.logic import groups, produce, subscriptions, targets
 from functions.logic.push import dead_letter_topic
 from functions.logic.push_invocations import InvocationTime, PushEnvironment
+from functions.logic.push_retries import PushRetries
 from functions.logic.targets import TargetRules
 from functions.logic.webhooks import WebhookRules
 from functions.push import trigger
@@ -30,16 +31,18 @@ from tests.local_lambda import LocalLambda
 from tests.push_targets import wait_for
 from tidemq_protocol.api.groups import OffsetReset
 from tidemq_protocol.api.messages import MessageIn
-from tidemq_protocol.api.push import PendingRetry, PushEvent
+from tidemq_protocol.api.push import PushEvent
 from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import GroupNotFound, InvalidArgument, OffsetConflict, TopicNotFound
 from tidemq_protocol.message import Message
 from tidemq_protocol.push import PushSpec
+from tidemq_protocol.retry import ExponentialBackoff, RetryPolicy
 from tidemq_store import GroupConfig, MessageStore, StoreConfig, TopicConfig, open_store
 from tidemq_store.model import PushSubscription
 from tidemq_store.serverless.store import ServerlessMessageStore
 
-FAST = {"backoff_base_ms": 5, "backoff_max_ms": 20}  # retries within milliseconds
+FAST = ExponentialBackoff(initial_ms=5, multiplier=2, max_ms=20)  # retries within milliseconds
+DEFAULTS = get_settings().retry_policy
 ALLOWED = frozenset(push_targets.ALLOWED["TIDEMQ_PUSH_PYTHON_TARGETS"].split(","))
 RULES = TargetRules(
     ALLOWED | {"tests.no_such_module:call", "tests.push_targets:FLAKY_FAILURES", "tests.push_targets:nothing"},
@@ -113,8 +116,22 @@ class Notices:
         self.told.append(("subscription changed", group, str(topic)))
 
 
-def push_to(store: MessageStore, target: str, notifier: Any = None, **options: Any) -> None:
-    """Subscribe `billing` to `orders`, telling `notifier` (default: the process's, as the admin handler does)."""
+def retrying(store: MessageStore, attempts: int, backoff: Any = FAST) -> None:
+    """Give `billing` a retry policy of `attempts` deliveries, waiting `backoff` between them."""
+    store.update_group(
+        store.get_group("billing").model_copy(
+            update={"retry": RetryPolicy(max_delivery_attempts=attempts, backoff=backoff)}
+        )
+    )
+
+
+def push_to(
+    store: MessageStore, target: str, notifier: Any = None, attempts: int | None = None, **options: Any
+) -> None:
+    """Subscribe `billing` to `orders` (retrying `attempts` times, FAST, if given), telling `notifier` (default: the
+    process's, as the admin handler does)."""
+    if attempts is not None:
+        retrying(store, attempts)
     subscription = PushSpec(topic="orders", target=f"python:tests.push_targets:{target}", **options)
     subscriptions.set_push(store, "billing", subscription, notifier or trigger.push_notifier(), RULES)
 
@@ -142,7 +159,7 @@ def dead_letters(store: MessageStore) -> list:
 
 
 def test_a_failing_target_is_called_max_attempts_times_then_the_messages_land_in_the_dead_letter_topic(store, worker):
-    push_to(store, "reject", max_attempts=3, **FAST)
+    push_to(store, "reject", attempts=3)
     first, second = send(store, "m1", "m2", queue=1, keys=["order-7"], tag="created", properties={"origin": "shop"})
     letters = wait_for(lambda: len(dead_letters(store)) == 2 and dead_letters(store), "two dead letters")
     assert dict(push_targets.calls) == {"m1": 3, "m2": 3}
@@ -166,7 +183,7 @@ def test_a_failing_target_is_called_max_attempts_times_then_the_messages_land_in
 
 
 def test_a_target_failing_twice_then_succeeding_receives_the_message_and_nothing_is_dead_lettered(store, worker):
-    push_to(store, "flaky", max_attempts=5, **FAST)
+    push_to(store, "flaky", attempts=5)
     send(store, "once")
     wait_for(lambda: lag(store) == 0, "lag 0")
     assert [d["attempt"] for d in push_targets.deliveries] == [1, 2, 3]
@@ -331,45 +348,60 @@ def invocation(calls_for_s: float) -> InvocationTime:
 
 
 def test_an_invocation_waits_for_a_retry_due_within_its_time_and_delivers_until_caught_up(store):
-    push_to(store, "flaky", Notices(), max_attempts=5, **FAST)
+    push_to(store, "flaky", Notices(), attempts=5)
     send(store, "once", notifier=Notices())
-    done = PushEnvironment().deliver(store, PushEvent(topic="orders"), ["billing"], invocation(60), Notices(), RULES)
+    done = PushEnvironment().deliver(
+        store, PushEvent(topic="orders"), ["billing"], invocation(60), Notices(), RULES, DEFAULTS
+    )
     assert (done.report.delivered, done.report.failed_calls, done.continued) == (1, 2, False)
     assert [d["attempt"] for d in push_targets.deliveries] == [1, 2, 3]
     assert lag(store) == 0
 
 
 def test_a_retry_due_after_the_invocation_s_time_goes_on_in_a_continuation_that_keeps_counting_attempts(store):
-    push_to(store, "reject", Notices(), max_attempts=2, backoff_base_ms=60_000, backoff_max_ms=60_000)
+    retrying(store, 2, ExponentialBackoff(initial_ms=60_000, multiplier=2, max_ms=60_000))
+    push_to(store, "reject", Notices())
     send(store, "doomed", notifier=Notices())
     environment = PushEnvironment()
-    done = environment.deliver(store, PushEvent(topic="orders"), ["billing"], invocation(1.5), Notices(), RULES)
+    done = environment.deliver(
+        store, PushEvent(topic="orders"), ["billing"], invocation(1.5), Notices(), RULES, DEFAULTS
+    )
     assert (done.report.failed_calls, done.continued) == (1, True)
     continuation = done.continuation
     assert continuation is not None and continuation.continues and continuation.topic == "orders"
-    [pending] = continuation.retries
-    assert (pending.group, pending.queue, pending.offset, pending.attempts) == ("billing", 0, 0, 1)
-    assert continuation.not_before_ms == pending.due_ms  # it starts when the retry is due
-    assert environment.continue_later("orders", ["billing"], None) is None  # it is queued: no second one
+    [pending] = store.pop_ledger.read("billing", "orders", 0).entries  # the retry is in the store
+    assert (pending.offset, pending.attempt) == (0, 1)
+    assert continuation.not_before_ms == pending.visible_at_ms  # it starts when the retry is due
+    assert environment.continue_later("orders", None) is None  # it is queued: no second one
 
-    # The continuation reaches a new execution environment once the retry is due: the second call is attempt 2,
-    # the last, so the message is dead-lettered and the notifier told.
-    due_now = continuation.model_copy(
-        update={"not_before_ms": None, "retries": [pending.model_copy(update={"due_ms": now_ms()})]}
-    )
+    # The continuation reaches a new execution environment once the retry is due (made due now, in the store): the
+    # second call is attempt 2, the last, so the message is dead-lettered and the notifier told.
+    retry_due_now(store, "billing", "orders", 0)
     notices = Notices()
-    done = PushEnvironment().deliver(store, due_now, [], invocation(60), notices, RULES)
+    due_now = continuation.model_copy(update={"not_before_ms": None})
+    done = PushEnvironment().deliver(store, due_now, ["billing"], invocation(60), notices, RULES, DEFAULTS)
     assert (done.report.dead_lettered, done.continued) == (1, False)
     assert [d["attempt"] for d in push_targets.deliveries] == [1, 2]
     assert notices.told == [("messages stored", "%DLQ%billing")]
     assert dead_letters(store)[0].properties["RECONSUME_TIME"] == "2"
+    assert store.pop_ledger.read("billing", "orders", 0).entries == ()  # and the retry is gone
+
+
+def retry_due_now(store: MessageStore, group: str, topic: str, queue: int) -> None:
+    """Make the queue's pending push retry due now, as if its time had come (tests do not sleep through backoffs)."""
+    retries = PushRetries(store.pop_ledger, group, topic)
+    pending = retries.pending(queue)
+    assert pending is not None
+    retries.record(queue, pending.offset, pending.attempts, now_ms())
 
 
 def test_an_invocation_out_of_time_before_a_call_hands_everything_over(store):
     push_to(store, "accept", Notices())
     send(store, "later", notifier=Notices())
     environment = PushEnvironment()
-    done = environment.deliver(store, PushEvent(topic="orders"), ["billing"], invocation(-1), Notices(), RULES)
+    done = environment.deliver(
+        store, PushEvent(topic="orders"), ["billing"], invocation(-1), Notices(), RULES, DEFAULTS
+    )
     assert done.continued and done.continuation == PushEvent(topic="orders", continues=True)
     assert push_targets.deliveries == []
 
@@ -378,17 +410,16 @@ def test_an_invocation_forgets_a_group_that_no_longer_pushes_from_its_topic(stor
     push_to(store, "accept", Notices())
     send(store, "not-pushed", notifier=Notices())
     subscriptions.clear_push(store, "billing", Notices())
-    pending = PendingRetry(group="billing", queue=0, offset=0, attempts=1, due_ms=0)
-    environment = PushEnvironment()
-    event = PushEvent(topic="orders", retries=[pending], continues=True)
-    done = environment.deliver(store, event, [], invocation(60), Notices(), RULES)
-    assert (done.report.delivered, done.continued, environment.retries) == (0, False, {})
+    event = PushEvent(topic="orders", continues=True)
+    done = PushEnvironment().deliver(store, event, ["billing"], invocation(60), Notices(), RULES, DEFAULTS)
+    assert (done.report.delivered, done.continued) == (0, False)
     assert push_targets.deliveries == []
 
 
 def test_a_stored_python_target_no_longer_allowed_is_never_imported_and_its_messages_are_dead_lettered(store):
     # A subscription the allow-list no longer names (stored before it changed): delivery refuses each call.
-    stored = PushSubscription(topic="orders", target="python:tests.push_side_effect:call", max_attempts=2, **FAST)
+    retrying(store, 2)
+    stored = PushSubscription(topic="orders", target="python:tests.push_side_effect:call")
     store.update_group(store.get_group("billing").model_copy(update={"push": stored}))
     send(store, "never-imported")
     trigger.start_worker(store)

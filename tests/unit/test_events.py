@@ -13,6 +13,7 @@ from functions import store as store_module
 from functions.api.auth import secret_box
 from functions.api.binary import LOCAL_API_ID
 from functions.logic import pop, subscriptions, users
+from functions.logic.push import dead_letter
 from functions.logic.targets import TargetRules
 from functions.maintenance import handler as maintenance_function
 from functions.push import handler as push_function
@@ -39,9 +40,11 @@ MAINTENANCE_SAMPLES = [EVENTS / "maintenance_retention.json", EVENTS / "maintena
 
 @pytest.fixture
 def seeded_store(tmp_path, monkeypatch):
-    """The state the sample events refer to: topic `orders`, group `billing` (pushed to a Python target), message
-    `order-1001`, KV namespace `settings` holding `feature/dark-mode` at version 1, super user `operator` (whom the
-    samples' Lambda authorizer vouches for, as API Gateway passes it on) and user `retired-service`."""
+    """The state the sample events refer to: topic `orders`, group `billing` (pushed to a Python target) and group
+    `workers` (which pops: a group does not pop the topic it pushes), message `order-1001` (and a dead letter of it,
+    as if billing had failed it), KV namespace `settings` holding `feature/dark-mode` at version 1, super user
+    `operator` (whom the samples' Lambda authorizer vouches for, as API Gateway passes it on) and user
+    `retired-service`."""
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     monkeypatch.setenv("TIDEMQ_PUSH_TARGET_TIMEOUT_S", "5")  # the push function's 30 s must fit a call
@@ -52,7 +55,9 @@ def seeded_store(tmp_path, monkeypatch):
     store.create_group(
         GroupConfig(name="billing", push=PushSubscription(topic="orders", target="python:tests.push_targets:accept"))
     )
+    store.create_group(GroupConfig(name="workers"))
     first = store.put("orders", [Message(b"order 1001 created", keys=("order-1001",), tag="created")])[0]
+    dead_letter(store, "billing", store.get("orders", first.queue, first.queue_offset, 1).messages, 16, "failed")
     store.kv.create_namespace(NamespaceConfig("settings"))
     store.kv.put("settings", "feature/dark-mode", b"on")  # version 1
     users.create_user(store, secret_box(), UserSpec(name="operator", user_type=UserType.SUPER))
@@ -79,7 +84,7 @@ def test_sample_event_is_served_by_its_handler(seeded_store, path):
     if "{msg_id}" in event["routeKey"]:
         assert event["pathParameters"]["msg_id"] == seeded_store, "the seed no longer yields the sample's id"
     if "{receipt_handle}" in (event.get("body") or ""):  # a pop sample names a delivery: one made for it
-        (held,) = pop.receive(store_module.get_store(), get_settings(), "billing", "orders", 1, None, 0, None)
+        (held,) = pop.receive(store_module.get_store(), get_settings(), "workers", "orders", 1, None, 0, None)
         event = {**event, "body": event["body"].replace("{receipt_handle}", held.receipt_handle)}
     route = next(r for r in routes() if r.route_key == event["routeKey"])
     response = handler_for(route.function)(event, LocalContext(f"tidemq-{route.function}"))

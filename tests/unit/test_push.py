@@ -1,8 +1,8 @@
 """Push subscriptions validate their targets and policy; only allowed targets can be used (Python targets on
 the operator's list, checked before anything is imported; webhooks at public addresses or allowed hosts, never
 the platform's own endpoints); targets are shown without credentials or secrets; deliveries are signed and a
-receiver can verify them; retry waits grow exponentially, capped, with jitter; the push function's invocations
-in one execution environment merge their retries and queue one continuation per topic."""
+receiver can verify them; a subscription stored with retry fields of its own loads with them as its group's retry
+policy; the push function's invocations in one execution environment queue one continuation per topic."""
 
 from __future__ import annotations
 
@@ -11,18 +11,19 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from functions.logic.push import DLQ_REASON, ORIGIN_MESSAGE_ID, backoff_ms, dead_letter_topic, letter
+from functions.logic.push import DLQ_REASON, ORIGIN_MESSAGE_ID, dead_letter_topic, letter
 from functions.logic.push_invocations import PushEnvironment
 from functions.logic.targets import TargetRules, check_target
 from functions.logic.webhooks import WebhookRefused, WebhookRules
 from shared.settings import Settings
 from tidemq_protocol.api.groups import GroupView, PushSubscription
-from tidemq_protocol.api.push import GroupPush, PendingRetry, PushEvent, PushSubscribed
+from tidemq_protocol.api.push import GroupPush, PushEvent, PushSubscribed
 from tidemq_protocol.errors import InvalidArgument
 from tidemq_protocol.message import StoredMessage
 from tidemq_protocol.push_signature import InvalidPushSignature, push_signature, verify_push_signature
 from tidemq_protocol.push_target import PushTargetKind, push_target_kind, shown_target
 from tidemq_protocol.record import MAX_PROPERTIES, MAX_PROPERTIES_BYTES, encode_properties
+from tidemq_protocol.retry import ExponentialBackoff, RetryPolicy
 from tidemq_store import GroupConfig, model
 
 ALLOWED = frozenset({"tests.push_targets:accept", "tests.no_such_module:call", "tests.push_targets:FLAKY_FAILURES"})
@@ -200,8 +201,9 @@ def test_the_store_keeps_a_target_as_given_and_only_refuses_an_empty_one():
 def test_policy_fields_are_checked():
     with pytest.raises(ValidationError, match="tag filter"):
         PushSubscription(topic="orders", target="http://h/", tag="a ||")
-    with pytest.raises(ValidationError, match="max_attempts"):
-        PushSubscription(topic="orders", target="http://h/", max_attempts=0)
+    for former in ("max_attempts", "backoff_base_ms", "backoff_max_ms"):  # the group's retry policy says now
+        with pytest.raises(ValidationError, match=former):
+            PushSubscription(topic="orders", target="http://h/", **{former: 3})
 
 
 def test_a_group_config_with_a_subscription_survives_json_and_shows_through_the_api():
@@ -213,18 +215,18 @@ def test_a_group_config_with_a_subscription_survives_json_and_shows_through_the_
     assert shown is not None and shown.model_dump() == stored.model_dump(exclude={"signing_secret"})
 
 
-def test_retry_waits_double_up_to_the_limit_with_the_upper_half_random():
-    policy = PushSubscription(topic="orders", target="http://h/", backoff_base_ms=1000, backoff_max_ms=5000)
-    lowest = [backoff_ms(policy, attempts, rand=lambda: 0.0) for attempts in range(1, 6)]
-    highest = [backoff_ms(policy, attempts, rand=lambda: 1.0) for attempts in range(1, 6)]
-    assert lowest == [500, 1000, 2000, 2500, 2500]
-    assert highest == [1000, 2000, 4000, 5000, 5000]
-    assert backoff_ms(policy, 10_000, rand=lambda: 1.0) == 5000  # no overflow at absurd counts
-
-
-def test_a_limit_below_the_base_is_every_wait():
-    policy = PushSubscription(topic="orders", target="http://h/", backoff_base_ms=10_000, backoff_max_ms=3000)
-    assert [backoff_ms(policy, attempts, rand=lambda: 1.0) for attempts in range(1, 4)] == [3000, 3000, 3000]
+def test_a_group_stored_with_a_subscription_s_own_retry_fields_loads_with_them_as_its_retry_policy():
+    push = {"topic": "orders", "target": "lambda:f", "tag": "*", "batch_size": 1, "signing_secret": None}
+    legacy = {**push, "max_attempts": 3, "backoff_base_ms": 500, "backoff_max_ms": 4000}
+    config = GroupConfig.model_validate({"name": "billing", "push": legacy, "created_at": 1})
+    assert config.push == model.PushSubscription(**push)
+    assert config.retry == RetryPolicy(
+        max_delivery_attempts=3, backoff=ExponentialBackoff(initial_ms=500, multiplier=2, max_ms=4000)
+    )
+    assert [config.retry.delay_ms(attempt) for attempt in range(1, 6)] == [500, 1000, 2000, 4000, 4000]
+    assert GroupConfig.model_validate_json(config.model_dump_json()) == config  # stored again: the new form
+    own = RetryPolicy(max_delivery_attempts=5)  # a policy the group has wins over the subscription's former fields
+    assert GroupConfig.model_validate({"name": "b", "push": legacy, "retry": own}).retry == own
 
 
 def test_dead_letter_topic_follows_rocketmq():
@@ -263,45 +265,20 @@ def test_a_dead_letter_always_fits_a_record_with_its_origin_and_says_what_was_le
 # ---- one execution environment of the push function -----------------------------------------------
 
 
-def retry(group: str, queue: int, offset: int, attempts: int) -> PendingRetry:
-    return PendingRetry(group=group, queue=queue, offset=offset, attempts=attempts, due_ms=1_000 * attempts)
-
-
-def test_an_event_s_retries_join_the_environment_s_the_one_further_on_winning_for_each_queue():
-    environment = PushEnvironment()
-    environment.begin(
-        PushEvent(
-            topic="orders", retries=[retry("billing", 0, 5, 2), retry("billing", 1, 7, 1), retry("billing", 2, 3, 4)]
-        ),
-        [],
-    )
-    event = PushEvent(
-        topic="orders",
-        retries=[
-            retry("billing", 0, 5, 3),  # the same batch, more attempts: wins
-            retry("billing", 1, 6, 9),  # an earlier offset: an old batch, loses whatever its attempts
-            retry("billing", 2, 4, 1),  # a later offset: a newer batch, wins
-        ],
-    )
-    environment.begin(event, [])
-    queues = environment.retries["billing"]
-    assert {queue: (p.offset, p.attempts) for queue, p in queues.items()} == {0: (5, 3), 1: (7, 1), 2: (4, 1)}
-
-
-def test_an_invocation_delivers_its_groups_and_every_group_its_event_has_retries_for():
-    event = PushEvent(topic="orders", retries=[retry("shipping", 0, 1, 1)])
-    assert PushEnvironment().begin(event, ["billing"]) == ["billing", "shipping"]
-
-
 def test_a_continuation_is_queued_once_per_topic_until_it_arrives():
     environment = PushEnvironment()
-    environment.retries["billing"] = {0: retry("billing", 0, 5, 2)}
-    environment.retries["audit"] = {0: retry("audit", 0, 9, 1)}
-    first = environment.continue_later("orders", ["billing"], not_before_ms=42_000)
-    assert first == PushEvent(topic="orders", not_before_ms=42_000, retries=[retry("billing", 0, 5, 2)], continues=True)
-    assert environment.continue_later("orders", ["billing"], None) is None  # one is queued already
-    assert environment.continue_later("payments", ["billing"], None) is not None  # per topic
-    environment.begin(PushEvent(topic="orders", retries=first.retries), [])  # not the continuation: still queued
-    assert environment.continue_later("orders", ["billing"], None) is None
+    first = environment.continue_later("orders", not_before_ms=42_000)
+    assert first == PushEvent(topic="orders", not_before_ms=42_000, continues=True)
+    assert environment.continue_later("orders", None) is None  # one is queued already
+    assert environment.continue_later("payments", None) is not None  # per topic
+    environment.begin(PushEvent(topic="orders"), [])  # not the continuation: still queued
+    assert environment.continue_later("orders", None) is None
     environment.begin(first, [])  # it arrived
-    assert environment.continue_later("orders", ["billing"], None) is not None
+    assert environment.continue_later("orders", None) is not None
+
+
+def test_a_continuation_queued_by_an_earlier_version_with_its_retries_still_parses():
+    retries = [{"group": "billing", "queue": 0, "offset": 5, "attempts": 2, "due_ms": 1}]
+    assert PushEvent.model_validate({"topic": "orders", "retries": retries, "continues": True}) == PushEvent(
+        topic="orders", continues=True
+    )

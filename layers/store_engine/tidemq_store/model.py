@@ -12,14 +12,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tidemq_protocol.attributes import Attributes
 from tidemq_protocol.errors import InvalidArgument, QueueOutOfRange
 from tidemq_protocol.limits import HOUR_MS, MAX_QUEUES
 from tidemq_protocol.message import MessageType, StoredMessage
 from tidemq_protocol.names import GroupName, TopicName
-from tidemq_protocol.push import PushSpec
+from tidemq_protocol.push import LEGACY_RETRY_FIELDS, PushSpec
+from tidemq_protocol.retry import MAX_DELAY_MS, MAX_DELIVERY_ATTEMPTS, ExponentialBackoff, RetryPolicy
 
 
 def check_queue(config: TopicConfig, queue: object) -> int:
@@ -99,14 +100,38 @@ class PushSubscription(PushSpec):
 
 
 class GroupConfig(BaseModel):
-    """A consumer (subscription) group's metadata; `push` set makes it a push group."""
+    """A consumer (subscription) group's metadata; `push` set makes it a push group. `retry` is how often and when
+    its messages are delivered again, pop or push (None, or a field of it None: the server's defaults)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: GroupName
     attributes: Attributes = Field(default_factory=dict)
     push: PushSubscription | None = None
+    retry: RetryPolicy | None = None
     created_at: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_push_retry(cls, data: object) -> object:
+        """A group stored when push subscriptions had retry fields of their own (max_attempts, backoff_base_ms
+        doubling up to backoff_max_ms) loads with them as its retry policy, so it retries as it did (less the
+        jitter), and its subscription without them."""
+        push = data.get("push") if isinstance(data, dict) else None
+        if not isinstance(push, dict) or not any(name in push for name in LEGACY_RETRY_FIELDS):
+            return data
+        legacy = {name: push[name] for name in LEGACY_RETRY_FIELDS if name in push}
+        push = {name: value for name, value in push.items() if name not in LEGACY_RETRY_FIELDS}
+        retry = data.get("retry")
+        if retry is None:
+            initial = min(legacy.get("backoff_base_ms", 1000), MAX_DELAY_MS)
+            retry = RetryPolicy(
+                max_delivery_attempts=min(legacy.get("max_attempts", 16), MAX_DELIVERY_ATTEMPTS),
+                backoff=ExponentialBackoff(
+                    initial_ms=initial, multiplier=2, max_ms=min(legacy.get("backoff_max_ms", 300_000), MAX_DELAY_MS)
+                ),
+            )
+        return {**data, "push": push, "retry": retry}
 
 
 @dataclass(slots=True)

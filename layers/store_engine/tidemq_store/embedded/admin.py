@@ -41,6 +41,7 @@ class MetadataOperations(StoreParts):
             if self.meta.get_topic(config.name) is not None:
                 raise TopicExists(config.name)
             created_at = max(clock.now_ms(), self._last_store_timestamp + 1)
+            self._last_store_timestamp = created_at  # its first messages are stamped no earlier (puts take the max)
             config = validated(TopicConfig, {**config.model_dump(), "created_at": created_at})
             self.meta.put_topic(config)
         return config

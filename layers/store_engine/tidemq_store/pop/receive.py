@@ -54,7 +54,8 @@ group's dead letters go (functions/logic/push.py: `%DLQ%<group>`)."""
 class PopConsumption:
     """Pop consumption of `store`'s topics, its state in `ledger` (see the module docstring). A message delivered
     `max_attempts` times and still not acked when its invisible time ends goes to `dead_letters` instead of back to
-    a consumer, and leaves the ledger (None: every message is delivered again until acked)."""
+    a consumer, and leaves the ledger (None: every message is delivered again until acked). A release that names
+    no delay waits `backoff(attempt)` after the delivery's attempt (None: no wait)."""
 
     def __init__(
         self,
@@ -63,6 +64,7 @@ class PopConsumption:
         max_attempts: int | None = None,
         dead_letters: DeadLetters | None = None,
         turns: Iterator[int] | None = None,
+        backoff: Callable[[int], int] | None = None,
     ) -> None:
         """`turns` numbers the receives, each starting at the next queue: pass one count to consumptions made
         per request, so that they go on rotating (default: a count of this one's own)."""
@@ -71,6 +73,7 @@ class PopConsumption:
         self.store, self.ledger = store, ledger
         self.max_attempts, self.dead_letters = max_attempts, dead_letters
         self._turn = itertools.count() if turns is None else turns
+        self.backoff = backoff
 
     def receive(
         self,
@@ -175,18 +178,21 @@ class PopConsumption:
             raise InvalidArgument(f"invisible_ms must be positive, got {invisible_ms}")
         return self._hold(group, topic, handle, invisible_ms, now)
 
-    def release(self, group: str, topic: str, handle: str, delay_ms: int = 0, now: int | None = None) -> None:
-        """Give the delivery `handle` names back: visible again after `delay_ms`, its next delivery attempt + 1."""
-        if delay_ms < 0:
+    def release(self, group: str, topic: str, handle: str, delay_ms: int | None = 0, now: int | None = None) -> None:
+        """Give the delivery `handle` names back: visible again after `delay_ms` (None: the backoff for its attempt,
+        a nack), its next delivery attempt + 1."""
+        if delay_ms is not None and delay_ms < 0:
             raise InvalidArgument(f"delay_ms must not be negative, got {delay_ms}")
         self._hold(group, topic, handle, delay_ms, now)
 
-    def _hold(self, group: str, topic: str, handle: str, hold_ms: int, now: int | None) -> str:
+    def _hold(self, group: str, topic: str, handle: str, hold_ms: int | None, now: int | None) -> str:
         receipt = Receipt.of(handle)
         ledger = self.ledger.read(group, topic, receipt.queue)
         current = next((entry for entry in ledger.entries if entry.offset == receipt.offset), None)
         if current is None or current.nonce != receipt.nonce:
             raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
+        if hold_ms is None:
+            hold_ms = self.backoff(current.attempt) if self.backoff else 0
         until = (now_ms() if now is None else now) + hold_ms
         then = Entry(receipt.offset, current.attempt, new_nonce(), until)
         (settled,) = self.ledger.settle(group, topic, [Settlement(receipt, then)])

@@ -4,6 +4,7 @@
     from tidemq import Admin, Consumer, Producer
 
     Admin().create_topic("orders", queues=4)
+    Admin().create_group("billing", retry=RetryPolicy(max_delivery_attempts=5))  # dead letters after 5 deliveries
     with Producer("orders") as producer:
         producer.send(b"hello", keys=["order-1"], tag="new")
     with Consumer("orders", group="billing", tag="new") as consumer:
@@ -37,12 +38,15 @@ _EXPORTS = {
     "ApiError": "tidemq.errors",
     "Consumer": "tidemq.consumer",
     "Container": "tidemq.container",
+    "CustomizedBackoff": "tidemq_protocol.retry",
+    "ExponentialBackoff": "tidemq_protocol.retry",
     "HttpClient": "tidemq.client",
     "InvalidPushSignature": "tidemq_protocol.push_signature",
     "KeyValue": "tidemq.kv",
     "OutgoingMessage": "tidemq.producer",
     "Producer": "tidemq.producer",
     "SendResult": "tidemq.producer",
+    "RetryPolicy": "tidemq_protocol.retry",
     "ServerUnreachable": "tidemq.errors",
     "SimpleConsumer": "tidemq.simple_consumer",
     "default_url": "tidemq.client",
@@ -55,11 +59,14 @@ __all__ = [
     "ApiError",
     "Consumer",
     "Container",
+    "CustomizedBackoff",
+    "ExponentialBackoff",
     "HttpClient",
     "InvalidPushSignature",
     "KeyValue",
     "OutgoingMessage",
     "Producer",
+    "RetryPolicy",
     "SendResult",
     "ServerUnreachable",
     "SimpleConsumer",
@@ -83,6 +90,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from tidemq_protocol.push_signature import SIGNATURE_HEADER, InvalidPushSignature, verify_push_signature
+    from tidemq_protocol.retry import CustomizedBackoff, ExponentialBackoff, RetryPolicy
 
     from .admin import Admin
     from .client import HttpClient, default_url

@@ -6,7 +6,8 @@ from collections.abc import Iterator, Mapping
 from typing import Literal
 
 from tidemq_protocol.acl import AclEntry, UserType
-from tidemq_protocol.api.groups import CommittedOffsets, GroupDescription, GroupList, GroupView
+from tidemq_protocol.api.dead_letters import DeadLetterList, ResendResponse
+from tidemq_protocol.api.groups import CommittedOffsets, GroupChange, GroupDescription, GroupList, GroupView
 from tidemq_protocol.api.messages import MessageList, MessageView, OffsetForTime
 from tidemq_protocol.api.push import GroupPush, PushSubscribed
 from tidemq_protocol.api.topics import TierStatus, TierUpload, TopicChange, TopicDescription, TopicList, TopicView
@@ -14,6 +15,7 @@ from tidemq_protocol.api.users import Caller, UserCreated, UserList, UserView
 from tidemq_protocol.errors import NoPushSubscription
 from tidemq_protocol.limits import HOUR_MS
 from tidemq_protocol.message import MessageType
+from tidemq_protocol.retry import RetryPolicy
 
 from .api_client import ApiClient, M, every, model_of
 from .client import segment
@@ -83,9 +85,25 @@ class Admin(ApiClient):
 
     # ---- consumer groups -------------------------------------------------------------------------
 
-    def create_group(self, name: str, *, attributes: Mapping[str, str] | None = None) -> GroupView:
-        """Create a consumer group; raises GroupExists."""
-        return self._send(GroupView, "POST", "/v1/groups", {"name": name, "attributes": dict(attributes or {})})
+    def create_group(
+        self, name: str, *, attributes: Mapping[str, str] | None = None, retry: RetryPolicy | None = None
+    ) -> GroupView:
+        """Create a consumer group, with its retry policy (None, or a field of it None: the server's defaults);
+        raises GroupExists."""
+        body = {"name": name, "attributes": dict(attributes or {})}
+        if retry is not None:
+            body["retry"] = retry.model_dump(mode="json")
+        return self._send(GroupView, "POST", "/v1/groups", body)
+
+    def change_group(self, name: str, change: GroupChange) -> GroupView:
+        """Apply the fields set in `change` (attributes, retry policy); others stay as they are."""
+        dumped = change.model_dump(mode="json")  # whole: a backoff's kind is a default its class sets
+        body = {field: dumped[field] for field in change.model_fields_set}
+        return self._send(GroupView, "PATCH", f"/v1/groups/{segment(name)}", body)
+
+    def set_retry_policy(self, name: str, retry: RetryPolicy | None) -> GroupView:
+        """Give the group `retry` as its retry policy (None: the server's defaults)."""
+        return self.change_group(name, GroupChange(retry=retry))
 
     def list_groups(self, *, after: str | None = None, limit: int = 100) -> GroupList:
         """One page of groups in name order, after the name `after`."""
@@ -123,24 +141,16 @@ class Admin(ApiClient):
         target: str,
         *,
         tag: str | None = None,
-        max_attempts: int | None = None,
         batch_size: int | None = None,
-        backoff_base_ms: int | None = None,
-        backoff_max_ms: int | None = None,
     ) -> PushSubscribed:
         """Push `topic`'s new messages to `target` for `group` (`lambda:<function>`, an http(s) webhook URL,
         or locally `python:<module>:<callable>`, one the server's operator allows); options left None take the
-        server's defaults (tag `*`, 16 attempts, batches of 1, backoff from 1 s doubling to 5 min). For a
-        webhook, `.signing_secret` is the secret its deliveries are signed with, returned this once: the
-        receiver checks them with `tidemq.verify_push_signature`. Raises InvalidArgument saying what is wrong
-        with a target (or why the server will not push there), TopicNotFound, GroupNotFound."""
-        options = {
-            "tag": tag,
-            "max_attempts": max_attempts,
-            "batch_size": batch_size,
-            "backoff_base_ms": backoff_base_ms,
-            "backoff_max_ms": backoff_max_ms,
-        }
+        server's defaults (tag `*`, batches of 1). A failed call is retried as the group's retry policy says
+        (`create_group(retry=...)`, `set_retry_policy`). For a webhook, `.signing_secret` is the secret its
+        deliveries are signed with, returned this once: the receiver checks them with
+        `tidemq.verify_push_signature`. Raises InvalidArgument saying what is wrong with a target (or why the
+        server will not push there), TopicNotFound, GroupNotFound."""
+        options = {"tag": tag, "batch_size": batch_size}
         body = {"topic": topic, "target": target, **{k: v for k, v in options.items() if v is not None}}
         return self._send(PushSubscribed, "PUT", f"/v1/groups/{segment(group)}/push", body)
 
@@ -155,6 +165,39 @@ class Admin(ApiClient):
     def clear_push(self, group: str) -> None:
         """Stop pushing to `group`; its committed offsets stay."""
         self._client.request("DELETE", f"/v1/groups/{segment(group)}/push")
+
+    # ---- dead letters ----------------------------------------------------------------------------
+
+    def dead_letters(self, group: str, *, offset: int = 0, limit: int = 32) -> DeadLetterList:
+        """Up to `limit` of the group's dead letters (`%DLQ%<group>`) from `offset`, each with its origin and when
+        it was resent, if it was; `.next_offset` pages on."""
+        return self._get(DeadLetterList, f"/v1/groups/{segment(group)}/dead-letters", offset=offset, limit=limit)
+
+    def resend_dead_letters(
+        self,
+        group: str,
+        *,
+        message_ids: list[str] | None = None,
+        from_offset: int | None = None,
+        to_offset: int | None = None,
+    ) -> ResendResponse:
+        """Resend dead letters to the topics they came from, each as a new message (received with attempt 1): those
+        `message_ids` name, or those of [from_offset, to_offset) (its end if None), at most 64 a request:
+        `.next_offset` says where the range goes on (`resend_dead_letter_range` goes all the way). A letter resent
+        before is answered `already_resent` and not sent again."""
+        body = {"message_ids": message_ids, "from_offset": from_offset, "to_offset": to_offset}
+        body = {name: value for name, value in body.items() if value is not None}
+        return self._send(ResendResponse, "POST", f"/v1/groups/{segment(group)}/dead-letters/resend", body)
+
+    def resend_dead_letter_range(
+        self, group: str, from_offset: int = 0, to_offset: int | None = None
+    ) -> Iterator[ResendResponse]:
+        """Resend the dead letters of [from_offset, to_offset) a request at a time, yielding each answer."""
+        offset: int | None = from_offset
+        while offset is not None:
+            answer = self.resend_dead_letters(group, from_offset=offset, to_offset=to_offset)
+            yield answer
+            offset = answer.next_offset
 
     # ---- queries ---------------------------------------------------------------------------------
 

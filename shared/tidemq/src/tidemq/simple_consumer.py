@@ -6,10 +6,11 @@ received from any of its queues, each held for this consumer for an invisible ti
             handle(message.body_bytes())
             consumer.ack(message)
 
-A message neither acked nor given back (`release`) is delivered again, to this consumer or another, with its
-`attempt` + 1 once its invisible time ends; `change_invisible` holds it longer. Many consumers of one group share a
-topic without assigning queues, and the group holds each message for one of them at a time. The group must exist
-(`Admin().create_group`).
+A message neither acked nor given back (`release`, `nack`) is delivered again, to this consumer or another, with
+its `attempt` + 1 once its invisible time ends; `change_invisible` holds it longer; `nack` gives it back to be
+delivered again after the group's backoff. After the group's max_delivery_attempts it goes to `%DLQ%<group>`.
+Many consumers of one group share a topic without assigning queues, and the group holds each message for one of
+them at a time. The group must exist (`Admin().create_group`).
 """
 
 from __future__ import annotations
@@ -83,3 +84,8 @@ class SimpleConsumer(ApiClient):
         """Give a delivery back: the message is delivered again after `delay_ms`, its next attempt."""
         body = {"receipt_handle": handle_of(delivery), "delay_ms": delay_ms}
         self._client.request("POST", f"{self._path}/release", json=body)
+
+    def nack(self, delivery: Delivery) -> None:
+        """Give a delivery back as failed: the message is delivered again after the group's backoff for this
+        attempt (its retry policy), or goes to its dead letters if this was its last attempt."""
+        self._client.request("POST", f"{self._path}/release", json={"receipt_handle": handle_of(delivery)})

@@ -23,6 +23,9 @@ SUBCOMMANDS = {
     "acl": Subcommand("tidemq.cli.access:acl", "Access policies of normal users: grant, revoke, list."),
     "consume": Subcommand("tidemq.cli.consume:consume", "Print the messages of TOPIC, queue by queue in turn."),
     "container": Subcommand("tidemq.cli.container:container", "Run a BrokerContainer (RIP-31) and manage its brokers."),
+    "dlq": Subcommand(
+        "tidemq.cli.dlq:dlq", "Dead letters of a consumer group: list them, resend them to their origin topic."
+    ),
     "group": Subcommand("tidemq.cli.group:group", "Consumer groups: lag, offsets, lifecycle."),
     "kv": Subcommand(
         "tidemq.cli.kv:kv", "KV namespaces: keys with versioned values, conditional writes, watches and snapshots."

@@ -1,15 +1,18 @@
-"""`tidemq group ...`: list consumer groups, show their lag, reset their offsets, push to a target, delete them."""
+"""`tidemq group ...`: list consumer groups, create and change them (their retry policy), show their lag, reset their
+offsets, push to a target, delete them."""
 
 from __future__ import annotations
 
 import click
 
+from tidemq_protocol.api.groups import GroupChange, GroupView
 from tidemq_protocol.api.push import GroupPush
+from tidemq_protocol.retry import RetryPolicy
 
 from ..admin import Admin
 from ..client import HttpClient
 from ..consumer import Start
-from .options import START, deleting
+from .options import START, deleting, retry_options
 from .output import stdout, table, timestamp
 
 
@@ -31,11 +34,53 @@ def list_(client: HttpClient) -> None:
 
 @group.command("create")
 @click.argument("name")
+@retry_options
 @click.pass_obj
-def create(client: HttpClient, name: str) -> None:
-    """Create consumer group NAME (`tidemq consume --group` creates a missing group itself)."""
-    Admin(client=client).create_group(name)
+def create(client: HttpClient, name: str, max_delivery_attempts: int | None, backoff: object) -> None:
+    """Create consumer group NAME (`tidemq consume --group` creates a missing group itself), with its retry policy:
+    how often its messages are delivered (pop or push) before they go to %DLQ%NAME, and the wait between."""
+    retry = _retry(max_delivery_attempts, backoff)
+    view = Admin(client=client).create_group(name, retry=retry)
     stdout.print(f"created consumer group {name!r}")
+    _show_retry(view)
+
+
+@group.command("update")
+@click.argument("name")
+@retry_options
+@click.option("--default-retry", is_flag=True, help="Drop the group's retry policy: the server's defaults apply.")
+@click.pass_obj
+def update(
+    client: HttpClient, name: str, max_delivery_attempts: int | None, backoff: object, default_retry: bool
+) -> None:
+    """Change the retry policy of consumer group NAME (the options given; the others stay as they are)."""
+    admin = Admin(client=client)
+    if default_retry:
+        if max_delivery_attempts is not None or backoff is not None:
+            raise click.UsageError("--default-retry goes alone, without --max-delivery-attempts or --backoff")
+        view = admin.change_group(name, GroupChange(retry=None))
+    elif max_delivery_attempts is None and backoff is None:
+        raise click.UsageError("give --max-delivery-attempts, --backoff or --default-retry")
+    else:
+        current = admin.describe_group(name).retry or RetryPolicy()
+        changes = {"max_delivery_attempts": max_delivery_attempts, "backoff": backoff}
+        retry = current.model_copy(update={field: value for field, value in changes.items() if value is not None})
+        view = admin.change_group(name, GroupChange(retry=RetryPolicy.model_validate(retry.model_dump())))
+    stdout.print(f"updated consumer group {name!r}")
+    _show_retry(view)
+
+
+def _retry(max_delivery_attempts: int | None, backoff: object) -> RetryPolicy | None:
+    if max_delivery_attempts is None and backoff is None:
+        return None
+    return RetryPolicy(max_delivery_attempts=max_delivery_attempts, backoff=backoff)
+
+
+def _show_retry(view: GroupView) -> None:
+    retry = view.retry or RetryPolicy()
+    attempts = retry.max_delivery_attempts or "the server's default"
+    backoff = retry.backoff.text() if retry.backoff else "the server's default"
+    stdout.print(f"retry: {attempts} delivery attempts, backoff {backoff}", markup=False)
 
 
 @group.command("lag")
@@ -106,8 +151,9 @@ def push() -> None:
       python:<module>:<callable>      locally, one the server allows, called in its process; raising fails
 
     At least once, in order per queue; the group's offset moves only after the target succeeded; a failed
-    call is retried with exponential backoff, and after --max-attempts the messages go to the topic
-    %DLQ%<group>. A reset of the group's offsets while it pushes is respected.
+    call is retried after the group's backoff, and after its max delivery attempts the messages go to the topic
+    %DLQ%<group> (its retry policy: `tidemq group create|update --max-delivery-attempts --backoff`). A reset
+    of the group's offsets while it pushes is respected.
     """
 
 
@@ -116,10 +162,7 @@ def push() -> None:
 @click.option("--topic", required=True, help="The topic whose messages are pushed.")
 @click.option("--target", required=True, help="lambda:<function>, http(s)://... or python:<module>:<callable>.")
 @click.option("--tag", help="Tag filter: `*` or tags joined by `||` [default: *].")
-@click.option("--max-attempts", type=click.IntRange(min=1), help="Calls before dead-lettering [default: 16].")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Most messages in one call [default: 1].")
-@click.option("--backoff-base-ms", type=click.IntRange(min=1), help="First retry wait, doubling [default: 1000].")
-@click.option("--backoff-max-ms", type=click.IntRange(min=1), help="Longest retry wait [default: 300000].")
 @click.pass_obj
 def push_set(
     client: HttpClient,
@@ -127,24 +170,12 @@ def push_set(
     topic: str,
     target: str,
     tag: str | None,
-    max_attempts: int | None,
     batch_size: int | None,
-    backoff_base_ms: int | None,
-    backoff_max_ms: int | None,
 ) -> None:
     """Push new messages of a topic to a target for consumer group NAME, from its committed offsets (each
     queue's oldest message if it has none); replaces any subscription the group had. For a webhook, prints the
     secret its deliveries are signed with (header X-TideMQ-Signature), shown this once."""
-    view = Admin(client=client).set_push(
-        name,
-        topic,
-        target,
-        tag=tag,
-        max_attempts=max_attempts,
-        batch_size=batch_size,
-        backoff_base_ms=backoff_base_ms,
-        backoff_max_ms=backoff_max_ms,
-    )
+    view = Admin(client=client).set_push(name, topic, target, tag=tag, batch_size=batch_size)
     shown = view.push.target if view.push else target
     stdout.print(f"consumer group {name!r} now pushes from topic {topic!r} to {shown}", markup=False)
     _show(view)

@@ -48,8 +48,42 @@ class Retention(click.ParamType):
         self.fail(f"{value!r} is not a number of milliseconds (at least 1000) or 'forever'", param, ctx)
 
 
+class BackoffText(click.ParamType):
+    """A backoff as tidemq_protocol.retry writes it: `exponential:1s,2,5m` or `customized:1s,5s,1m`."""
+
+    name = "BACKOFF"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> object:
+        from tidemq_protocol.errors import InvalidArgument
+        from tidemq_protocol.retry import CustomizedBackoff, ExponentialBackoff, parse_backoff
+
+        if isinstance(value, ExponentialBackoff | CustomizedBackoff):
+            return value
+        try:
+            return parse_backoff(str(value))
+        except InvalidArgument as error:
+            self.fail(str(error), param, ctx)
+
+
 START = StartPosition()
 RETENTION = Retention()
+BACKOFF = BackoffText()
+
+
+def retry_options(command: Callable) -> Callable:
+    """--max-delivery-attempts and --backoff: a group's retry policy (each unset: the server's default)."""
+    command = click.option(
+        "--backoff",
+        type=BACKOFF,
+        help="Wait before a redelivery after a failed push call or a nack: exponential:INITIAL,MULTIPLIER,MAX "
+        "(exponential:1s,2,5m) or customized:D1,D2,... (customized:1s,5s,1m) [default: the server's, RocketMQ's "
+        "1s 5s 10s 30s 1m 2m ... 2h].",
+    )(command)
+    return click.option(
+        "--max-delivery-attempts",
+        type=click.IntRange(1, 1000),
+        help="Deliveries of a message before it goes to %DLQ%<group> [default: the server's, 16].",
+    )(command)
 
 
 yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")

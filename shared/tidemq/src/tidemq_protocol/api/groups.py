@@ -19,6 +19,7 @@ from pydantic import (
 from tidemq_protocol import push
 from tidemq_protocol.attributes import Attributes
 from tidemq_protocol.push_target import TARGET_FORMS, checked_push_target, shown_target
+from tidemq_protocol.retry import RetryPolicy
 
 from .common import (
     MAX_JSON_INTEGER,
@@ -36,9 +37,9 @@ from .common import (
 
 class PushSubscription(push.PushSpec):
     """A group's push delivery (RocketMQ's push consumer): new messages of `topic` matching `tag` go to
-    `target`, `batch_size` at a time, each queue in order; a failed call is retried with exponential backoff
-    (`backoff_base_ms` doubling up to `backoff_max_ms`, with jitter), and after `max_attempts` calls the batch
-    goes to the group's dead-letter topic `%DLQ%<group>`."""
+    `target`, `batch_size` at a time, each queue in order; a failed call is retried after the group's backoff,
+    and after its `max_delivery_attempts` calls the batch goes to the group's dead-letter topic `%DLQ%<group>`
+    (the group's `retry` policy: set it when creating or changing the group)."""
 
     # What the API takes, and shows of the store's record (`ShownPush`): `target` checked against the
     # push-target grammar, so that a malformed one is a 422 naming the field.
@@ -71,9 +72,26 @@ ShownPush = Annotated[PushSubscription, BeforeValidator(_shown)]
 """A group's push subscription as every answer shows it (made from the store's record too)."""
 
 
+RetryField = Field(
+    default=None,
+    description="How often and when the group's messages are delivered again, pop or push, before its dead letters "
+    "(null, or a field of it null: the server's defaults, TIDEMQ_MAX_DELIVERY_ATTEMPTS and TIDEMQ_RETRY_BACKOFF).",
+)
+
+
 class GroupSpec(ApiModel):
     name: GroupName
     attributes: Attributes = Field(default_factory=dict)
+    retry: RetryPolicy | None = RetryField
+
+
+class GroupChange(ApiModel):
+    """Fields to change; absent fields stay as they are (`retry: null` goes back to the server's defaults)."""
+
+    attributes: Attributes | None = Field(
+        default=None, description="Replace the attributes (as at create; null: they stay)."
+    )
+    retry: RetryPolicy | None = RetryField
 
 
 class GroupView(GroupSpec):

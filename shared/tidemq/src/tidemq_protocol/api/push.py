@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import (
-    Field,
-)
+from pydantic import Field, model_validator
 
 from .common import ApiModel, GroupName, TopicName
 from .groups import ShownPush
@@ -18,7 +16,9 @@ class GroupPush(ApiModel):
 
     group: str
     push: ShownPush
-    dead_letter_topic: str = Field(description="Batches that failed max_attempts times land here (`%DLQ%<group>`).")
+    dead_letter_topic: str = Field(
+        description="Batches delivered max_delivery_attempts times land here (`%DLQ%<group>`)."
+    )
 
 
 class PushSubscribed(GroupPush):
@@ -51,22 +51,19 @@ class PushDelivery(ApiModel):
     messages: list[MessageView]
 
 
-class PendingRetry(ApiModel):
-    """A queue waiting to retry its head batch: `attempts` calls failed so far; the next one is due at `due_ms`."""
-
-    group: str
-    queue: int
-    offset: int
-    attempts: int
-    due_ms: int
-
-
 class PushEvent(ApiModel):
     """The push function's event: deliver `topic` to every group pushing from it (or to `group` only).
-    The function sends itself `not_before_ms` and `retries` when it continues in a new invocation."""
+    The function sends itself `not_before_ms` when it continues in a new invocation."""
 
     topic: TopicName
     group: GroupName | None = None
     not_before_ms: int | None = Field(default=None, description="Start delivering at this time (ms since epoch).")
-    retries: list[PendingRetry] = Field(default_factory=list)
     continues: bool = Field(default=False, description="Sent by the push function itself, to go on where it stopped.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _former_retries(cls, data: object) -> object:
+        """A continuation queued by an earlier version carried its retries (now kept in the store): ignored."""
+        if isinstance(data, dict) and "retries" in data:
+            return {name: value for name, value in data.items() if name != "retries"}
+        return data

@@ -43,6 +43,7 @@ from tidemq_protocol.errors import (
     KeyNotFound,
     MessageNotFound,
     MessageTooLarge,
+    MessageTypeMismatch,
     NamespaceExists,
     NamespaceNotEmpty,
     NamespaceNotFound,
@@ -68,6 +69,7 @@ from tidemq_protocol.errors import (
 STATUS: dict[type[ClientError | Overloaded], int] = {
     InvalidArgument: 400,
     InvalidBatch: 400,
+    MessageTypeMismatch: 400,
     Unauthenticated: 401,
     AccessDenied: 403,
     QueueOutOfRange: 404,

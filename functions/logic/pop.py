@@ -53,17 +53,18 @@ def receive(
     wait_ms: int,
     tag_filter: str | None,
 ) -> list[Popped]:
-    """Up to `max_messages` messages of `topic` for pop group `group`, waiting up to `wait_ms` for one."""
+    """Up to `max_messages` messages of `topic` for pop group `group`, waiting up to `wait_ms` for one: in order
+    per message group if the group is FIFO and the topic too."""
     if not 1 <= max_messages <= settings.pop_max_messages:
         raise InvalidArgument(f"max_messages must be 1..{settings.pop_max_messages}, got {max_messages}")
     if wait_ms > settings.max_get_wait_ms:
         raise InvalidArgument(f"wait_ms must be 0..{settings.max_get_wait_ms}, got {wait_ms}")
     invisible_ms = invisible_time(settings, invisible_ms)
-    store.get_group(group)  # GroupNotFound: a pop group is made first, as any group
+    fifo = store.get_group(group).fifo  # GroupNotFound: a pop group is made first, as any group
     pop = consumption(store, settings)
     deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
     while True:
-        popped = pop.receive(group, topic, max_messages, invisible_ms, tag_filter)
+        popped = pop.receive(group, topic, max_messages, invisible_ms, tag_filter, fifo=fifo)
         left = deadline - time.monotonic()
         if popped or left <= 0:
             return popped

@@ -83,9 +83,13 @@ class Admin(ApiClient):
 
     # ---- consumer groups -------------------------------------------------------------------------
 
-    def create_group(self, name: str, *, attributes: Mapping[str, str] | None = None) -> GroupView:
-        """Create a consumer group; raises GroupExists."""
-        return self._send(GroupView, "POST", "/v1/groups", {"name": name, "attributes": dict(attributes or {})})
+    def create_group(
+        self, name: str, *, attributes: Mapping[str, str] | None = None, fifo: bool = False
+    ) -> GroupView:
+        """Create a consumer group (`fifo`: it consumes FIFO topics in order, per message group); raises
+        GroupExists."""
+        spec = {"name": name, "attributes": dict(attributes or {}), "fifo": fifo}
+        return self._send(GroupView, "POST", "/v1/groups", spec)
 
     def list_groups(self, *, after: str | None = None, limit: int = 100) -> GroupList:
         """One page of groups in name order, after the name `after`."""

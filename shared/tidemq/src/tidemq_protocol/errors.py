@@ -27,6 +27,12 @@ class InvalidName(InvalidArgument):
     """A topic or group name breaks RocketMQ's naming rule."""
 
 
+class MessageTypeMismatch(InvalidArgument):
+    """A message does not fit its topic's message type (RocketMQ 5's proxy check): a message group on a topic
+    that is not FIFO, or none on a FIFO topic. The message says which and names the topic's type; nothing of the
+    batch was stored."""
+
+
 class MessageTooLarge(ClientError):
     """One message, or a whole batch, is over the configured size limit."""
 

@@ -22,20 +22,23 @@ def group() -> None:
 @click.pass_obj
 def list_(client: HttpClient) -> None:
     """List every consumer group (push groups with their topic and target)."""
-    rows = table("group", "created", "push")
+    rows = table("group", "created", "fifo", "push")
     for view in Admin(client=client).iter_groups():
         pushed = f"{view.push.topic} -> {view.push.target}" if view.push else ""
-        rows.add_row(view.name, timestamp(view.created_at), pushed)
+        rows.add_row(view.name, timestamp(view.created_at), "fifo" if view.fifo else "", pushed)
     stdout.print(rows)
 
 
 @group.command("create")
 @click.argument("name")
+@click.option(
+    "--fifo", is_flag=True, help="Consume FIFO topics in order: each message group's messages one batch at a time."
+)
 @click.pass_obj
-def create(client: HttpClient, name: str) -> None:
+def create(client: HttpClient, name: str, fifo: bool) -> None:
     """Create consumer group NAME (`tidemq consume --group` creates a missing group itself)."""
-    Admin(client=client).create_group(name)
-    stdout.print(f"created consumer group {name!r}")
+    Admin(client=client).create_group(name, fifo=fifo)
+    stdout.print(f"created {'FIFO ' if fifo else ''}consumer group {name!r}")
 
 
 @group.command("lag")

@@ -74,6 +74,11 @@ ShownPush = Annotated[PushSubscription, BeforeValidator(_shown)]
 class GroupSpec(ApiModel):
     name: GroupName
     attributes: Attributes = Field(default_factory=dict)
+    fifo: bool = Field(
+        default=False,
+        description="Consume FIFO topics in order: a message group's messages one batch at a time, each only after "
+        "the one before it was acked or dead-lettered (other groups go on meanwhile).",
+    )
 
 
 class GroupView(GroupSpec):

@@ -12,8 +12,10 @@ order and holds at most one batch of a group at a time, while the other groups o
 not RocketMQ's lock of a whole queue). A group is **held** while one of its entries is delivered and not yet
 visible again; its other messages wait. From one queue a FIFO receive takes, in offset order:
 - the entries of groups not held, each group's from its oldest on: its head again when its visible time ended
-  (released, or not acked in time: attempt + 1, before any later message of its group), then its waiting
-  entries; a group whose entry it does not take (`max_messages` reached) gives it nothing later;
+  (released, or not acked in time: attempt + 1, before any later message of its group), **alone** (the rest of
+  its group waits for its ack: a poison message does not take the messages behind it to the dead letters, their
+  attempts counting its failures), else its waiting entries; a group whose entry it does not take
+  (`max_messages` reached) gives it nothing later;
 - then new messages from the cursor: one of a group it may deliver is delivered; one of a held group, or of a
   group with an entry not taken, becomes a **waiting** entry (attempt 0, no nonce: never delivered, no handle can
   name it), and the cursor passes it, so the next group's messages behind it are delivered now rather than after
@@ -218,20 +220,22 @@ class PopConsumption:
         tag_filter: TagFilter | None,
     ) -> Taken:
         """A FIFO receive's take from one queue (see the module docstring)."""
-        held = {entry.group for entry in ledger.entries if entry.attempt and entry.visible_at_ms > now}
-        held.discard(None)  # an entry without a group (made before its group was FIFO) holds only itself
+        closed = {entry.group for entry in ledger.entries if entry.attempt and entry.visible_at_ms > now}
+        closed.discard(None)  # an entry without a group (made before its group was FIFO) holds only itself
         taken = Taken([], [], [], [], ledger.cursor)
         for entry in ledger.entries:
             if len(taken.again) == want:
                 return taken  # no new message either: a group with an entry left must not overtake it
-            if entry.group in held or (entry.attempt and entry.visible_at_ms > now):
+            if entry.group in closed or (entry.attempt and entry.visible_at_ms > now):
                 continue
             message = self._message_at(topic, queue, entry.offset)
             if message is None or self._spent(group, [(entry, message)]):
                 taken.gone.append(entry)  # gone from the queue, or dead-lettered: its group goes on
-            else:
-                taken.again.append((entry, message))
-        self._pass_new(topic, queue, ledger, want, tag_filter, held, taken)
+                continue
+            taken.again.append((entry, message))
+            if entry.attempt and entry.group is not None:  # delivered again: alone
+                closed.add(entry.group)
+        self._pass_new(topic, queue, ledger, want, tag_filter, closed, taken)
         return taken
 
     def _pass_new(
@@ -241,18 +245,19 @@ class PopConsumption:
         ledger: QueueLedger,
         want: int,
         tag_filter: TagFilter | None,
-        held: set[str | None],
+        closed: set[str | None],
         taken: Taken,
     ) -> None:
-        """New messages from the cursor into `taken`, every entry of a group not held being taken already: a held
-        group's message waits, any other is delivered; bounded by FIFO_CLAIM_ENTRIES and FIFO_WAITING_MOST."""
+        """New messages from the cursor into `taken`, every entry of a group not `closed` being taken already: a
+        closed group's message waits, any other is delivered; bounded by FIFO_CLAIM_ENTRIES and
+        FIFO_WAITING_MOST."""
         budget = max(want, FIFO_CLAIM_ENTRIES) - len(taken.again)
         room = FIFO_WAITING_MOST - sum(1 for entry in ledger.entries if not entry.attempt)
         while (left := budget - len(taken.new) - len(taken.waiting)) > 0 and len(taken.again) + len(taken.new) < want:
             messages, next_offset = self._new(topic, queue, taken.cursor, left, tag_filter)
             for message in messages:
                 group = message_group_of(message.properties)
-                if group is not None and group in held:
+                if group is not None and group in closed:
                     if len(taken.waiting) >= room:
                         return  # the cursor waits here for a held group
                     taken.waiting.append(Entry(message.queue_offset, 0, 0, 0, group))

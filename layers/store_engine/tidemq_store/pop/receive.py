@@ -49,11 +49,23 @@ FIFO_WAITING_MOST = 1000
 """Waiting entries one queue's ledger holds at most: past them the cursor waits (each receive reads the ledger)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What one receive asks of one queue: up to `want` messages for `group`, held until `until`, at `now`."""
+
+    group: str
+    topic: str
+    queue: int
+    want: int
+    now: int
+    until: int
+    tag_filter: TagFilter | None
+
+
 @dataclass(slots=True)
 class Taken:
     """What a receive takes from one queue: entries delivered again (or, waiting, for the first time) with their
-    messages, entries to drop (message gone, or dead-lettered), new messages, new waiting entries, and where the
-    cursor goes."""
+    messages, entries to drop (message gone), new messages, new waiting entries, and where the cursor goes."""
 
     again: list[tuple[Entry, StoredMessage]]
     gone: list[Entry]
@@ -131,27 +143,15 @@ class PopConsumption:
             if len(popped) == max_messages:
                 break
             queue = (first + index) % queues
-            want = max_messages - len(popped)
-            popped += self._receive_queue(group, topic, queue, want, now + invisible_ms, tag_filter, now, ordered)
+            asked = Asked(group, topic, queue, max_messages - len(popped), now, now + invisible_ms, tag_filter)
+            popped += self._receive_queue(asked, ordered)
         return popped
 
-    def _receive_queue(
-        self,
-        group: str,
-        topic: str,
-        queue: int,
-        want: int,
-        until: int,
-        tag_filter: TagFilter | None,
-        now: int,
-        ordered: bool,
-    ) -> list[Popped]:
+    def _receive_queue(self, asked: Asked, ordered: bool) -> list[Popped]:
+        group, topic, queue, until = asked.group, asked.topic, asked.queue, asked.until
         for _ in range(CLAIM_TRIES):
             ledger = self.ledger.read(group, topic, queue)
-            if ordered:
-                taken = self._take_in_order(group, topic, queue, ledger, want, now, tag_filter)
-            else:
-                taken = self._take(group, topic, queue, ledger, want, now, tag_filter)
+            taken = self._take_in_order(asked, ledger) if ordered else self._take(asked, ledger)
             again, gone, new, waiting = taken.again, taken.gone, taken.new, taken.waiting
             if not again and not gone and not new and not waiting and taken.cursor == ledger.cursor:
                 return []
@@ -178,83 +178,58 @@ class PopConsumption:
                 ]
         return []
 
-    def _take(
-        self,
-        group: str,
-        topic: str,
-        queue: int,
-        ledger: QueueLedger,
-        want: int,
-        now: int,
-        tag_filter: TagFilter | None,
-    ) -> Taken:
+    def _take(self, asked: Asked, ledger: QueueLedger) -> Taken:
         """Up to `want` entries whose visible time has ended, with their messages, then new messages from the
-        cursor; the entries whose message the queue no longer holds (retention took it) or that went to the dead
-        letters are dropped."""
-        again, gone = [], []
+        cursor; the entries whose message the queue no longer holds (retention took it) are dropped, and those at
+        their last attempt go to the dead letters."""
+        taken = Taken([], [], [], [], ledger.cursor)
         for entry in ledger.entries:
-            if len(again) == want:
+            if len(taken.again) == asked.want:
                 break
-            if entry.visible_at_ms > now:
+            if entry.visible_at_ms > asked.now:
                 continue
-            message = self._message_at(topic, queue, entry.offset)
+            message = self._message_at(asked, entry.offset)
             if message is None:
-                gone.append(entry)
+                taken.gone.append(entry)
+            elif not self._spent(entry):
+                taken.again.append((entry, message))
             else:
-                again.append((entry, message))
-        spent = self._spent(group, again)
-        if spent:
-            again = [pair for pair in again if pair[0] not in spent]
-            gone += spent
-        new, cursor = self._new(topic, queue, ledger.cursor, want - len(again), tag_filter)
-        return Taken(again, gone, new, [], cursor)
+                self._dead_letter(asked, entry, message)
+        taken.new, taken.cursor = self._new(asked, ledger.cursor, asked.want - len(taken.again))
+        return taken
 
-    def _take_in_order(
-        self,
-        group: str,
-        topic: str,
-        queue: int,
-        ledger: QueueLedger,
-        want: int,
-        now: int,
-        tag_filter: TagFilter | None,
-    ) -> Taken:
+    def _take_in_order(self, asked: Asked, ledger: QueueLedger) -> Taken:
         """A FIFO receive's take from one queue (see the module docstring)."""
+        now = asked.now
         closed = {entry.group for entry in ledger.entries if entry.attempt and entry.visible_at_ms > now}
         closed.discard(None)  # an entry without a group (made before its group was FIFO) holds only itself
         taken = Taken([], [], [], [], ledger.cursor)
         for entry in ledger.entries:
-            if len(taken.again) == want:
+            if len(taken.again) == asked.want:
                 return taken  # no new message either: a group with an entry left must not overtake it
             if entry.group in closed or (entry.attempt and entry.visible_at_ms > now):
                 continue
-            message = self._message_at(topic, queue, entry.offset)
-            if message is None or self._spent(group, [(entry, message)]):
-                taken.gone.append(entry)  # gone from the queue, or dead-lettered: its group goes on
-                continue
-            taken.again.append((entry, message))
-            if entry.attempt and entry.group is not None:  # delivered again: alone
-                closed.add(entry.group)
-        self._pass_new(topic, queue, ledger, want, tag_filter, closed, taken)
+            message = self._message_at(asked, entry.offset)
+            if message is None:
+                taken.gone.append(entry)  # gone from the queue: its group goes on
+            elif not self._spent(entry):
+                taken.again.append((entry, message))
+                if entry.attempt and entry.group is not None:  # delivered again: alone
+                    closed.add(entry.group)
+            elif not self._dead_letter(asked, entry, message) and entry.group is not None:
+                closed.add(entry.group)  # another receive letters it: its group waits for that
+        self._pass_new(asked, ledger, closed, taken)
         return taken
 
-    def _pass_new(
-        self,
-        topic: str,
-        queue: int,
-        ledger: QueueLedger,
-        want: int,
-        tag_filter: TagFilter | None,
-        closed: set[str | None],
-        taken: Taken,
-    ) -> None:
+    def _pass_new(self, asked: Asked, ledger: QueueLedger, closed: set[str | None], taken: Taken) -> None:
         """New messages from the cursor into `taken`, every entry of a group not `closed` being taken already: a
         closed group's message waits, any other is delivered; bounded by FIFO_CLAIM_ENTRIES and
         FIFO_WAITING_MOST."""
+        want = asked.want
         budget = max(want, FIFO_CLAIM_ENTRIES) - len(taken.again)
         room = FIFO_WAITING_MOST - sum(1 for entry in ledger.entries if not entry.attempt)
         while (left := budget - len(taken.new) - len(taken.waiting)) > 0 and len(taken.again) + len(taken.new) < want:
-            messages, next_offset = self._new(topic, queue, taken.cursor, left, tag_filter)
+            messages, next_offset = self._new(asked, taken.cursor, left)
             for message in messages:
                 group = message_group_of(message.properties)
                 if group is not None and group in closed:
@@ -270,30 +245,37 @@ class PopConsumption:
             if len(messages) < left:  # the queue's end (or the read's bytes): the next receive goes on
                 return
 
-    def _spent(self, group: str, again: list[tuple[Entry, StoredMessage]]) -> list[Entry]:
-        """The entries of `again` at their last attempt, put to the dead letters first (a crash before the claim
-        letters them again, never loses them)."""
-        if self.max_attempts is None:
-            return []
-        spent = [(entry, message) for entry, message in again if entry.attempt >= self.max_attempts]
-        if spent:
-            self.dead_letters(group, [message for _, message in spent], self.max_attempts)
-        return [entry for entry, _ in spent]
+    def _spent(self, entry: Entry) -> bool:
+        """Whether the entry, due again, was delivered its last time."""
+        return self.max_attempts is not None and entry.attempt >= self.max_attempts
 
-    def _message_at(self, topic: str, queue: int, offset: int) -> StoredMessage | None:
+    def _dead_letter(self, asked: Asked, entry: Entry, message: StoredMessage) -> bool:
+        """Put a spent entry's message to the dead letters, once, and delete the entry; False (nothing done) if
+        another receive does it. First the entry is held for this receive, on its nonce (of receives that read it
+        spent, one wins), then the message is put, then the entry deleted on the nonce it was held with. A crash
+        between leaves the entry held: when its hold ends it is lettered again (at least once, never lost)."""
+        assert self.dead_letters is not None and self.max_attempts is not None  # _spent said so
+        mine = Entry(entry.offset, entry.attempt, new_nonce(), asked.until, entry.group)
+        held = Settlement(Receipt(asked.queue, entry.offset, entry.nonce), mine)
+        if self.ledger.settle(asked.group, asked.topic, [held]) != [Settled.DONE]:
+            return False
+        self.dead_letters(asked.group, [message], self.max_attempts)
+        self.ledger.settle(asked.group, asked.topic, [Settlement(Receipt(asked.queue, entry.offset, mine.nonce))])
+        return True
+
+    def _message_at(self, asked: Asked, offset: int) -> StoredMessage | None:
         """The message at `offset`, or None if the queue no longer holds it (retention took it)."""
         try:
-            found = self.store.get(topic, queue, offset, 1, READ_BYTES).messages
+            found = self.store.get(asked.topic, asked.queue, offset, 1, READ_BYTES).messages
         except OffsetOutOfRange:
             return None
         return found[0] if found and found[0].queue_offset == offset else None
 
-    def _new(
-        self, topic: str, queue: int, cursor: int, want: int, tag_filter: TagFilter | None
-    ) -> tuple[list[StoredMessage], int]:
+    def _new(self, asked: Asked, cursor: int, want: int) -> tuple[list[StoredMessage], int]:
         """Up to `want` messages from the cursor, and where the cursor goes past them (and what the filter skipped)."""
         if want <= 0:
             return [], cursor
+        topic, queue, tag_filter = asked.topic, asked.queue, asked.tag_filter
         try:
             result = self.store.get(topic, queue, cursor, want, READ_BYTES, tag_filter)
         except OffsetOutOfRange as error:  # retention went past the cursor: go on from what is left

@@ -1,5 +1,5 @@
 """FIFO message groups over HTTP through a live local gateway, on each backend: topic types enforced on every
-produce route (a 400 naming the type, nothing stored), FIFO groups made over HTTP, the SDK and the CLI, and the
+produce route (a 409 naming the type, nothing stored), FIFO groups made over HTTP, the SDK and the CLI, and the
 issue's done-when run: many message groups popped by 8 consumers at once, a fifth of the first deliveries failed on
 purpose (given back, or left to time out), each group's messages processed in the order sent, never two batches of
 one group held at once, a poison message dead-lettered after its last attempt while its group goes on, and every
@@ -51,13 +51,13 @@ def lengths(http, topic: str) -> list[int]:
     return [q["max_offset"] for q in http.get(f"/v1/topics/{topic}").json()["queue_offsets"]]
 
 
-def test_a_message_that_does_not_fit_its_topics_type_is_a_400_naming_it_and_stores_nothing(http):
+def test_a_message_that_does_not_fit_its_topics_type_is_a_409_naming_it_and_stores_nothing(http):
     def refused(topic: str, body: bytes | dict, content_type: str | None = None) -> str:
         if isinstance(body, dict):
             answer = http.post(f"/v1/topics/{topic}/messages", json=body)
         else:
             answer = http.post(f"/v1/topics/{topic}/batch", content=body, headers={"content-type": content_type})
-        assert answer.status_code == 400, answer.text
+        assert answer.status_code == 409, answer.text
         assert answer.json()["error"] == "MessageTypeMismatch"
         return answer.json()["message"]
 
@@ -73,6 +73,8 @@ def test_a_message_that_does_not_fit_its_topics_type_is_a_400_naming_it_and_stor
     named = {"messages": [{"body": "x", "properties": {MESSAGE_GROUP: "A"}}]}
     reserved = http.post("/v1/topics/fifo/messages", json=named)
     assert reserved.status_code == 400 and "use message_group" in reserved.json()["message"]
+    both = http.post("/v1/topics/fifo/messages", json={"messages": [{**grouped, "sharding_key": "k"}]})
+    assert both.status_code == 422  # the schema says: one or the other
     assert lengths(http, "fifo") == [0] * 4 and lengths(http, "plain") == [0] * 4
     answer = http.post("/v1/topics/fifo/messages", json={"messages": [grouped, {**grouped, "body": "y"}]})
     assert answer.status_code == 200 and {m["queue"] for m in answer.json()["messages"]} == {key_queue("A", 4)}

@@ -40,6 +40,8 @@ class MessageIn(ApiModel):
             # a base64 body is valid base64: what `body_bytes` decodes
             "if": {"properties": {"body_encoding": {"const": "base64"}}, "required": ["body_encoding"]},
             "then": {"properties": {"body": {"pattern": BASE64_PATTERN}}},
+            # a message group routes its message as a sharding key does: one or the other
+            "not": {"required": ["sharding_key", "message_group"]},
         }
     )
 
@@ -70,6 +72,8 @@ class MessageIn(ApiModel):
     @model_validator(mode="after")
     def _body_decodes(self) -> MessageIn:
         self.body_bytes()
+        if self.sharding_key is not None and self.message_group is not None:
+            raise ValueError("give sharding_key or message_group, not both: a message's group is its key")
         return self
 
     def body_bytes(self) -> bytes:

@@ -11,7 +11,7 @@ for it: 404 when what the URL names does not exist (the topic of `/v1/topics/ord
 `.../queues/5/messages`), 409 when the request conflicts with the current state: a topic or queue named in the body
 that does not exist (a commit on topic `orders` before it is created), an offset outside the queue's range, fewer
 queues than the topic has, the push subscription of a group that pulls, a receipt handle that names no current
-delivery. A client that validates against the document
+delivery, a message that does not fit its topic's message type. A client that validates against the document
 before sending gets nothing else.
 """
 
@@ -43,6 +43,7 @@ from tidemq_protocol.errors import (
     KeyNotFound,
     MessageNotFound,
     MessageTooLarge,
+    MessageTypeMismatch,
     NamespaceExists,
     NamespaceNotEmpty,
     NamespaceNotFound,
@@ -82,6 +83,7 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     GroupExists: 409,
     UserExists: 409,
     OffsetConflict: 409,
+    MessageTypeMismatch: 409,
     QueuesCannotShrink: 409,
     NoPushSubscription: 409,
     PolicyConflict: 409,

@@ -33,13 +33,21 @@ from tidemq_protocol.api.messages import MessageView
 from tidemq_protocol.codec import ProduceFrame
 from tidemq_protocol.errors import InvalidArgument, MessageNotFound, OffsetOutOfRange, Overloaded, TopicNotFound
 from tidemq_protocol.message import Message, StoredMessage
+from tidemq_protocol.record import MESSAGE_GROUP
 from tidemq_store import MessageStore
 from tidemq_store.pop.api import Claim, Entry, PopLedger, Receipt, Settlement
 from tidemq_store.pop.receive import new_nonce, now_ms
 
 from .notifier import PushNotifier
 from .produce import produce_frames
-from .push import DLQ_REASON, ORIGIN_MESSAGE_ID, ORIGIN_QUEUE_ID, RETRY_TOPIC, dead_letter_topic
+from .push import (
+    DLQ_REASON,
+    ORIGIN_MESSAGE_GROUP,
+    ORIGIN_MESSAGE_ID,
+    ORIGIN_QUEUE_ID,
+    RETRY_TOPIC,
+    dead_letter_topic,
+)
 
 ORIGIN_PROPERTIES = (
     ORIGIN_MESSAGE_ID,
@@ -48,6 +56,7 @@ ORIGIN_PROPERTIES = (
     "ORIGIN_QUEUE_OFFSET",
     "RECONSUME_TIME",
     DLQ_REASON,
+    ORIGIN_MESSAGE_GROUP,
 )
 DLQ_MESSAGE_ID = "DLQ_MESSAGE_ID"  # the dead letter a resent message was made from
 RESENT_FOR_GROUP = "RESENT_FOR_GROUP"  # the group whose dead letter it was
@@ -216,10 +225,15 @@ def _message(letter: StoredMessage, group: str) -> Message:
     own = {name: value for name, value in letter.properties.items() if name not in ORIGIN_PROPERTIES}
     origin = letter.properties.get(ORIGIN_MESSAGE_ID, letter.msg_id)
     properties = {**own, ORIGIN_MESSAGE_ID: origin, DLQ_MESSAGE_ID: letter.msg_id, RESENT_FOR_GROUP: group}
+    if ORIGIN_MESSAGE_GROUP in letter.properties:  # a FIFO message's group, back from where the letter kept it
+        properties[MESSAGE_GROUP] = letter.properties[ORIGIN_MESSAGE_GROUP]
     return Message(letter.body, 0, letter.keys, letter.tag, properties, letter.born_timestamp)
 
 
 def _origin_queue(letter: StoredMessage, queues: int) -> int | None:
-    """The queue the letter's message came from, if the topic still has it (else the produce route chooses)."""
+    """The queue the letter's message came from, if the topic still has it (else the produce route chooses, as it
+    does for a FIFO message: its group's queue)."""
+    if ORIGIN_MESSAGE_GROUP in letter.properties:
+        return None
     queue = letter.properties.get(ORIGIN_QUEUE_ID, "")
     return int(queue) if queue.isdigit() and int(queue) < queues else None

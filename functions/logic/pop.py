@@ -55,7 +55,8 @@ def receive(
     wait_ms: int,
     tag_filter: str | None,
 ) -> list[Popped]:
-    """Up to `max_messages` messages of `topic` for pop group `group`, waiting up to `wait_ms` for one."""
+    """Up to `max_messages` messages of `topic` for pop group `group`, waiting up to `wait_ms` for one: in order
+    per message group if the group is FIFO and the topic too."""
     if not 1 <= max_messages <= settings.pop_max_messages:
         raise InvalidArgument(f"max_messages must be 1..{settings.pop_max_messages}, got {max_messages}")
     if wait_ms > settings.max_get_wait_ms:
@@ -64,9 +65,10 @@ def receive(
     config = store.get_group(group)  # GroupNotFound: a pop group is made first, as any group
     check_may_pop(config, topic)
     pop = consumption(store, settings, config)
+    fifo = config.fifo
     deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
     while True:
-        popped = pop.receive(group, topic, max_messages, invisible_ms, tag_filter)
+        popped = pop.receive(group, topic, max_messages, invisible_ms, tag_filter, fifo=fifo)
         left = deadline - time.monotonic()
         if popped or left <= 0:
             return popped

@@ -2,21 +2,22 @@
 
 After the put, the `PushNotifier` the caller gives is told the topic has new messages.
 
-Routing: an explicit queue wins; else a sharding key picks `crc32(key) % queues`, so one key always
-lands in one queue and keeps its order; the rest of a batch goes to one queue chosen round-robin
-per batch, so an unkeyed batch stays contiguous.
+Routing: an explicit queue wins; else a message group (a FIFO topic's messages each have one) or a sharding key
+picks `crc32(key) % queues` (`key_queue`), so one group or key always lands in one queue and keeps its order; the
+rest of a batch goes to one queue chosen round-robin per batch, so an unkeyed batch stays contiguous. The store
+refuses a batch whose messages do not fit the topic's message type (tidemq_store/batch.py).
 """
 
 from __future__ import annotations
 
 import itertools
-import zlib
 from collections.abc import Sequence
 
 from tidemq_protocol.api.messages import MessageIn, ProduceResponse, PutView
 from tidemq_protocol.codec import ProduceFrame
-from tidemq_protocol.errors import QueueOutOfRange
-from tidemq_protocol.message import Message
+from tidemq_protocol.errors import InvalidArgument, QueueOutOfRange
+from tidemq_protocol.message import Message, key_queue
+from tidemq_protocol.record import MESSAGE_GROUP, message_group_of
 from tidemq_store import MessageStore, PutResult
 
 from .notifier import PushNotifier
@@ -24,8 +25,13 @@ from .notifier import PushNotifier
 _round_robin = itertools.count()
 
 
-def queue_for(sharding_key: str | None, queues: int, batch_queue: int) -> int:
-    return zlib.crc32(sharding_key.encode()) % queues if sharding_key else batch_queue
+def queue_for(frame: ProduceFrame, index: int, queues: int, batch_queue: int) -> int:
+    """The queue of the message `frame` holds when it names none (see the module docstring)."""
+    group = message_group_of(frame.message.properties)
+    if group is not None and frame.sharding_key:
+        raise InvalidArgument(f"message {index} has a message_group and a sharding_key: its group is its key")
+    key = group if group is not None else frame.sharding_key
+    return key_queue(key, queues) if key else batch_queue
 
 
 def produce_frames(
@@ -35,14 +41,14 @@ def produce_frames(
     queues = store.get_topic(topic).queues
     batch_queue = next(_round_robin) % queues
     messages = []
-    for frame in frames:
+    for index, frame in enumerate(frames):
         message = frame.message
         if frame.queue is not None:
             if frame.queue >= queues:
                 raise QueueOutOfRange(topic, frame.queue, queues)
             message.queue = frame.queue
         else:
-            message.queue = queue_for(frame.sharding_key, queues, batch_queue)
+            message.queue = queue_for(frame, index, queues, batch_queue)
         messages.append(message)
     results = store.put(topic, messages)
     notifier.messages_stored(topic)
@@ -58,10 +64,19 @@ def produce_records(store: MessageStore, topic: str, records: bytes, notifier: P
     return results
 
 
+def _properties(index: int, message: MessageIn) -> dict[str, str]:
+    """A JSON message's properties as the record holds them: its message group among them."""
+    if MESSAGE_GROUP in message.properties:
+        raise InvalidArgument(f"message {index}: property name {MESSAGE_GROUP!r} is reserved; use message_group")
+    if message.message_group is None:
+        return message.properties
+    return {**message.properties, MESSAGE_GROUP: message.message_group}
+
+
 def produce_json(store: MessageStore, topic: str, messages: list[MessageIn], notifier: PushNotifier) -> ProduceResponse:
     frames = [
-        ProduceFrame(Message(m.body_bytes(), 0, tuple(m.keys), m.tag, m.properties), m.queue, m.sharding_key)
-        for m in messages
+        ProduceFrame(Message(m.body_bytes(), 0, tuple(m.keys), m.tag, _properties(i, m)), m.queue, m.sharding_key)
+        for i, m in enumerate(messages)
     ]
     results = produce_frames(store, topic, frames, notifier)
     return ProduceResponse(

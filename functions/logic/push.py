@@ -36,7 +36,7 @@ from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import InvalidArgument, OffsetConflict, OffsetOutOfRange, TopicExists, TopicNotFound
 from tidemq_protocol.message import Message, StoredMessage
 from tidemq_protocol.push_target import shown_target
-from tidemq_protocol.record import encode_properties
+from tidemq_protocol.record import MESSAGE_GROUP, encode_properties, message_group_of
 from tidemq_protocol.retry import RetryPolicy
 from tidemq_store import MessageStore, TopicConfig
 from tidemq_store.model import PushSubscription
@@ -55,6 +55,7 @@ ORIGIN_QUEUE_ID = "ORIGIN_QUEUE_ID"
 ORIGIN_QUEUE_OFFSET = "ORIGIN_QUEUE_OFFSET"
 RECONSUME_TIME = "RECONSUME_TIME"  # how many calls failed
 DLQ_REASON = "DLQ_REASON"  # the last failure, shortened
+ORIGIN_MESSAGE_GROUP = "ORIGIN_MESSAGE_GROUP"  # a FIFO message's group: a dead-letter topic takes no groups
 
 
 def dead_letter_topic(group: str) -> str:
@@ -220,8 +221,12 @@ def letter(message: StoredMessage, origin: dict[str, str]) -> Message:
     record's bounds (a message may already have as many properties, or as many bytes of them, as a record
     holds). When they do not all fit, `origin` stays whole and the message's own properties are kept, in order,
     while they fit (then, in the extreme, its keys go too); `DLQ_REASON` says what was left out. The original
-    (`ORIGIN_MESSAGE_ID`) still has it all."""
-    own = list(message.properties.items())
+    (`ORIGIN_MESSAGE_ID`) still has it all. A message's group is kept as `ORIGIN_MESSAGE_GROUP`: the
+    dead-letter topic is not FIFO."""
+    group = message_group_of(message.properties)
+    if group is not None:
+        origin = {**origin, ORIGIN_MESSAGE_GROUP: group}
+    own = [(name, value) for name, value in message.properties.items() if name != MESSAGE_GROUP]
     for keys in (message.keys, ()):
         for kept in range(len(own), -1, -1):
             properties = {**dict(own[:kept]), **origin}

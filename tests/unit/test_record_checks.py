@@ -15,8 +15,10 @@ from tidemq_protocol.record import (
     ANY_QUEUE,
     END_OF_BATCH,
     HEADER_SIZE,
+    MAX_MESSAGE_GROUP,
     MAX_PROPERTIES,
     MAX_PROPERTIES_BYTES,
+    MESSAGE_GROUP,
     SHORTEST_HEADER,
     PendingRecord,
     check_produced,
@@ -495,12 +497,13 @@ def test_message_ids_are_position_then_size_in_24_lowercase_hex_digits():
         ((), "T", {}, b"TAGS\x01T\x02"),
         ((), None, {"p": "v"}, b"p\x01v\x02"),
         (("a", "b"), "Tag A|B", {"p q": "", "r": "v w"}, b"KEYS\x01a b\x02TAGS\x01Tag A|B\x02p q\x01\x02r\x01v w\x02"),
+        ((), None, {MESSAGE_GROUP: "order 7"}, b"__SHARDINGKEY\x01order 7\x02"),  # RocketMQ's name for it
     ],
 )
 def test_properties_encode_as_rocketmq_pairs_and_decode_back(keys, tag, properties, encoded):
     assert encode_properties(keys, tag, properties) == encoded
     assert decode_properties(encoded) == (keys, tag, properties)
-    assert check_properties(encoded) == (keys, tag)
+    assert check_properties(encoded) == (keys, tag, properties.get(MESSAGE_GROUP))
 
 
 @pytest.mark.parametrize(
@@ -520,6 +523,9 @@ def test_properties_encode_as_rocketmq_pairs_and_decode_back(keys, tag, properti
         ((), None, {"p": 5}, "must be a string without"),
         ((), None, {"p": "a\x01b"}, "must be a string without"),
         ((), None, {"p": "a\x02b"}, "must be a string without"),
+        ((), None, {MESSAGE_GROUP: ""}, "message_group must be a non-empty string"),
+        ((), None, {MESSAGE_GROUP: "a\x1fb"}, "message_group .* must not contain control characters"),
+        ((), None, {MESSAGE_GROUP: "g" * (MAX_MESSAGE_GROUP + 1)}, "the limit is 128"),
     ],
 )
 def test_properties_refuse_anything_wrong_in_one_respect(keys, tag, properties, problem):

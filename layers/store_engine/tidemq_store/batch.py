@@ -3,6 +3,11 @@
 A batch comes as messages (`validate_batch`: the store encodes them) or as records a producer encoded
 (`validate_records`: the store checks them and keeps their bytes). Either way it becomes a `ValidatedBatch` of
 version 2 records (record.py) that only need the broker's fields written.
+
+Either way each message must fit its topic's message type (RocketMQ 5's, `MessageType`): on a FIFO topic every
+message carries a message group and is in its group's queue (`key_queue`: a record that lets the broker choose
+goes there), so a group's messages are in one queue in the order they were put; on any other topic none carries
+one. A message that does not fit refuses its batch (MessageTypeMismatch, naming the topic's type).
 """
 
 from __future__ import annotations
@@ -11,8 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tidemq_protocol.clock import now_ms
-from tidemq_protocol.errors import InvalidArgument, InvalidBatch, MessageTooLarge, QueueOutOfRange
-from tidemq_protocol.message import Message, tag_hash
+from tidemq_protocol.errors import (
+    InvalidArgument,
+    InvalidBatch,
+    MessageTooLarge,
+    MessageTypeMismatch,
+    QueueOutOfRange,
+)
+from tidemq_protocol.message import Message, MessageType, key_queue, tag_hash
 from tidemq_protocol.record import (
     ANY_QUEUE,
     HEADER_SIZE,
@@ -20,6 +31,7 @@ from tidemq_protocol.record import (
     check_properties,
     encode_properties,
     encode_record,
+    message_group_of,
     stamp,
 )
 
@@ -74,6 +86,27 @@ def _check_total(limits: StoreConfig, total: int) -> None:
         raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
 
 
+def check_message_type(config: TopicConfig, index: int, group: str | None, queue: int) -> None:
+    """MessageTypeMismatch unless message `index` (of message group `group`, in `queue`) fits the topic's type (see
+    the module docstring)."""
+    kind = config.message_type
+    if kind is MessageType.FIFO:
+        if group is None:
+            raise MessageTypeMismatch(
+                f"message {index} has no message_group; topic {config.name!r} is FIFO: each of its messages needs one"
+            )
+        if queue != key_queue(group, config.queues):
+            raise MessageTypeMismatch(
+                f"message {index} of message group {group!r} goes to queue {key_queue(group, config.queues)} of FIFO"
+                f" topic {config.name!r}, not {queue}: send it without a queue"
+            )
+    elif group is not None:
+        raise MessageTypeMismatch(
+            f"message {index} has message_group {group!r}; topic {config.name!r} is {kind.value}: only a FIFO"
+            " topic takes message groups"
+        )
+
+
 def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[Message]) -> ValidatedBatch:
     """Check a whole batch of messages and encode it (raising a `ClientError` that names the message at fault)."""
     if not isinstance(messages, Sequence):
@@ -92,6 +125,7 @@ def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[
             body = bytes(body)
         if type(queue) is not int or not 0 <= queue < queues:
             raise QueueOutOfRange(config.name, queue, queues)
+        check_message_type(config, index, message_group_of(message.properties), queue)
         props = b""
         if keys or tag is not None or message.properties:
             try:
@@ -125,23 +159,22 @@ def validate_records(limits: StoreConfig, config: TopicConfig, records: bytes, d
     for index, (size, queue, props) in enumerate(
         zip(produced.sizes, produced.queues, produced.properties, strict=True)
     ):
-        if queue == ANY_QUEUE:
-            queue = default_queue
-        elif not 0 <= queue < queues:
+        if not (queue == ANY_QUEUE or 0 <= queue < queues):
             raise QueueOutOfRange(config.name, queue, queues)
         if size - fixed > max_size:
             raise MessageTooLarge(
                 f"message {index} is {size - fixed} bytes (body and properties); the limit is {max_size}"
             )
-        chosen.append(queue)
+        message_keys, tag, group = (), None, None
         if props:
             try:
-                message_keys, tag = check_properties(props)
+                message_keys, tag, group = check_properties(props)
             except InvalidArgument as error:
                 raise InvalidArgument(f"record {index}: {error}") from None
-            tag_codes.append(tag_hash(tag) if tag else 0)
-            keys.append(message_keys)
-        else:
-            tag_codes.append(0)
-            keys.append(())
+        if queue == ANY_QUEUE:
+            queue = default_queue if group is None else key_queue(group, queues)
+        check_message_type(config, index, group, queue)
+        chosen.append(queue)
+        tag_codes.append(tag_hash(tag) if tag else 0)
+        keys.append(message_keys)
     return ValidatedBatch(bytearray(records), produced.sizes, chosen, tag_codes, keys)

@@ -101,12 +101,15 @@ class PushSubscription(PushSpec):
 
 class GroupConfig(BaseModel):
     """A consumer (subscription) group's metadata; `push` set makes it a push group. `retry` is how often and when
-    its messages are delivered again, pop or push (None, or a field of it None: the server's defaults)."""
+    its messages are delivered again, pop or push (None, or a field of it None: the server's defaults). A `fifo`
+    group consumes a FIFO topic's messages of one message group in order, one batch of a group at a time
+    (RocketMQ 5's FIFO subscription; pop/receive.py)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: GroupName
     attributes: Attributes = Field(default_factory=dict)
+    fifo: bool = False
     push: PushSubscription | None = None
     retry: RetryPolicy | None = None
     created_at: int = 0

@@ -4,8 +4,11 @@ One family, `ledger`, holds each group's ledger of each queue under one prefix, 
 
     group 0x00 topic 0x00 queue:u32            ->  cursor:u64                                 (the cursor)
     group 0x00 topic 0x00 queue:u32 offset:u64 ->  attempt:u32 nonce:u64 visible_at_ms:u64    (an entry)
+                                                   [message_group: UTF-8, the rest of the value]
 
-all integers big-endian in keys (so entries sort by offset after their cursor) and little-endian in values. Names
+all integers big-endian in keys (so entries sort by offset after their cursor) and little-endian in values. An
+entry's message group (FIFO) follows its 20 bytes; an entry written before there were groups is those 20 bytes
+alone, and reads as an entry without one. Names
 cannot contain 0x00, so the separators are unambiguous. Every claim and settlement is one WriteBatch, synced as the
 store's flush mode says, made under the lock of its queue: the conditions are checked and the batch written while
 no other change to that queue can come between.
@@ -66,7 +69,7 @@ class RocksPopLedger(PopLedger):
                 (cursor,) = CURSOR.unpack(value)
             else:
                 (offset,) = OFFSET.unpack_from(found, len(key))
-                entries.append(Entry(offset, *ENTRY.unpack(value)))
+                entries.append(_entry(offset, value))
         return QueueLedger(cursor, tuple(entries))
 
     def claim(self, group: str, topic: str, queue: int, claim: Claim) -> bool:
@@ -77,12 +80,12 @@ class RocksPopLedger(PopLedger):
             nonces = {entry.offset: entry.nonce for entry in ledger.entries}
             if ledger.cursor != claim.cursor:
                 return False
-            for entry in (*claim.delivered, *claim.dropped):
+            for entry in (*claim.delivered, *claim.dropped, *claim.waiting):
                 if entry.offset < claim.cursor and nonces.get(entry.offset) != replaced.get(entry.offset):
                     return False
             batch = WriteBatch(raw_mode=True)
             batch.put(key, CURSOR.pack(claim.new_cursor), self._handle)
-            for entry in claim.delivered:
+            for entry in (*claim.delivered, *claim.waiting):
                 batch.put(key + OFFSET.pack(entry.offset), _pack(entry), self._handle)
             for entry in claim.dropped:
                 batch.delete(key + OFFSET.pack(entry.offset), self._handle)
@@ -104,7 +107,7 @@ class RocksPopLedger(PopLedger):
                     cursor = self._ledger.get(key)
                     acked = cursor is not None and receipt.offset < CURSOR.unpack(cursor)[0]
                     outcomes.append(Settled.ALREADY_ACKED if acked and then is None else Settled.STALE)
-                elif ENTRY.unpack(raw)[1] != receipt.nonce:
+                elif ENTRY.unpack_from(raw)[1] != receipt.nonce:
                     outcomes.append(Settled.STALE)
                 else:
                     if then is None:
@@ -143,4 +146,10 @@ class RocksPopLedger(PopLedger):
 
 
 def _pack(entry: Entry) -> bytes:
-    return ENTRY.pack(entry.attempt, entry.nonce, entry.visible_at_ms)
+    packed = ENTRY.pack(entry.attempt, entry.nonce, entry.visible_at_ms)
+    return packed if entry.group is None else packed + entry.group.encode()
+
+
+def _entry(offset: int, value: bytes) -> Entry:
+    group = value[ENTRY.size :].decode() if len(value) > ENTRY.size else None
+    return Entry(offset, *ENTRY.unpack_from(value), group)

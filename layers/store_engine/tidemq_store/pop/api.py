@@ -6,9 +6,10 @@ each to one consumer at a time, until it is acked. What the group holds of one q
 
     cursor      the first offset the group has never passed: every message from here on is new to it
     entries     one per message below the cursor that is neither acked nor filtered out, by offset:
-                attempt         deliveries so far
-                nonce           the current delivery's: a receipt handle names (queue, offset, nonce)
+                attempt         deliveries so far (0: a FIFO message waiting behind its group, never delivered)
+                nonce           the current delivery's: a receipt handle names (queue, offset, nonce); 0 waiting
                 visible_at_ms   held by its consumer until then; from then on it is delivered again, attempt + 1
+                group           the message's message group, kept by a FIFO receive (None otherwise)
 
 so the group's progress on the queue (what lag counts from) is its lowest entry, or the cursor when it has none.
 
@@ -22,6 +23,20 @@ The protocol. Every change to a queue's ledger is conditional, and each is one a
   release gives it a new nonce and visible time, each on condition that the nonce is still the one named. A
   handle whose entry is gone and whose offset is below the cursor names a message already acked (an ack of it
   again succeeds and changes nothing); any other mismatch is a stale or forged handle, refused, changing nothing.
+
+FIFO (receive.py says what a FIFO receive takes). A message group is held while one of its entries is delivered
+and not yet visible again, and the cursor may pass a held group's messages, leaving a **waiting** entry for each.
+The same two kinds of write keep a group to one batch in flight: any claim that delivers a message of a group
+either gives its oldest entry a new nonce (the group had entries: every receive starts a group at its oldest, so
+two such claims condition on that one entry's nonce, and one loses) or moves the cursor past its new messages (the
+group had none: two such claims condition on one cursor, and one loses; and the group can only have come to have
+entries by a claim that moved that cursor). A claim that read a group as held and made its new messages wait is
+written only if the cursor is still where it read it; that the group's delivery was acked or released meanwhile
+only leaves waiting entries that the next receive delivers, in order. A waiting entry's nonce is 0, which no
+receipt handle names, so no settlement can touch it. A release, or an invisible time that ends, makes the
+message visible where it is, below its group's waiting entries: it is its group's oldest entry, delivered again
+(attempt + 1) before any later message of its group. Waiting entries are written in the claims as every entry
+is, so they are there after a crash or a reopen as the rest of the ledger is.
 
 Why it is crash-safe: the ledger is the only state (no in-memory holding), every write is durable before it is
 answered (RocksDB with its WAL synced, DynamoDB), and each is atomic, so a crash at any moment leaves the ledger
@@ -59,6 +74,12 @@ class Entry:
     attempt: int
     nonce: int
     visible_at_ms: int
+    group: str | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """A FIFO message waiting behind its message group: never delivered, no handle names it."""
+        return self.attempt == 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +99,15 @@ class QueueLedger:
 class Claim:
     """A receive's change to one queue's ledger: the cursor from `cursor` to `new_cursor`, `delivered` entries put
     (new ones at or past `cursor`, or ones below it with a new nonce, on condition that they still have the nonce
-    `replaced` gives for their offset), and `dropped` entries deleted on the same condition (a message gone from
-    the queue, or dead-lettered)."""
+    `replaced` gives for their offset), `dropped` entries deleted on the same condition (a message gone from
+    the queue, or dead-lettered), and `waiting` entries put, new ones at or past `cursor` (FIFO)."""
 
     cursor: int
     new_cursor: int
     delivered: tuple[Entry, ...] = ()
     replaced: dict[int, int] | None = None
     dropped: tuple[Entry, ...] = ()
+    waiting: tuple[Entry, ...] = ()
 
 
 class Settled(Enum):

@@ -6,6 +6,22 @@ A receive goes through the topic's queues from a different one each time (no que
 from each takes first the messages whose visible time has ended (delivered again, attempt + 1), then new ones from
 the cursor (tag-filtered as a pull is: a message the filter skips is passed for good). It claims what it took in
 one conditional write; if another receive claimed first, it reads the ledger again and takes again.
+
+A FIFO receive (a `fifo` group on a FIFO topic: every message has a message group) keeps each message group in
+order and holds at most one batch of a group at a time, while the other groups of the queue go on (SQS FIFO's way,
+not RocketMQ's lock of a whole queue). A group is **held** while one of its entries is delivered and not yet
+visible again; its other messages wait. From one queue a FIFO receive takes, in offset order:
+- the entries of groups not held, each group's from its oldest on: its head again when its visible time ended
+  (released, or not acked in time: attempt + 1, before any later message of its group), **alone** (the rest of
+  its group waits for its ack: a poison message does not take the messages behind it to the dead letters, their
+  attempts counting its failures), else its waiting entries; a group whose entry it does not take
+  (`max_messages` reached) gives it nothing later;
+- then new messages from the cursor: one of a group it may deliver is delivered; one of a held group, or of a
+  group with an entry not taken, becomes a **waiting** entry (attempt 0, no nonce: never delivered, no handle can
+  name it), and the cursor passes it, so the next group's messages behind it are delivered now rather than after
+  the held group's. Passing is bounded: a claim writes at most FIFO_CLAIM_ENTRIES entries, and a queue holds at
+  most FIFO_WAITING_MOST waiting entries, past which the cursor waits for a held group (RocketMQ's lock, then).
+A message dead-lettered after its last attempt, or gone from the queue, leaves the ledger and its group goes on.
 """
 
 from __future__ import annotations
@@ -17,7 +33,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle, OffsetOutOfRange
-from tidemq_protocol.message import StoredMessage, TagFilter
+from tidemq_protocol.message import MessageType, StoredMessage, TagFilter
+from tidemq_protocol.record import message_group_of
 
 from ..api import MessageStore
 from .api import Claim, Entry, PopLedger, QueueLedger, Receipt, Settled, Settlement
@@ -25,6 +42,36 @@ from .api import Claim, Entry, PopLedger, QueueLedger, Receipt, Settled, Settlem
 CLAIM_TRIES = 8
 """Claims of one queue a receive tries before it goes on to the next (each lost to a receive that read the same)."""
 READ_BYTES = 4 * 1024 * 1024
+FIFO_CLAIM_ENTRIES = 64
+"""Entries a FIFO claim writes at most (or `max_messages`, if more), delivered and waiting: within one DynamoDB
+transaction (100 items) with the cursor."""
+FIFO_WAITING_MOST = 1000
+"""Waiting entries one queue's ledger holds at most: past them the cursor waits (each receive reads the ledger)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What one receive asks of one queue: up to `want` messages for `group`, held until `until`, at `now`."""
+
+    group: str
+    topic: str
+    queue: int
+    want: int
+    now: int
+    until: int
+    tag_filter: TagFilter | None
+
+
+@dataclass(slots=True)
+class Taken:
+    """What a receive takes from one queue: entries delivered again (or, waiting, for the first time) with their
+    messages, entries to drop (message gone), new messages, new waiting entries, and where the cursor goes."""
+
+    again: list[tuple[Entry, StoredMessage]]
+    gone: list[Entry]
+    new: list[StoredMessage]
+    waiting: list[Entry]
+    cursor: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +130,14 @@ class PopConsumption:
         invisible_ms: int,
         tag_filter: str | TagFilter | None = None,
         now: int | None = None,
+        fifo: bool = False,
     ) -> list[Popped]:
-        """Up to `max_messages` messages of `topic` the group holds none of, each held for `invisible_ms`."""
+        """Up to `max_messages` messages of `topic` the group holds none of, each held for `invisible_ms`; `fifo`
+        (the group's flag) on a FIFO topic: in order per message group (see the module docstring)."""
         if max_messages < 1 or invisible_ms < 1:
             raise InvalidArgument(f"max_messages and invisible_ms must be positive, got {max_messages}, {invisible_ms}")
-        queues = self.store.get_topic(topic).queues
+        config = self.store.get_topic(topic)
+        queues, ordered = config.queues, fifo and config.message_type is MessageType.FIFO
         now = now_ms() if now is None else now
         tag_filter = TagFilter.parse(tag_filter) if isinstance(tag_filter, str) else tag_filter
         first = next(self._turn)
@@ -96,35 +146,33 @@ class PopConsumption:
             if len(popped) == max_messages:
                 break
             queue = (first + index) % queues
-            want = max_messages - len(popped)
-            popped += self._receive_queue(group, topic, queue, want, now + invisible_ms, tag_filter, now)
+            asked = Asked(group, topic, queue, max_messages - len(popped), now, now + invisible_ms, tag_filter)
+            popped += self._receive_queue(asked, ordered)
         return popped
 
-    def _receive_queue(
-        self, group: str, topic: str, queue: int, want: int, until: int, tag_filter: TagFilter | None, now: int
-    ) -> list[Popped]:
+    def _receive_queue(self, asked: Asked, ordered: bool) -> list[Popped]:
+        group, topic, queue, until = asked.group, asked.topic, asked.queue, asked.until
         for _ in range(CLAIM_TRIES):
             ledger = self.ledger.read(group, topic, queue)
-            again, gone = self._due(topic, queue, ledger, want, now)
-            if self.max_attempts is not None:
-                spent = [(entry, message) for entry, message in again if entry.attempt >= self.max_attempts]
-                if spent:  # put first: a crash before the claim letters them again, never loses them
-                    self.dead_letters(group, [message for _, message in spent], self.max_attempts)
-                    again = [pair for pair in again if pair not in spent]
-                    gone += [entry for entry, _ in spent]
-            new, cursor = self._new(topic, queue, ledger.cursor, want - len(again), tag_filter)
-            if not again and not gone and not new and cursor == ledger.cursor:
+            taken = self._take_in_order(asked, ledger) if ordered else self._take(asked, ledger)
+            again, gone, new, waiting = taken.again, taken.gone, taken.new, taken.waiting
+            if not again and not gone and not new and not waiting and taken.cursor == ledger.cursor:
                 return []
             delivered = [
-                (message, Entry(entry.offset, entry.attempt + 1, new_nonce(), until)) for entry, message in again
+                (message, Entry(entry.offset, entry.attempt + 1, new_nonce(), until, entry.group))
+                for entry, message in again
             ]
-            delivered += [(message, Entry(message.queue_offset, 1, new_nonce(), until)) for message in new]
+            delivered += [
+                (message, Entry(message.queue_offset, 1, new_nonce(), until, _group(message, ordered)))
+                for message in new
+            ]
             claim = Claim(
                 ledger.cursor,
-                cursor,
+                taken.cursor,
                 tuple(entry for _, entry in delivered),
                 {entry.offset: entry.nonce for entry, _ in again} | {entry.offset: entry.nonce for entry in gone},
                 tuple(gone),
+                tuple(waiting),
             )
             if self.ledger.claim(group, topic, queue, claim):
                 return [
@@ -133,33 +181,104 @@ class PopConsumption:
                 ]
         return []
 
-    def _due(
-        self, topic: str, queue: int, ledger: QueueLedger, want: int, now: int
-    ) -> tuple[list[tuple[Entry, StoredMessage]], list[Entry]]:
-        """Up to `want` entries whose visible time has ended, with their messages; and the entries whose message
-        the queue no longer holds (retention took it)."""
-        again, gone = [], []
+    def _take(self, asked: Asked, ledger: QueueLedger) -> Taken:
+        """Up to `want` entries whose visible time has ended, with their messages, then new messages from the
+        cursor; the entries whose message the queue no longer holds (retention took it) are dropped, and those at
+        their last attempt go to the dead letters."""
+        taken = Taken([], [], [], [], ledger.cursor)
         for entry in ledger.entries:
-            if len(again) == want:
+            if len(taken.again) == asked.want:
                 break
-            if entry.visible_at_ms > now:
+            if entry.visible_at_ms > asked.now:
                 continue
-            try:
-                found = self.store.get(topic, queue, entry.offset, 1, READ_BYTES).messages
-            except OffsetOutOfRange:
-                found = []
-            if found and found[0].queue_offset == entry.offset:
-                again.append((entry, found[0]))
+            message = self._message_at(asked, entry.offset)
+            if message is None:
+                taken.gone.append(entry)
+            elif not self._spent(entry):
+                taken.again.append((entry, message))
             else:
-                gone.append(entry)
-        return again, gone
+                self._dead_letter(asked, entry, message)
+        taken.new, taken.cursor = self._new(asked, ledger.cursor, asked.want - len(taken.again))
+        return taken
 
-    def _new(
-        self, topic: str, queue: int, cursor: int, want: int, tag_filter: TagFilter | None
-    ) -> tuple[list[StoredMessage], int]:
+    def _take_in_order(self, asked: Asked, ledger: QueueLedger) -> Taken:
+        """A FIFO receive's take from one queue (see the module docstring)."""
+        now = asked.now
+        closed = {entry.group for entry in ledger.entries if entry.attempt and entry.visible_at_ms > now}
+        closed.discard(None)  # an entry without a group (made before its group was FIFO) holds only itself
+        taken = Taken([], [], [], [], ledger.cursor)
+        for entry in ledger.entries:
+            if len(taken.again) == asked.want:
+                return taken  # no new message either: a group with an entry left must not overtake it
+            if entry.group in closed or (entry.attempt and entry.visible_at_ms > now):
+                continue
+            message = self._message_at(asked, entry.offset)
+            if message is None:
+                taken.gone.append(entry)  # gone from the queue: its group goes on
+            elif not self._spent(entry):
+                taken.again.append((entry, message))
+                if entry.attempt and entry.group is not None:  # delivered again: alone
+                    closed.add(entry.group)
+            elif not self._dead_letter(asked, entry, message) and entry.group is not None:
+                closed.add(entry.group)  # another receive letters it: its group waits for that
+        self._pass_new(asked, ledger, closed, taken)
+        return taken
+
+    def _pass_new(self, asked: Asked, ledger: QueueLedger, closed: set[str | None], taken: Taken) -> None:
+        """New messages from the cursor into `taken`, every entry of a group not `closed` being taken already: a
+        closed group's message waits, any other is delivered; bounded by FIFO_CLAIM_ENTRIES and
+        FIFO_WAITING_MOST."""
+        want = asked.want
+        budget = max(want, FIFO_CLAIM_ENTRIES) - len(taken.again)
+        room = FIFO_WAITING_MOST - sum(1 for entry in ledger.entries if not entry.attempt)
+        while (left := budget - len(taken.new) - len(taken.waiting)) > 0 and len(taken.again) + len(taken.new) < want:
+            messages, next_offset = self._new(asked, taken.cursor, left)
+            for message in messages:
+                group = message_group_of(message.properties)
+                if group is not None and group in closed:
+                    if len(taken.waiting) >= room:
+                        return  # the cursor waits here for a held group
+                    taken.waiting.append(Entry(message.queue_offset, 0, 0, 0, group))
+                elif len(taken.again) + len(taken.new) == want:
+                    return
+                else:
+                    taken.new.append(message)
+                taken.cursor = message.queue_offset + 1
+            taken.cursor = max(taken.cursor, next_offset)  # past what the tag filter skipped
+            if len(messages) < left:  # the queue's end (or the read's bytes): the next receive goes on
+                return
+
+    def _spent(self, entry: Entry) -> bool:
+        """Whether the entry, due again, was delivered its last time."""
+        return self.max_attempts is not None and entry.attempt >= self.max_attempts
+
+    def _dead_letter(self, asked: Asked, entry: Entry, message: StoredMessage) -> bool:
+        """Put a spent entry's message to the dead letters, once, and delete the entry; False (nothing done) if
+        another receive does it. First the entry is held for this receive, on its nonce (of receives that read it
+        spent, one wins), then the message is put, then the entry deleted on the nonce it was held with. A crash
+        between leaves the entry held: when its hold ends it is lettered again (at least once, never lost)."""
+        assert self.dead_letters is not None and self.max_attempts is not None  # _spent said so
+        mine = Entry(entry.offset, entry.attempt, new_nonce(), asked.until, entry.group)
+        held = Settlement(Receipt(asked.queue, entry.offset, entry.nonce), mine)
+        if self.ledger.settle(asked.group, asked.topic, [held]) != [Settled.DONE]:
+            return False
+        self.dead_letters(asked.group, [message], self.max_attempts)
+        self.ledger.settle(asked.group, asked.topic, [Settlement(Receipt(asked.queue, entry.offset, mine.nonce))])
+        return True
+
+    def _message_at(self, asked: Asked, offset: int) -> StoredMessage | None:
+        """The message at `offset`, or None if the queue no longer holds it (retention took it)."""
+        try:
+            found = self.store.get(asked.topic, asked.queue, offset, 1, READ_BYTES).messages
+        except OffsetOutOfRange:
+            return None
+        return found[0] if found and found[0].queue_offset == offset else None
+
+    def _new(self, asked: Asked, cursor: int, want: int) -> tuple[list[StoredMessage], int]:
         """Up to `want` messages from the cursor, and where the cursor goes past them (and what the filter skipped)."""
         if want <= 0:
             return [], cursor
+        topic, queue, tag_filter = asked.topic, asked.queue, asked.tag_filter
         try:
             result = self.store.get(topic, queue, cursor, want, READ_BYTES, tag_filter)
         except OffsetOutOfRange as error:  # retention went past the cursor: go on from what is left
@@ -194,8 +313,13 @@ class PopConsumption:
         if hold_ms is None:
             hold_ms = self.backoff(current.attempt) if self.backoff else 0
         until = (now_ms() if now is None else now) + hold_ms
-        then = Entry(receipt.offset, current.attempt, new_nonce(), until)
+        then = Entry(receipt.offset, current.attempt, new_nonce(), until, current.group)
         (settled,) = self.ledger.settle(group, topic, [Settlement(receipt, then)])
         if settled is not Settled.DONE:
             raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
         return Receipt(receipt.queue, receipt.offset, then.nonce).handle()
+
+
+def _group(message: StoredMessage, ordered: bool) -> str | None:
+    """The message group an entry of `message` keeps: its own in a FIFO receive, else none (no order to keep)."""
+    return message_group_of(message.properties) if ordered else None

@@ -5,6 +5,7 @@ tidemq_protocol/names.py), and each queue of it a run of sort keys there:
 
     slot "qqqqqqqqqq"                         ->  cursor, group, topic               (the cursor)
     slot "qqqqqqqqqq/oooooooooooooooooooo"    ->  attempt, nonce, visible_at_ms      (an entry)
+                                                  [message_group: a FIFO entry's; absent in others and older ones]
 
 queue and offset zero-padded (10 and 20 digits), so a queue's entries sort by offset after its cursor and one
 Query (strongly consistent, `begins_with` the queue's slot) reads its whole ledger. Only cursor items carry
@@ -14,11 +15,11 @@ cursor), not entries, and a cursor item's later writes leave them unchanged, so 
 - A **claim** is one TransactWriteItems: the cursor item put on condition that its cursor is still the one read
   (or, read as 0, that it has none or 0), each entry below that cursor put or deleted on condition that its nonce
   is the one the claim replaces (none: that it does not exist), entries from the cursor on put unconditionally.
-  A ConditionalCheckFailed cancels it whole: False, nothing changed. A claim may deliver at most
-  MOST_DELIVERED messages (DynamoDB's 100 items a transaction, less the cursor: receives ask for 32 by
-  default): more is refused with InvalidArgument. Dropped entries past what fits in that transaction are
-  deleted after it, each on its nonce (a crash between leaves entries whose message is gone, which the next
-  receive drops again: a state the protocol already has).
+  A ConditionalCheckFailed cancels it whole: False, nothing changed. A claim may put at most
+  MOST_DELIVERED entries, delivered and waiting (DynamoDB's 100 items a transaction, less the cursor:
+  receives ask for 32 by default, a FIFO claim writes at most 64): more is refused with InvalidArgument.
+  Dropped entries past what fits in that transaction are deleted after it, each on its nonce (a crash between
+  leaves entries whose message is gone, which the next receive drops again: a state the protocol already has).
 - A **settle** is one TransactWriteItems of conditional deletes (acks) and puts (changes), each on the nonce
   its receipt names, for up to 100 settlements. When conditions fail, the cancellation reasons say which; one
   BatchGetItem (strongly consistent) of those entries and their queues' cursors classifies them (no entry and
@@ -93,17 +94,25 @@ class DynamoDbPopLedger(PopLedger):
             if item.cursor is not None:
                 cursor = int(item.cursor)
             else:
-                entries.append(Entry(int(item.slot[11:]), int(item.attempt), int(item.nonce), int(item.visible_at_ms)))
+                entries.append(
+                    Entry(
+                        int(item.slot[11:]),
+                        int(item.attempt),
+                        int(item.nonce),
+                        int(item.visible_at_ms),
+                        item.message_group,
+                    )
+                )
         return QueueLedger(cursor, tuple(entries))
 
     # ---- claims ----------------------------------------------------------------------------------
 
     def claim(self, group: str, topic: str, queue: int, claim: Claim) -> bool:
-        writes: dict[int, Entry | None] = {entry.offset: entry for entry in claim.delivered}
+        writes: dict[int, Entry | None] = {entry.offset: entry for entry in (*claim.delivered, *claim.waiting)}
         writes |= {entry.offset: None for entry in claim.dropped}  # as a batch applies them: the delete last
         delivered = {offset: entry for offset, entry in writes.items() if entry is not None}
         if len(delivered) > MOST_DELIVERED:
-            raise InvalidArgument(f"a pop receive delivers at most {MOST_DELIVERED} messages, not {len(delivered)}")
+            raise InvalidArgument(f"a pop receive puts at most {MOST_DELIVERED} entries, not {len(delivered)}")
         dropped = [offset for offset, entry in writes.items() if entry is None]
         fits = MOST_DELIVERED - len(delivered)
         key, items = ledger_key(group, topic), self._items
@@ -186,7 +195,7 @@ class DynamoDbPopLedger(PopLedger):
                 if then is None:
                     transaction.delete(items(key, entry_slot(receipt.queue, receipt.offset)), named)
                 else:
-                    entry = Entry(receipt.offset, then.attempt, then.nonce, then.visible_at_ms)
+                    entry = Entry(receipt.offset, then.attempt, then.nonce, then.visible_at_ms, then.group)
                     transaction.save(self._entry_item(key, receipt.queue, entry), condition=named)
 
     def _refused(self, key: str, settlements: list[Settlement]) -> list[Settled]:
@@ -225,7 +234,14 @@ class DynamoDbPopLedger(PopLedger):
 
     def _entry_item(self, key: str, queue: int, entry: Entry):
         slot = entry_slot(queue, entry.offset)
-        return self._items(key, slot, attempt=entry.attempt, nonce=entry.nonce, visible_at_ms=entry.visible_at_ms)
+        return self._items(
+            key,
+            slot,
+            attempt=entry.attempt,
+            nonce=entry.nonce,
+            visible_at_ms=entry.visible_at_ms,
+            message_group=entry.group,
+        )
 
     def _back_off(self, error: TransactWriteError, attempt: int) -> None:
         """A transaction cancelled by concurrent transactions on its items waits, more each time, to go again;

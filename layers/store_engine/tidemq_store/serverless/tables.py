@@ -29,7 +29,7 @@ pop_ledger     "group#topic" (hash) | slot (range)
          -> a pop group's ledger of a topic's queues (serverless/pop.py): slot "queue" (10 digits) holds the
             queue's cursor (and group, topic: the sparse indexes `by_group` (group | topic) and `by_topic`
             (topic | group) list a group's or a topic's ledgers), slot "queue/offset" (20 digits) an entry:
-            attempt, nonce, visible_at_ms
+            attempt, nonce, visible_at_ms, and message_group in a FIFO receive's entries (absent otherwise)
 
 A TTLAttribute names the table's DynamoDB TTL attribute: pynamodb enables TTL on it when it makes the table.
 """
@@ -204,6 +204,7 @@ class Tables:
             attempt = NumberAttribute(null=True)
             nonce = NumberAttribute(null=True)
             visible_at_ms = NumberAttribute(null=True)
+            message_group = UnicodeAttribute(null=True)  # a FIFO entry's (not `group`: the indexes' key)
             by_group = PopLedgersByGroup()
             by_topic = PopLedgersByTopic()
 

@@ -86,11 +86,16 @@ class Admin(ApiClient):
     # ---- consumer groups -------------------------------------------------------------------------
 
     def create_group(
-        self, name: str, *, attributes: Mapping[str, str] | None = None, retry: RetryPolicy | None = None
+        self,
+        name: str,
+        *,
+        attributes: Mapping[str, str] | None = None,
+        retry: RetryPolicy | None = None,
+        fifo: bool = False,
     ) -> GroupView:
         """Create a consumer group, with its retry policy (None, or a field of it None: the server's defaults);
-        raises GroupExists."""
-        body = {"name": name, "attributes": dict(attributes or {})}
+        `fifo`: it consumes FIFO topics in order, per message group. Raises GroupExists."""
+        body = {"name": name, "attributes": dict(attributes or {}), "fifo": fifo}
         if retry is not None:
             body["retry"] = retry.model_dump(mode="json")
         return self._send(GroupView, "POST", "/v1/groups", body)

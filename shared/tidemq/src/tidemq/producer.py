@@ -8,6 +8,8 @@
 
 A batch is stored atomically (all or nothing). Without a queue or sharding key the server puts a
 whole batch in one queue, chosen round-robin per batch; one sharding key always goes to one queue.
+A FIFO topic takes only messages with a `message_group` (and no other topic takes them): one group's messages go
+to one queue, in the order sent, and a FIFO consumer group receives them in that order.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TypedDict, Unpack
 
 from tidemq_protocol import codec
 from tidemq_protocol.message import Message
+from tidemq_protocol.record import MESSAGE_GROUP
 
 from .api_client import ApiClient
 from .client import HttpClient, segment
@@ -32,7 +35,8 @@ DEFAULT_MAX_BATCH_BYTES = 4 * 1024 * 1024
 @dataclass(slots=True, frozen=True)
 class OutgoingMessage:
     """A message to send: body, keys (for lookups), tag (for filtering), user properties, and where to
-    put it: an explicit `queue`, else the queue of its `sharding_key`, else the server's choice."""
+    put it: an explicit `queue`, else the queue of its `message_group` or `sharding_key`, else the server's choice.
+    A FIFO topic's messages each have a `message_group` (RocketMQ's messageGroup, SQS's MessageGroupId)."""
 
     body: bytes
     keys: Sequence[str] = ()
@@ -40,6 +44,7 @@ class OutgoingMessage:
     properties: Mapping[str, str] = field(default_factory=dict)
     queue: int | None = None
     sharding_key: str | None = None
+    message_group: str | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -62,6 +67,7 @@ class MessageOptions(TypedDict, total=False):
     properties: Mapping[str, str] | None
     queue: int | None
     sharding_key: str | None
+    message_group: str | None
 
 
 def outgoing(
@@ -72,15 +78,19 @@ def outgoing(
     properties: Mapping[str, str] | None = None,
     queue: int | None = None,
     sharding_key: str | None = None,
+    message_group: str | None = None,
 ) -> OutgoingMessage:
     """A message to send (`body`: bytes, or text sent as UTF-8), for `Producer.send_batch`."""
     data = body.encode() if isinstance(body, str) else bytes(body)
-    return OutgoingMessage(data, tuple(keys), tag, dict(properties or {}), queue, sharding_key)
+    return OutgoingMessage(data, tuple(keys), tag, dict(properties or {}), queue, sharding_key, message_group)
 
 
 def _stored(message: OutgoingMessage) -> Message:
     queue = -1 if message.queue is None else message.queue  # -1: the server chooses
-    return Message(message.body, queue, tuple(message.keys), message.tag, message.properties)
+    properties = message.properties
+    if message.message_group is not None:  # a property the record carries (tidemq_protocol.record.MESSAGE_GROUP)
+        properties = {**properties, MESSAGE_GROUP: message.message_group}
+    return Message(message.body, queue, tuple(message.keys), message.tag, properties)
 
 
 def _lane(batch: Sequence[OutgoingMessage]) -> int | None:

@@ -27,6 +27,13 @@ class InvalidName(InvalidArgument):
     """A topic or group name breaks RocketMQ's naming rule."""
 
 
+class MessageTypeMismatch(ClientError):
+    """A message does not fit its topic's message type (RocketMQ 5's proxy check): a message group on a topic
+    that is not FIFO, or none on a FIFO topic, or a FIFO message sent to a queue not its group's. The message says
+    which and names the topic's type; nothing of the batch was stored. (HTTP: 409, the request conflicts with the
+    topic as it is: the same message fits a topic of the other type.)"""
+
+
 class MessageTooLarge(ClientError):
     """One message, or a whole batch, is over the configured size limit."""
 

@@ -12,7 +12,8 @@ from .errors import InvalidArgument
 
 
 class MessageType(StrEnum):
-    """RocketMQ 5's topic message types; a topic accepts one kind."""
+    """RocketMQ 5's topic message types; a topic accepts one kind. A FIFO topic's messages each carry a message
+    group (`tidemq_protocol.record.MESSAGE_GROUP`), and only its messages do (tidemq_store/batch.py checks it)."""
 
     NORMAL = "NORMAL"
     FIFO = "FIFO"
@@ -46,6 +47,11 @@ class StoredMessage:
     keys: tuple[str, ...]
     tag: str | None
     properties: dict[str, str]
+
+
+def key_queue(key: str, queues: int) -> int:
+    """The queue of a sharding key or a message group among `queues`: one key, one queue, so its order is kept."""
+    return zlib.crc32(key.encode()) % queues
 
 
 def tag_hash(tag: str | None) -> int:

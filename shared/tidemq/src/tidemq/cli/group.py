@@ -25,23 +25,26 @@ def group() -> None:
 @click.pass_obj
 def list_(client: HttpClient) -> None:
     """List every consumer group (push groups with their topic and target)."""
-    rows = table("group", "created", "push")
+    rows = table("group", "created", "fifo", "push")
     for view in Admin(client=client).iter_groups():
         pushed = f"{view.push.topic} -> {view.push.target}" if view.push else ""
-        rows.add_row(view.name, timestamp(view.created_at), pushed)
+        rows.add_row(view.name, timestamp(view.created_at), "fifo" if view.fifo else "", pushed)
     stdout.print(rows)
 
 
 @group.command("create")
 @click.argument("name")
 @retry_options
+@click.option(
+    "--fifo", is_flag=True, help="Consume FIFO topics in order: each message group's messages one batch at a time."
+)
 @click.pass_obj
-def create(client: HttpClient, name: str, max_delivery_attempts: int | None, backoff: object) -> None:
+def create(client: HttpClient, name: str, max_delivery_attempts: int | None, backoff: object, fifo: bool) -> None:
     """Create consumer group NAME (`tidemq consume --group` creates a missing group itself), with its retry policy:
     how often its messages are delivered (pop or push) before they go to %DLQ%NAME, and the wait between."""
     retry = _retry(max_delivery_attempts, backoff)
-    view = Admin(client=client).create_group(name, retry=retry)
-    stdout.print(f"created consumer group {name!r}")
+    view = Admin(client=client).create_group(name, retry=retry, fifo=fifo)
+    stdout.print(f"created {'FIFO ' if fifo else ''}consumer group {name!r}")
     _show_retry(view)
 
 

@@ -57,6 +57,7 @@ def _size(source: BinaryIO) -> int | None:
     help="A user property for every message (repeatable).",
 )
 @click.option("--sharding-key", help="Send every message to this key's queue, which keeps their order.")
+@click.option("--message-group", help="The message group of every message (a FIFO topic's messages each need one).")
 @click.option("--queue", type=click.IntRange(min=0), help="Send every message to this queue.")
 @click.option(
     "--batch-size",
@@ -75,6 +76,7 @@ def produce(
     key_prefix: str | None,
     properties: dict[str, str],
     sharding_key: str | None,
+    message_group: str | None,
     queue: int | None,
     batch_size: int,
     quiet: bool,
@@ -83,8 +85,8 @@ def produce(
 
     Without --queue or --sharding-key each batch goes to one queue, taking the queues in turn.
     """
-    if queue is not None and sharding_key is not None:
-        raise click.UsageError("give --queue or --sharding-key, not both")
+    if sum(option is not None for option in (queue, sharding_key, message_group)) > 1:
+        raise click.UsageError("give one of --queue, --sharding-key and --message-group")
     Admin(client=client).describe_topic(topic)  # an unknown topic fails before any input is read
     producer = Producer(topic, client=client, batch_size=batch_size)
     progress = Progress(
@@ -107,7 +109,13 @@ def produce(
             body = body[:-1] if body.endswith(b"\r") else body
             keys = (f"{key_prefix}{number}",) if key_prefix is not None else ()
             stored = producer.add(
-                body, keys=keys, tag=tag, properties=properties, queue=queue, sharding_key=sharding_key
+                body,
+                keys=keys,
+                tag=tag,
+                properties=properties,
+                queue=queue,
+                sharding_key=sharding_key,
+                message_group=message_group,
             )
             if stored:
                 sent += len(stored)

@@ -23,6 +23,7 @@ from tidemq_protocol import names
 from tidemq_protocol.limits import DEFAULT_MAX_BATCH_MESSAGES, MAX_QUEUES
 from tidemq_protocol.message import TagFilter
 from tidemq_protocol.names import NAME_RULE
+from tidemq_protocol.record import MAX_MESSAGE_GROUP, MESSAGE_GROUP
 
 BodyEncoding = Literal["utf-8", "base64"]
 
@@ -50,10 +51,20 @@ TAG_PATTERN = f"^(?!{_BLANK_OR_STAR}$)(?![^{_CONTROL}]*\\|\\|)[^{_CONTROL}]+$"
 _FILTER_PART = f"(?!{_BLANK_OR_STAR}(?:\\|\\||$))(?:[^|]|\\|(?!\\|))+"
 TAG_FILTER_PATTERN = f"^(?:{_BLANK_OR_STAR}|{_FILTER_PART}(?:\\|\\|{_FILTER_PART})*)$"
 """A tag filter (`TagFilter.parse`): blank or `*` (every message), or tags joined by `||`, none blank or `*`."""
-PROPERTY_NAME_SCHEMA = {"pattern": f"^[^{_CONTROL}]+$", "not": {"enum": sorted(("KEYS", "TAGS"))}}
+PROPERTY_NAME_SCHEMA = {"pattern": f"^[^{_CONTROL}]+$", "not": {"enum": sorted(("KEYS", "TAGS", MESSAGE_GROUP))}}
 PROPERTY_VALUE_PATTERN = "^[^\\x01\\x02]*$"
-"""Property names carry no control character and are not the reserved KEYS and TAGS; values carry no \\x01 or
-\\x02 (RocketMQ's separators in the stored properties)."""
+"""Property names carry no control character and are not the reserved KEYS and TAGS, nor the message group's
+(`message_group` sets it); values carry no \\x01 or \\x02 (RocketMQ's separators in the stored properties)."""
+MessageGroup = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_MESSAGE_GROUP,
+        pattern=f"^[^{_CONTROL}]+$",
+        description="The message's message group (RocketMQ's messageGroup, SQS's MessageGroupId): no control "
+        "characters.",
+    ),
+]
 BASE64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 _BASE64 = re.compile(BASE64_PATTERN.strip("^$"))
 MSG_ID_PATTERN = "^[0-9a-f]{24}$"

@@ -11,6 +11,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -82,6 +83,11 @@ RetryField = Field(
 class GroupSpec(ApiModel):
     name: GroupName
     attributes: Attributes = Field(default_factory=dict)
+    fifo: StrictBool = Field(
+        default=False,
+        description="Consume FIFO topics in order: a message group's messages one batch at a time, each only after "
+        "the one before it was acked or dead-lettered (other groups go on meanwhile).",
+    )
     retry: RetryPolicy | None = RetryField
 
 

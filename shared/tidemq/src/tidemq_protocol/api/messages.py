@@ -14,6 +14,7 @@ from pydantic import (
 
 from tidemq_protocol.codec import SEND_STATUS_HEADER  # noqa: F401  (where the servers import it from)
 from tidemq_protocol.message import StoredMessage
+from tidemq_protocol.record import MESSAGE_GROUP, message_group_of
 
 from .common import (
     _BASE64,
@@ -25,6 +26,7 @@ from .common import (
     TAG_PATTERN,
     ApiModel,
     BodyEncoding,
+    MessageGroup,
     QueueIndex,
 )
 
@@ -38,6 +40,8 @@ class MessageIn(ApiModel):
             # a base64 body is valid base64: what `body_bytes` decodes
             "if": {"properties": {"body_encoding": {"const": "base64"}}, "required": ["body_encoding"]},
             "then": {"properties": {"body": {"pattern": BASE64_PATTERN}}},
+            # a message group routes its message as a sharding key does: one or the other
+            "not": {"required": ["sharding_key", "message_group"]},
         }
     )
 
@@ -59,10 +63,17 @@ class MessageIn(ApiModel):
     )
     queue: QueueIndex | None = Field(default=None, description="Target queue; default: by sharding key, else any.")
     sharding_key: str | None = Field(default=None, min_length=1, description="Same key, same queue: order per key.")
+    message_group: MessageGroup | None = Field(
+        default=None,
+        description="The message's message group: required on a FIFO topic (its messages are consumed in order, "
+        "per group), refused on any other. A group's messages go to one queue, chosen by the group.",
+    )
 
     @model_validator(mode="after")
     def _body_decodes(self) -> MessageIn:
         self.body_bytes()
+        if self.sharding_key is not None and self.message_group is not None:
+            raise ValueError("give sharding_key or message_group, not both: a message's group is its key")
         return self
 
     def body_bytes(self) -> bytes:
@@ -89,6 +100,13 @@ class ProduceResponse(ApiModel):
     messages: list[PutView]
 
 
+def _shown(properties: dict[str, str]) -> dict[str, str]:
+    """A message's user properties (its message group is a field of its own)."""
+    if MESSAGE_GROUP not in properties:
+        return properties
+    return {name: value for name, value in properties.items() if name != MESSAGE_GROUP}
+
+
 class MessageView(ApiModel):
     msg_id: str
     topic: str
@@ -99,6 +117,7 @@ class MessageView(ApiModel):
     keys: list[str]
     tag: str | None
     properties: dict[str, str]
+    message_group: str | None = None
     born_timestamp: int
     store_timestamp: int
 
@@ -117,7 +136,8 @@ class MessageView(ApiModel):
             body_encoding=encoding,
             keys=list(message.keys),
             tag=message.tag,
-            properties=message.properties,
+            properties=_shown(message.properties),
+            message_group=message_group_of(message.properties),
             born_timestamp=message.born_timestamp,
             store_timestamp=message.store_timestamp,
         )

@@ -11,7 +11,7 @@ logs, tier segments and serverless files stay readable.
     reader.py      every read, of either version: the version told by the magic byte once, every record checked
                    once (magic, sizes, CRCs), then decoded; recovery's scan
     produced.py    the broker's check of what a producer sends
-    properties.py  a record's properties: keys, tag and user properties
+    properties.py  a record's properties: keys, tag, message group and user properties
     ids.py         message ids: a record's position and size
 
 Importers use this package's names (`tidemq_protocol.record.decode_records`); version 1's constants are here with
@@ -24,13 +24,18 @@ from .ids import message_id, parse_message_id
 from .produced import ProducedRecords, check_produced
 from .properties import (
     KEYS,
+    MAX_MESSAGE_GROUP,
     MAX_PROPERTIES,
     MAX_PROPERTIES_BYTES,
+    MESSAGE_GROUP,
     RESERVED_PROPERTIES,
     TAGS,
+    CheckedProperties,
+    check_message_group,
     check_properties,
     decode_properties,
     encode_properties,
+    message_group_of,
 )
 from .reader import (
     SHORTEST_HEADER,
@@ -87,9 +92,11 @@ __all__ = [
     "KEYS",
     "MAGIC",
     "MAGIC_V1",
+    "MAX_MESSAGE_GROUP",
     "MAX_PROPERTIES",
     "MAX_PROPERTIES_BYTES",
     "MAX_TOPIC_BYTES",
+    "MESSAGE_GROUP",
     "PHYSICAL_AT",
     "QUEUE_AT",
     "QUEUE_OFFSET_AT",
@@ -97,10 +104,12 @@ __all__ = [
     "SHORTEST_HEADER",
     "STORE_TIMESTAMP_AT",
     "TAGS",
+    "CheckedProperties",
     "PendingRecord",
     "ProducedRecords",
     "RecordHeader",
     "VerifiedRecords",
+    "check_message_group",
     "check_produced",
     "check_properties",
     "decode_message",
@@ -111,6 +120,7 @@ __all__ = [
     "encode_properties",
     "encode_record",
     "max_record_size",
+    "message_group_of",
     "message_id",
     "parse_message_id",
     "read_by_id",

@@ -3,14 +3,20 @@
     properties := (name 0x01 value 0x02)*        UTF-8; empty when a message has none
 
 KEYS holds the message keys joined by single spaces (a key has no space), TAGS the tag; every other name is a user
-property (at most MAX_PROPERTIES of them). All of it encoded fits in properties_length's 2 bytes, less its sign as
-RocketMQ has it (MAX_PROPERTIES_BYTES). A producer encodes them (`encode_properties`) and the broker takes only
-what that would have made (`check_properties`).
+property (at most MAX_PROPERTIES of them). One of those names is the broker's too: MESSAGE_GROUP holds a message's
+message group (RocketMQ 5's messageGroup, SQS's MessageGroupId), under the name RocketMQ 5 stores it by
+(`__SHARDINGKEY`), so a record carries its group in every encoding (JSON produce, frames, records) and to every
+reader. Its value is at most MAX_MESSAGE_GROUP characters, none a control character; a message without one has no
+group (a FIFO topic takes only messages with one, any other topic only messages without: tidemq_store/batch.py).
+All of it encoded fits in properties_length's 2 bytes, less its sign as RocketMQ has it (MAX_PROPERTIES_BYTES). A
+producer encodes them (`encode_properties`) and the broker takes only what that would have made
+(`check_properties`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from ..errors import InvalidArgument
 
@@ -20,6 +26,8 @@ MAX_PROPERTIES = 128  # user properties of one message, besides its keys and tag
 KEYS = "KEYS"
 TAGS = "TAGS"
 RESERVED_PROPERTIES = frozenset({KEYS, TAGS})
+MESSAGE_GROUP = "__SHARDINGKEY"
+MAX_MESSAGE_GROUP = 128  # SQS's bound on a MessageGroupId
 _NAME_SEP, _PROP_SEP = "\x01", "\x02"
 
 
@@ -55,11 +63,26 @@ def encode_properties(keys: tuple[str, ...], tag: str | None, properties: Mappin
             raise InvalidArgument(f"property name {name!r} is reserved; use the message's keys and tag")
         if not isinstance(value, str) or _NAME_SEP in value or _PROP_SEP in value:
             raise InvalidArgument(f"property {name!r} must be a string without \\x01 or \\x02")
+        if name == MESSAGE_GROUP:
+            check_message_group(value)
         parts.append(name + _NAME_SEP + value)
     encoded = (_PROP_SEP.join(parts) + _PROP_SEP).encode()
     if len(encoded) > MAX_PROPERTIES_BYTES:
         raise InvalidArgument(f"properties take {len(encoded)} bytes encoded; the limit is {MAX_PROPERTIES_BYTES}")
     return encoded
+
+
+def check_message_group(group: object) -> str:
+    """`group` if it is a message group's name, else InvalidArgument saying why."""
+    name = _check_text("message_group", group, spaces=True)
+    if len(name) > MAX_MESSAGE_GROUP:
+        raise InvalidArgument(f"message_group is {len(name)} characters long; the limit is {MAX_MESSAGE_GROUP}")
+    return name
+
+
+def message_group_of(properties: Mapping[str, str]) -> str | None:
+    """The message group a message's properties name, or None."""
+    return properties.get(MESSAGE_GROUP)
 
 
 def decode_properties(raw: bytes) -> tuple[tuple[str, ...], str | None, dict[str, str]]:
@@ -71,13 +94,22 @@ def decode_properties(raw: bytes) -> tuple[tuple[str, ...], str | None, dict[str
     return (tuple(keys.split(" ")) if keys else ()), props.pop(TAGS, None), props
 
 
-def check_properties(raw: bytes) -> tuple[tuple[str, ...], str | None]:
-    """A producer's encoded properties, checked as `encode_properties` checks them when it encodes: (keys, tag),
-    or InvalidArgument saying what is wrong (they must be exactly what `encode_properties` would have made)."""
+class CheckedProperties(NamedTuple):
+    """What the broker keeps of a producer's properties besides their bytes."""
+
+    keys: tuple[str, ...]
+    tag: str | None
+    message_group: str | None
+
+
+def check_properties(raw: bytes) -> CheckedProperties:
+    """A producer's encoded properties, checked as `encode_properties` checks them when it encodes: its keys, tag
+    and message group, or InvalidArgument saying what is wrong (they must be exactly what `encode_properties` would
+    have made)."""
     try:
         keys, tag, properties = decode_properties(raw)
     except (UnicodeDecodeError, ValueError):
         raise InvalidArgument("properties are not `name\\x01value\\x02` pairs of UTF-8 text") from None
     if encode_properties(keys, tag, properties) != raw:
         raise InvalidArgument("properties are not encoded as tidemq_protocol.record.encode_properties encodes them")
-    return keys, tag
+    return CheckedProperties(keys, tag, message_group_of(properties))

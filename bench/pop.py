@@ -67,12 +67,14 @@ def in_process(args) -> float:
     return args.n / seconds
 
 
-def over_http(connect, args) -> tuple[float, float]:
-    """Messages a second consumed by offset, and received and acked, of one topic over HTTP."""
-    topic, group = f"pop-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+def over_http(connect, args) -> dict[str, float]:
+    """Messages a second consumed by offset, received and acked in requests of their own, and received with the
+    last batch's acks (`ack_and_receive`), of one topic over HTTP."""
+    topic, groups = f"pop-{uuid.uuid4().hex[:8]}", [f"g-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     with Admin(client=connect()) as admin:
         admin.create_topic(topic, queues=args.queues)
-        admin.create_group(group)
+        for group in groups:
+            admin.create_group(group)
     with Producer(topic, client=connect()) as producer:
         for first in range(0, args.n, 1000):
             producer.send_batch([OutgoingMessage(body(i, args.size)) for i in range(first, min(args.n, first + 1000))])
@@ -98,17 +100,35 @@ def over_http(connect, args) -> tuple[float, float]:
     seen_pop, count_pop = counted("pop")
 
     def pop_consumer(_: int) -> None:
-        with SimpleConsumer(topic, group, client=connect(), invisible_ms=60_000) as consumer:
+        with SimpleConsumer(topic, groups[0], client=connect(), invisible_ms=60_000) as consumer:
             while batch := consumer.receive(args.batch):
-                consumer.ack_all(batch)
-                count_pop([m.body_bytes() for m in batch])
+                if set(consumer.ack_all(batch)) != {"acked"}:
+                    raise SystemExit("an ack failed")
+                count_pop([r.message.body for r in batch])
 
     pop_s = in_threads(args.threads, pop_consumer)
+    seen_together, count_together = counted("pop, acks with the next receive")
+
+    def acking_consumer(_: int) -> None:
+        with SimpleConsumer(topic, groups[1], client=connect(), invisible_ms=60_000) as consumer:
+            batch = consumer.receive(args.batch)
+            while batch:
+                count_together([r.message.body for r in batch])
+                acks, batch = consumer.ack_and_receive(batch, args.batch)
+                if set(acks) != {"acked"}:
+                    raise SystemExit("an ack failed")
+
+    together_s = in_threads(args.threads, acking_consumer)
     check_once(seen_offset, "by offset")
     check_once(seen_pop, "pop")
+    check_once(seen_together, "pop, acks with the next receive")
     with Admin(client=connect()) as admin:
         admin.delete_topic(topic)
-    return args.n / offset_s, args.n / pop_s
+    return {
+        "offset_msgs_per_s": args.n / offset_s,
+        "pop_msgs_per_s": args.n / together_s,
+        "pop_separate_acks_msgs_per_s": args.n / pop_s,
+    }
 
 
 def main() -> None:
@@ -147,13 +167,16 @@ def main() -> None:
         credentials = read_profile(Path(home) / "credentials")
         results = []
         for run in range(1, args.repeat + 1):
-            offset, popped = over_http(lambda: HttpClient(url, credentials=credentials), args)
-            results.append({"offset_msgs_per_s": round(offset), "pop_msgs_per_s": round(popped)})
+            rates = over_http(lambda: HttpClient(url, credentials=credentials), args)
+            results.append({key: round(rate) for key, rate in rates.items()})
             line = {"bench": "pop", "where": "http", "backend": "embedded", "run": run, **results[-1]}
             print(json.dumps({**line, **settings}), flush=True)
     medians = {key: round(statistics.median(r[key] for r in results)) for key in results[0]}
-    ratio = round(medians["pop_msgs_per_s"] / medians["offset_msgs_per_s"], 3)
-    line = {"bench": "pop", "where": "http", "backend": "embedded", "run": "median", **medians, "pop_vs_offset": ratio}
+    ratios = {
+        "pop_vs_offset": round(medians["pop_msgs_per_s"] / medians["offset_msgs_per_s"], 3),
+        "pop_separate_acks_vs_offset": round(medians["pop_separate_acks_msgs_per_s"] / medians["offset_msgs_per_s"], 3),
+    }
+    line = {"bench": "pop", "where": "http", "backend": "embedded", "run": "median", **medians, **ratios}
     print(json.dumps({**line, **settings}), flush=True)
 
 

@@ -54,6 +54,23 @@ def receive(
     tag_filter: str | None,
 ) -> list[Popped]:
     """Up to `max_messages` messages of `topic` for pop group `group`, waiting up to `wait_ms` for one."""
+    return ack_and_receive(store, settings, group, topic, (), max_messages, invisible_ms, wait_ms, tag_filter)[1]
+
+
+def ack_and_receive(
+    store: MessageStore,
+    settings: Settings,
+    group: str,
+    topic: str,
+    handles: Sequence[str],
+    max_messages: int,
+    invisible_ms: int | None,
+    wait_ms: int,
+    tag_filter: str | None,
+) -> tuple[list[str], list[Popped]]:
+    """Ack the deliveries `handles` name (as `ack`), then receive (as `receive`): a consumer acks its last batch as
+    it asks for the next, in one request. What each ack became, and what was received. The request is checked
+    whole before the acks: a bad value refuses it, changing nothing."""
     if not 1 <= max_messages <= settings.pop_max_messages:
         raise InvalidArgument(f"max_messages must be 1..{settings.pop_max_messages}, got {max_messages}")
     if wait_ms > settings.max_get_wait_ms:
@@ -61,12 +78,13 @@ def receive(
     invisible_ms = invisible_time(settings, invisible_ms)
     store.get_group(group)  # GroupNotFound: a pop group is made first, as any group
     pop = consumption(store, settings)
+    acks = [ACK_STATUS[settled] for settled in pop.ack(group, topic, handles)] if handles else []
     deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
     while True:
         popped = pop.receive(group, topic, max_messages, invisible_ms, tag_filter)
         left = deadline - time.monotonic()
         if popped or left <= 0:
-            return popped
+            return acks, popped
         time.sleep(min(pause, left))
         pause = min(pause * 2, POLL_MOST_S)
 

@@ -28,11 +28,14 @@ from pathlib import Path
 
 from http_api import in_threads  # a sibling script: python puts bench/ on the path
 
+from devtools.moto_server import LocalAws
+from functions.logic import pop as logic
 from servers.process import running_gateway
+from shared.settings import get_settings
 from tidemq import Admin, Consumer, HttpClient, OutgoingMessage, Producer, SimpleConsumer
 from tidemq.credentials import read_profile
 from tidemq_protocol.message import Message
-from tidemq_store import StoreConfig, TopicConfig, open_store
+from tidemq_store import GroupConfig, StoreConfig, TopicConfig, open_store
 from tidemq_store.pop.receive import PopConsumption
 
 
@@ -131,6 +134,65 @@ def over_http(connect, args) -> dict[str, float]:
     }
 
 
+def serverless(args) -> dict[str, float]:
+    """DynamoDB requests per message received and acked, with the acks sent with the next receive and on their own,
+    through the pop logic (functions/logic/pop.py: the group's check, the bounds) in process, over the serverless
+    store on a moto server; and messages a second (a local moto server's pace, not DynamoDB's)."""
+    with tempfile.TemporaryDirectory(prefix="tidemq-bench-pop-serverless-") as home, LocalAws() as aws:
+        os.environ.update(aws.env)
+        config = StoreConfig(
+            home=Path(home),
+            backend="serverless",
+            efs_path=Path(home) / "efs",
+            dynamodb_prefix=f"pop{uuid.uuid4().hex[:8]}",
+        )
+        store, settings = open_store(config), get_settings()
+        store.create_topic(TopicConfig(name="t", queues=args.queues))
+        n = args.serverless_n
+        for first in range(0, n, 1000):
+            last = min(n, first + 1000)
+            store.put("t", [Message(body(i, args.size), queue=i % args.queues) for i in range(first, last)])
+        results = {}
+        for way in ("together", "separate"):
+            group, seen, lock = f"g-{way}", [0] * n, threading.Lock()
+            store.create_group(GroupConfig(name=group))
+
+            def consumer(_: int, group=group, seen=seen, lock=lock, way=way) -> None:
+                handles: list[str] = []
+                while True:
+                    if way == "together":
+                        acks, batch = logic.ack_and_receive(
+                            store, settings, group, "t", handles, args.batch, 60_000, 0, None
+                        )
+                    else:
+                        batch = logic.receive(store, settings, group, "t", args.batch, 60_000, 0, None)
+                        acks = (
+                            logic.ack(store, settings, group, "t", [p.receipt_handle for p in batch]) if batch else []
+                        )
+                    if set(acks) - {"acked"}:
+                        raise SystemExit("an ack failed")
+                    with lock:
+                        for p in batch:
+                            seen[int.from_bytes(p.message.body[:8], "big")] += 1
+                    handles = [p.receipt_handle for p in batch]
+                    if not batch:
+                        return
+
+            before = store.requests
+            seconds = in_threads(args.threads, consumer)
+            check_once(seen, f"serverless pop, acks {way}")
+            results[way] = (store.requests - before, n / seconds)
+        store.close()
+    together, separate = results["together"], results["separate"]
+    return {
+        "dynamodb_requests_per_message": round(together[0] / n, 4),
+        "dynamodb_requests_per_message_separate_acks": round(separate[0] / n, 4),
+        "pop_msgs_per_s": round(together[1]),
+        "pop_separate_acks_msgs_per_s": round(separate[1]),
+        "messages": n,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=100_000, help="messages per run")
@@ -140,6 +202,7 @@ def main() -> None:
     parser.add_argument("-b", "--batch", type=int, default=32, help="messages per receive (and per offset read)")
     parser.add_argument("--flush", choices=["SYNC", "ASYNC"], default="SYNC")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--serverless-n", type=int, default=20_000, help="messages of the serverless run (moto)")
     args = parser.parse_args()
     if args.size < 8:
         parser.error("--size must be at least 8 (the sequence number)")
@@ -178,6 +241,8 @@ def main() -> None:
     }
     line = {"bench": "pop", "where": "http", "backend": "embedded", "run": "median", **medians, **ratios}
     print(json.dumps({**line, **settings}), flush=True)
+    line = {"bench": "pop", "where": "in_process", "backend": "serverless", "local_aws": "moto", **serverless(args)}
+    print(json.dumps({**settings, **line}), flush=True)
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ def ack_and_receive(
     if wait_ms > settings.max_get_wait_ms:
         raise InvalidArgument(f"wait_ms must be 0..{settings.max_get_wait_ms}, got {wait_ms}")
     invisible_ms = invisible_time(settings, invisible_ms)
-    store.get_group(group)  # GroupNotFound: a pop group is made first, as any group
+    store.cached_group(group)  # GroupNotFound: a pop group is made first, as any group
     pop = consumption(store, settings)
     acks = [ACK_STATUS[settled] for settled in pop.ack(group, topic, handles)] if handles else []
     deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
@@ -95,7 +95,7 @@ ACK_STATUS = {Settled.DONE: "acked", Settled.ALREADY_ACKED: "already_acked", Set
 def ack(store: MessageStore, settings: Settings, group: str, topic: str, handles: Sequence[str]) -> list[str]:
     """Ack each delivery a handle names; what each became (ACK_STATUS's words). A malformed handle refuses the
     whole request before anything changes."""
-    store.get_group(group)
+    store.cached_group(group)
     return [ACK_STATUS[settled] for settled in consumption(store, settings).ack(group, topic, handles)]
 
 
@@ -109,7 +109,7 @@ def change_invisible(
 ) -> Held:
     """Hold the delivery `handle` names for `invisible_ms` from now (InvalidReceiptHandle if it names none)."""
     invisible_ms = invisible_time(settings, invisible_ms)
-    store.get_group(group)
+    store.cached_group(group)
     now = now_ms()
     return Held(
         consumption(store, settings).change_invisible(group, topic, handle, invisible_ms, now), now + invisible_ms
@@ -120,5 +120,5 @@ def release(store: MessageStore, settings: Settings, group: str, topic: str, han
     """Give the delivery back: visible again after `delay_ms` (at most the longest invisible time)."""
     if delay_ms > settings.pop_max_invisible_ms:
         raise InvalidArgument(f"delay_ms must be 0..{settings.pop_max_invisible_ms}, got {delay_ms}")
-    store.get_group(group)
+    store.cached_group(group)
     consumption(store, settings).release(group, topic, handle, delay_ms)

@@ -116,6 +116,11 @@ def one_round(call: Caller, name: str) -> None:
     held = {"receipt_handle": handles[3], "invisible_ms": 60_000}
     assert call("POST", f"{pop}/change-invisible", path=at_pop, json=held).json()["receipt_handle"] != handles[3]
     call("POST", f"{pop}/release", 204, path=at_pop, json={"receipt_handle": handles[4]})
+    binary = call("POST", f"{pop}/receive/batch", path=at_pop, json={"ack": handles[5:]}).content
+    acks, again = codec.decode_receive(binary)  # the rest acked first, then the one given back, its attempt 2
+    assert acks == ["acked"] * len(handles[5:]) and [(r.message.msg_id, r.attempt) for r in again] == [
+        (popped[4]["msg_id"], 2)
+    ]
     pushed = call("PUT", "/v1/groups/{group}/push", path=at_group, json={"topic": topic, "target": ACCEPT}).json()
     assert (pushed["group"], pushed["push"]["topic"]) == (group, topic)
     shown = call("GET", "/v1/groups/{group}/push", path=at_group).json()

@@ -110,7 +110,7 @@ def received_binary(http, group: str) -> dict[str, codec.Received]:
     while True:
         response = http.post(f"/v1/groups/{group}/topics/orders/receive/batch", json={})
         assert response.headers["content-type"] == codec.RECEIVE_CONTENT_TYPE
-        acks, batch = codec.decode_receive(response.content)
+        batch = codec.decode_receive(response.content).received
         if not batch:
             return {r.message.msg_id: r for r in received}
         received += batch

@@ -21,7 +21,7 @@ def stored(encode=encode_batch) -> list:
 
 
 def delivered(messages) -> list[codec.Received]:
-    return [codec.Received(m, "A%027d" % i, i + 1, 10_000 + i) for i, m in enumerate(messages)]
+    return [codec.Received(m, f"A{i:027d}", i + 1, 10_000 + i) for i, m in enumerate(messages)]
 
 
 @pytest.mark.parametrize("encode", [encode_batch, encode_v1_batch], ids=["v2", "v1"])

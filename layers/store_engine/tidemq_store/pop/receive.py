@@ -109,7 +109,7 @@ class PopConsumption:
         """Up to `max_messages` messages of `topic` the group holds none of, each held for `invisible_ms`."""
         if max_messages < 1 or invisible_ms < 1:
             raise InvalidArgument(f"max_messages and invisible_ms must be positive, got {max_messages}, {invisible_ms}")
-        queues = self.store.get_topic(topic).queues
+        queues = self.store.cached_topic(topic).queues
         now = now_ms() if now is None else now
         tag_filter = TagFilter.parse(tag_filter) if isinstance(tag_filter, str) else tag_filter
         first = next(self._turn)

@@ -63,6 +63,7 @@ from typing import NamedTuple
 from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
+from .known_queues import KnownQueue, KnownQueues
 from .tables import DIRTY, Tables
 
 log = logging.getLogger("tidemq.serverless")
@@ -132,6 +133,7 @@ class QueueIndex:
 
     def __init__(self, tables: Tables, keys_of: Callable[[BatchRef], set[str]]) -> None:
         self.tables, self.keys_of = tables, keys_of
+        self.known = KnownQueues()
 
     # ---- writing ---------------------------------------------------------------------------------
 
@@ -259,6 +261,22 @@ class QueueIndex:
         items = self.tables.queues.batch_get(list(keys), consistent_read=True, attributes_to_get=["key", "next_offset"])
         return {keys[item.key]: int(item.next_offset) for item in items}
 
+    def readable(self, topic: str, queue: int, through: int) -> KnownQueue:
+        """The queue for a read of offsets below `through`: as read lately if that holds them all, else read now
+        (known_queues.py says why that is safe)."""
+        known = self.known.get(topic, queue, through)
+        return self.known.read(topic, queue, self.state(topic, queue)) if known is None else known
+
+    def known_batches(
+        self, topic: str, queue: int, known: KnownQueue, start: int, end: int, window: int
+    ) -> list[BatchRef]:
+        """`batches` of a queue as `readable` gave it: the batches seen before when they hold [start, end)."""
+        refs = self.known.tiling(known, start, end)
+        if refs is None:
+            refs = self.batches(topic, queue, known.state, start, end, window)
+            self.known.learn(known, refs)
+        return refs
+
     def state(self, topic: str, queue: int) -> QueueState:
         try:
             return state_of(self.tables.queues.get(queue_key(topic, queue), consistent_read=True))
@@ -332,6 +350,7 @@ class QueueIndex:
 
     def drop_below(self, topic: str, queue: int, offset: int) -> int:
         """Delete the `batches` items of batches wholly below `offset` (moved cold, or expired); return how many."""
+        self.known.forget(topic, queue)  # its low end moved (the caller moved it)
         doomed = [ref for ref in self.indexed_batches(topic, queue, below=offset) if ref.end_offset <= offset]
         batches, key = self.tables.batches, queue_key(topic, queue)
         with batches.batch_write() as writer:
@@ -342,6 +361,7 @@ class QueueIndex:
     def drop(self, topic: str, queue: int) -> None:
         """Delete the queue's item and all its `batches` items (topic deletion)."""
         key = queue_key(topic, queue)
+        self.known.forget(topic, queue)
         with self.tables.batches.batch_write() as writer:
             for item in self.tables.batches.query(key):
                 writer.delete(item)

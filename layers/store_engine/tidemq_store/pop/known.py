@@ -1,6 +1,7 @@
-"""`KnownLedgers`: a `PopLedger` over another that answers reads from what this process read and wrote lately, for a
+"""`KnownLedgers`: a `PopLedger` over another that answers reads from what this process read and wrote lately: for a
 ledger whose read is a request (the serverless one: a receive of 32 and its ack cost a Query and two transactions;
-here, while the queue is known, the two transactions alone).
+here, while the queue is known, the two transactions alone), and for one that only this process writes (the
+embedded one, which nothing else opens: what it knows is never stale, and a receive reads no RocksDB).
 
 It changes nothing of the protocol (api.py): every claim and settlement still goes to the ledger underneath, with
 the conditions it read, so a read answered from here that another process has made stale can only make a write's
@@ -63,7 +64,9 @@ class KnownLedgers(PopLedger):
             for entry in claim.dropped:
                 entries.pop(entry.offset, None)
             entries.update((entry.offset, entry) for entry in claim.delivered)
-            self._known[key] = (known[0], _ledger(claim.new_cursor, entries))
+            # max: a claim that did not move the cursor may be answered after one that did (both held: they
+            # changed other entries), and a cursor never moves back
+            self._known[key] = (known[0], _ledger(max(known[1].cursor, claim.new_cursor), entries))
         return claimed
 
     def settle(self, group: str, topic: str, settlements: Sequence[Settlement]) -> list[Settled]:

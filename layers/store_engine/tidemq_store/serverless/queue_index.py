@@ -68,6 +68,10 @@ from .tables import DIRTY, Tables
 
 log = logging.getLogger("tidemq.serverless")
 TRIM_EVERY = 16
+BATCH_GET_KEYS = 100  # DynamoDB's most keys a BatchGetItem
+LOOKAHEAD = 4096
+"""Offsets past a read whose `batches` items a read that must query them learns too (a page of a few hundred KB at
+most): a consumer's next reads find them known (known_queues.py)."""
 MOST_TRIMMED = 100  # entries one index step moves (bounds the size of its UpdateItem)
 BACKOFF_S, MAX_BACKOFF_S = 0.005, 0.5  # a transaction that lost a race waits up to this, doubling
 
@@ -261,20 +265,33 @@ class QueueIndex:
         items = self.tables.queues.batch_get(list(keys), consistent_read=True, attributes_to_get=["key", "next_offset"])
         return {keys[item.key]: int(item.next_offset) for item in items}
 
-    def readable(self, topic: str, queue: int, through: int) -> KnownQueue:
-        """The queue for a read of offsets below `through`: as read lately if that holds them all, else read now
-        (known_queues.py says why that is safe)."""
+    def readable(self, topic: str, queue: int, through: int, queues: int) -> KnownQueue:
+        """The queue for a read of offsets below `through`: as read lately if that holds them all, else read now,
+        with the items of the topic's other queues (of `queues`) this process no longer knows, in one BatchGetItem
+        (a receive goes through them next). known_queues.py says why that is safe."""
         known = self.known.get(topic, queue, through)
-        return self.known.read(topic, queue, self.state(topic, queue)) if known is None else known
+        if known is not None:
+            return known
+        others = [other for other in range(queues) if other != queue and self.known.get(topic, other, 0) is None]
+        keys = {queue_key(topic, one): one for one in [queue, *others[: BATCH_GET_KEYS - 1]]}
+        items = self.tables.queues.batch_get(list(keys), consistent_read=True)
+        states = {keys[item.key]: state_of(item) for item in items}
+        for other, state in states.items():
+            if other != queue:
+                self.known.read(topic, other, state)
+        return self.known.read(topic, queue, states.get(queue, EMPTY))
 
     def known_batches(
         self, topic: str, queue: int, known: KnownQueue, start: int, end: int, window: int
     ) -> list[BatchRef]:
-        """`batches` of a queue as `readable` gave it: the batches seen before when they hold [start, end)."""
+        """`batches` of a queue as `readable` gave it: the batches seen before when they hold [start, end), else
+        those up to LOOKAHEAD offsets further too (one Query for the reads that follow)."""
         refs = self.known.tiling(known, start, end)
         if refs is None:
-            refs = self.batches(topic, queue, known.state, start, end, window)
-            self.known.learn(known, refs)
+            ahead = max(end, min(known.state.next_offset, start + LOOKAHEAD))
+            learned = self.batches(topic, queue, known.state, start, ahead, window)
+            self.known.learn(known, learned)
+            refs = [ref for ref in learned if ref.first_offset < end]
         return refs
 
     def state(self, topic: str, queue: int) -> QueueState:

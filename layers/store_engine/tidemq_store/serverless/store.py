@@ -207,17 +207,18 @@ class ServerlessMessageStore(MessageStore):
         files, which are decoded to choose (no ConsumeQueue holds their tags). Messages this process knows are there
         cost no request (known_queues.py); a segment file gone since is read again afresh."""
         topic, queue = request.topic, request.queue
+        config = self._cached_topic(topic)
         try:
-            check_queue(self._cached_topic(topic), queue)
+            check_queue(config, queue)
         except QueueOutOfRange:
-            check_queue(self._cached_topic(topic, fresh=True), queue)
+            check_queue(config := self._cached_topic(topic, fresh=True), queue)
         tag_filter = check_read(request, self.config.max_get_messages)
         through = request.offset + scan_size(request.max_messages, tag_filter) if type(request.offset) is int else 0
         try:
-            return self._read(request, tag_filter, self.index.readable(request.topic, queue, through))
+            return self._read(request, tag_filter, self.index.readable(topic, queue, through, config.queues))
         except OSError:
             self.index.known.forget(topic, queue)
-            return self._read(request, tag_filter, self.index.readable(topic, queue, through))
+            return self._read(request, tag_filter, self.index.readable(topic, queue, through, config.queues))
 
     def _read(self, request: ReadRequest, tag_filter: TagFilter | None, known: KnownQueue) -> DecodedRead:
         topic, queue, offset, state = request.topic, request.queue, request.offset, known.state

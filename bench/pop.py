@@ -38,7 +38,6 @@ from tidemq_protocol.message import Message
 from tidemq_store import GroupConfig, StoreConfig, TopicConfig, open_store
 from tidemq_store.pop.receive import PopConsumption
 
-
 ACKED = {"acked", "already_acked"}
 """An ack answers already_acked when a request it sent again (its answer lost) finds it made: acked all the same."""
 

@@ -1,17 +1,24 @@
-"""Pop consumption on the embedded backend: receive + ack against offset-based consume of the same data.
+"""Pop consumption: receive + ack against offset-based consume of the same data, and what it costs in DynamoDB.
 
-In process (`PopConsumption` over the store and its RocksDB ledger): T threads receive batches of B and ack each
-batch until the topic is drained. Over HTTP (a local gateway of its own, SYNC): the same N messages consumed by T
-threads with the SDK's `Consumer` (by offset, batches of B, a share of the queues each), then received and acked
-by T `SimpleConsumer`s (batches of B, `ack_all` per batch). Every message is checked to come back once each way.
+In process (`PopConsumption` over the embedded store and its RocksDB ledger): T threads receive batches of B and
+ack each batch until the topic is drained. Over HTTP (a local gateway of its own, embedded, SYNC): the same N
+messages consumed by T threads with the SDK's `Consumer` (by offset, batches of B, a share of the queues each),
+then received and acked by T `SimpleConsumer`s on the binary route, two ways: each batch acked with the next
+receive (`ack_and_receive`, one request a batch: `pop_msgs_per_s`, the SDK's quickest way), and each batch acked
+in a request of its own (`ack_all`: `pop_separate_acks_msgs_per_s`). Serverless (in process, through the pop logic
+of functions/logic/pop.py, over a moto server): the DynamoDB requests per message of the same two ways. Every
+message is checked to come back once each way.
 
-Prints one JSON line per run and one with the medians, each way:
+Prints one JSON line per run and one with the medians, each way, then the serverless line:
   {"bench": "pop", "where": "in_process", "in_process_pop_ack_msgs_per_s": ..., ...}
   {"bench": "pop", "where": "http", "backend": "embedded", "offset_msgs_per_s": ..., "pop_msgs_per_s": ...,
-   "pop_vs_offset": ...}
+   "pop_separate_acks_msgs_per_s": ..., "pop_vs_offset": ..., "pop_separate_acks_vs_offset": ...}
+  {"bench": "pop", "where": "in_process", "backend": "serverless", "dynamodb_requests_per_message": ...,
+   "dynamodb_requests_per_message_separate_acks": ..., ...}
 
-    python bench/pop.py                       # 100,000 x 1 KiB over 8 queues, 4 threads, batches of 32, 3 runs
-    python bench/pop.py -n 20000 --repeat 1
+    python bench/pop.py                       # 100,000 x 1 KiB over 8 queues, 4 threads, batches of 32, 3 runs;
+                                              # serverless: 20,000
+    python bench/pop.py -n 20000 --repeat 1 --serverless-n 0
 """
 
 from __future__ import annotations
@@ -205,7 +212,9 @@ def main() -> None:
     parser.add_argument("-b", "--batch", type=int, default=32, help="messages per receive (and per offset read)")
     parser.add_argument("--flush", choices=["SYNC", "ASYNC"], default="SYNC")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--serverless-n", type=int, default=20_000, help="messages of the serverless run (moto)")
+    parser.add_argument(
+        "--serverless-n", type=int, default=20_000, help="messages of the serverless run (moto; 0: none)"
+    )
     args = parser.parse_args()
     if args.size < 8:
         parser.error("--size must be at least 8 (the sequence number)")
@@ -244,8 +253,9 @@ def main() -> None:
     }
     line = {"bench": "pop", "where": "http", "backend": "embedded", "run": "median", **medians, **ratios}
     print(json.dumps({**line, **settings}), flush=True)
-    line = {"bench": "pop", "where": "in_process", "backend": "serverless", "local_aws": "moto", **serverless(args)}
-    print(json.dumps({**settings, **line}), flush=True)
+    if args.serverless_n:
+        line = {"bench": "pop", "where": "in_process", "backend": "serverless", "local_aws": "moto", **serverless(args)}
+        print(json.dumps({**settings, **line}), flush=True)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ they share (parts.py):
 from __future__ import annotations
 
 import fcntl
-import math
 import os
 import threading
 import time
@@ -301,11 +300,9 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         return EmbeddedKeyValueStore(store, self.config.home / "kv", self.config.metadata_sync)
 
     def open_pop_ledger(self) -> PopLedger:
-        from ..pop.known import KnownLedgers
         from .pop import RocksPopLedger
 
-        # this process alone writes it, so what it knows is never stale: a receive needs no read of RocksDB
-        return KnownLedgers(RocksPopLedger(self.config.home / "pop", self.config.metadata_sync), math.inf)
+        return RocksPopLedger(self.config.home / "pop", self.config.metadata_sync)
 
     def close(self) -> None:
         if self._closed:

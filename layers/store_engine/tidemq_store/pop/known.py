@@ -73,20 +73,23 @@ class KnownLedgers(PopLedger):
 
     def settle(self, group: str, topic: str, settlements: Sequence[Settlement]) -> list[Settled]:
         outcomes = self.ledger.settle(group, topic, settlements)
+        changes: dict[Key, dict[int, Entry | None]] = {}  # per queue: each settled entry's new state (None: acked)
+        stale: set[Key] = set()
+        for (receipt, then), settled in zip(settlements, outcomes, strict=True):
+            key = (group, topic, receipt.queue)
+            if settled is Settled.DONE:
+                changes.setdefault(key, {})[receipt.offset] = then
+            else:  # what is known of the queue may be stale: read it again
+                stale.add(key)
         with self._lock:
-            for (receipt, then), settled in zip(settlements, outcomes, strict=True):
-                key = (group, topic, receipt.queue)
+            for key in stale:
+                self._known.pop(key, None)
+            for key, changed in changes.items():
                 known = self._known.get(key)
                 if known is None:
                     continue
-                if settled is not Settled.DONE:  # what was known of the queue may be stale: read it again
-                    self._known.pop(key)
-                    continue
-                entries = {entry.offset: entry for entry in known[1].entries}
-                if then is None:
-                    entries.pop(receipt.offset, None)
-                else:
-                    entries[receipt.offset] = then
+                entries = {entry.offset: entry for entry in known[1].entries if entry.offset not in changed}
+                entries.update((offset, then) for offset, then in changed.items() if then is not None)
                 self._known[key] = (known[0], _ledger(known[1].cursor, entries))
         return outcomes
 

@@ -10,7 +10,9 @@ item afresh). What can move meanwhile is the queue's low end: retention (`min_of
 (`hot_offset`). Within QUEUE_CACHE_S of another process moving them a read may still return a message that
 retention passed (as a deleted topic stays readable for that long), and a segment file deleted meanwhile fails
 its read (OSError), on which the store forgets the queue and reads afresh. This process's own maintenance
-forgets each queue it moves (`QueueIndex.drop_below`).
+forgets each queue it moves (`QueueIndex.drop_below`), and its own deletion of a topic each of its queues
+(`QueueIndex.drop`); a topic another process deleted, and made again under its name, may be read as the old one
+for up to QUEUE_CACHE_S (while its segment files last), as its config is served from the cache that long.
 """
 
 from __future__ import annotations

@@ -44,8 +44,9 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
     # batch write the queue's item and the batch items
     "produce": {"topics": READ, "groups": READ, "users": READ, "queues": WRITE, "batches": WRITE},
     # consume: the queue's item and batch items, read; long polls BatchGetItem the queues' items; pop consumption's
-    # receives and acks claim and settle in its groups' ledgers (pop/receive.py: conditional transactions)
-    "consume": {"topics": READ, "users": READ, "queues": READ, "batches": READ, "pop_ledger": WRITE},
+    # receives and acks check that the group exists (cached) and claim and settle in its groups' ledgers
+    # (pop/receive.py: conditional transactions)
+    "consume": {"topics": READ, "groups": READ, "users": READ, "queues": READ, "batches": READ, "pop_ledger": WRITE},
     # admin: every route of the admin API (topics, groups, users, offsets, tier upload now); deleting a topic or a
     # group deletes its pop ledgers (found through the table's indexes)
     "admin": {name: WRITE for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger")},

@@ -1,17 +1,24 @@
-"""Pop consumption on the embedded backend: receive + ack against offset-based consume of the same data.
+"""Pop consumption: receive + ack against offset-based consume of the same data, and what it costs in DynamoDB.
 
-In process (`PopConsumption` over the store and its RocksDB ledger): T threads receive batches of B and ack each
-batch until the topic is drained. Over HTTP (a local gateway of its own, SYNC): the same N messages consumed by T
-threads with the SDK's `Consumer` (by offset, batches of B, a share of the queues each), then received and acked
-by T `SimpleConsumer`s (batches of B, `ack_all` per batch). Every message is checked to come back once each way.
+In process (`PopConsumption` over the embedded store and its RocksDB ledger): T threads receive batches of B and
+ack each batch until the topic is drained. Over HTTP (a local gateway of its own, embedded, SYNC): the same N
+messages consumed by T threads with the SDK's `Consumer` (by offset, batches of B, a share of the queues each),
+then received and acked by T `SimpleConsumer`s on the binary route, two ways: each batch acked with the next
+receive (`ack_and_receive`, one request a batch: `pop_msgs_per_s`, the SDK's quickest way), and each batch acked
+in a request of its own (`ack_all`: `pop_separate_acks_msgs_per_s`). Serverless (in process, through the pop logic
+of functions/logic/pop.py, over a moto server): the DynamoDB requests per message of the same two ways. Every
+message is checked to come back once each way.
 
-Prints one JSON line per run and one with the medians, each way:
+Prints one JSON line per run and one with the medians, each way, then the serverless line:
   {"bench": "pop", "where": "in_process", "in_process_pop_ack_msgs_per_s": ..., ...}
   {"bench": "pop", "where": "http", "backend": "embedded", "offset_msgs_per_s": ..., "pop_msgs_per_s": ...,
-   "pop_vs_offset": ...}
+   "pop_separate_acks_msgs_per_s": ..., "pop_vs_offset": ..., "pop_separate_acks_vs_offset": ...}
+  {"bench": "pop", "where": "in_process", "backend": "serverless", "dynamodb_requests_per_message": ...,
+   "dynamodb_requests_per_message_separate_acks": ..., ...}
 
-    python bench/pop.py                       # 100,000 x 1 KiB over 8 queues, 4 threads, batches of 32, 3 runs
-    python bench/pop.py -n 20000 --repeat 1
+    python bench/pop.py                       # 100,000 x 1 KiB over 8 queues, 4 threads, batches of 32, 3 runs;
+                                              # serverless: 20,000
+    python bench/pop.py -n 20000 --repeat 1 --serverless-n 0
 """
 
 from __future__ import annotations
@@ -28,12 +35,18 @@ from pathlib import Path
 
 from http_api import in_threads  # a sibling script: python puts bench/ on the path
 
+from devtools.moto_server import LocalAws
+from functions.logic import pop as logic
 from servers.process import running_gateway
+from shared.settings import get_settings
 from tidemq import Admin, Consumer, HttpClient, OutgoingMessage, Producer, SimpleConsumer
 from tidemq.credentials import read_profile
 from tidemq_protocol.message import Message
-from tidemq_store import StoreConfig, TopicConfig, open_store
+from tidemq_store import GroupConfig, StoreConfig, TopicConfig, open_store
 from tidemq_store.pop.receive import PopConsumption
+
+ACKED = {"acked", "already_acked"}
+"""An ack answers already_acked when a request it sent again (its answer lost) finds it made: acked all the same."""
 
 
 def check_once(seen: list[int], how: str) -> None:
@@ -67,12 +80,14 @@ def in_process(args) -> float:
     return args.n / seconds
 
 
-def over_http(connect, args) -> tuple[float, float]:
-    """Messages a second consumed by offset, and received and acked, of one topic over HTTP."""
-    topic, group = f"pop-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+def over_http(connect, args) -> dict[str, float]:
+    """Messages a second consumed by offset, received and acked in requests of their own, and received with the
+    last batch's acks (`ack_and_receive`), of one topic over HTTP."""
+    topic, groups = f"pop-{uuid.uuid4().hex[:8]}", [f"g-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     with Admin(client=connect()) as admin:
         admin.create_topic(topic, queues=args.queues)
-        admin.create_group(group)
+        for group in groups:
+            admin.create_group(group)
     with Producer(topic, client=connect()) as producer:
         for first in range(0, args.n, 1000):
             producer.send_batch([OutgoingMessage(body(i, args.size)) for i in range(first, min(args.n, first + 1000))])
@@ -98,17 +113,94 @@ def over_http(connect, args) -> tuple[float, float]:
     seen_pop, count_pop = counted("pop")
 
     def pop_consumer(_: int) -> None:
-        with SimpleConsumer(topic, group, client=connect(), invisible_ms=60_000) as consumer:
+        with SimpleConsumer(topic, groups[0], client=connect(), invisible_ms=60_000) as consumer:
             while batch := consumer.receive(args.batch):
-                consumer.ack_all(batch)
-                count_pop([m.body_bytes() for m in batch])
+                if set(consumer.ack_all(batch)) - ACKED:
+                    raise SystemExit("an ack failed")
+                count_pop([r.message.body for r in batch])
 
     pop_s = in_threads(args.threads, pop_consumer)
+    seen_together, count_together = counted("pop, acks with the next receive")
+
+    def acking_consumer(_: int) -> None:
+        with SimpleConsumer(topic, groups[1], client=connect(), invisible_ms=60_000) as consumer:
+            batch = consumer.receive(args.batch)
+            while batch:
+                count_together([r.message.body for r in batch])
+                acks, batch = consumer.ack_and_receive(batch, args.batch)
+                if set(acks) - ACKED:
+                    raise SystemExit("an ack failed")
+
+    together_s = in_threads(args.threads, acking_consumer)
     check_once(seen_offset, "by offset")
     check_once(seen_pop, "pop")
+    check_once(seen_together, "pop, acks with the next receive")
     with Admin(client=connect()) as admin:
         admin.delete_topic(topic)
-    return args.n / offset_s, args.n / pop_s
+    return {
+        "offset_msgs_per_s": args.n / offset_s,
+        "pop_msgs_per_s": args.n / together_s,
+        "pop_separate_acks_msgs_per_s": args.n / pop_s,
+    }
+
+
+def serverless(args) -> dict[str, float]:
+    """DynamoDB requests per message received and acked, with the acks sent with the next receive and on their own,
+    through the pop logic (functions/logic/pop.py: the group's check, the bounds) in process, over the serverless
+    store on a moto server; and messages a second (a local moto server's pace, not DynamoDB's)."""
+    with tempfile.TemporaryDirectory(prefix="tidemq-bench-pop-serverless-") as home, LocalAws() as aws:
+        os.environ.update(aws.env)
+        config = StoreConfig(
+            home=Path(home),
+            backend="serverless",
+            efs_path=Path(home) / "efs",
+            dynamodb_prefix=f"pop{uuid.uuid4().hex[:8]}",
+        )
+        store, settings = open_store(config), get_settings()
+        store.create_topic(TopicConfig(name="t", queues=args.queues))
+        n = args.serverless_n
+        for first in range(0, n, 1000):
+            last = min(n, first + 1000)
+            store.put("t", [Message(body(i, args.size), queue=i % args.queues) for i in range(first, last)])
+        results = {}
+        for way in ("together", "separate"):
+            group, seen, lock = f"g-{way}", [0] * n, threading.Lock()
+            store.create_group(GroupConfig(name=group))
+
+            def consumer(_: int, group=group, seen=seen, lock=lock, way=way) -> None:
+                handles: list[str] = []
+                while True:
+                    if way == "together":
+                        acks, batch = logic.ack_and_receive(
+                            store, settings, group, "t", handles, args.batch, 60_000, 0, None
+                        )
+                    else:
+                        batch = logic.receive(store, settings, group, "t", args.batch, 60_000, 0, None)
+                        acks = (
+                            logic.ack(store, settings, group, "t", [p.receipt_handle for p in batch]) if batch else []
+                        )
+                    if set(acks) - ACKED:
+                        raise SystemExit(f"an ack failed: {acks}")
+                    with lock:
+                        for p in batch:
+                            seen[int.from_bytes(p.message.body[:8], "big")] += 1
+                    handles = [p.receipt_handle for p in batch]
+                    if not batch:
+                        return
+
+            before = store.requests
+            seconds = in_threads(args.threads, consumer)
+            check_once(seen, f"serverless pop, acks {way}")
+            results[way] = (store.requests - before, n / seconds)
+        store.close()
+    together, separate = results["together"], results["separate"]
+    return {
+        "dynamodb_requests_per_message": round(together[0] / n, 4),
+        "dynamodb_requests_per_message_separate_acks": round(separate[0] / n, 4),
+        "pop_msgs_per_s": round(together[1]),
+        "pop_separate_acks_msgs_per_s": round(separate[1]),
+        "messages": n,
+    }
 
 
 def main() -> None:
@@ -120,6 +212,9 @@ def main() -> None:
     parser.add_argument("-b", "--batch", type=int, default=32, help="messages per receive (and per offset read)")
     parser.add_argument("--flush", choices=["SYNC", "ASYNC"], default="SYNC")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--serverless-n", type=int, default=20_000, help="messages of the serverless run (moto; 0: none)"
+    )
     args = parser.parse_args()
     if args.size < 8:
         parser.error("--size must be at least 8 (the sequence number)")
@@ -147,14 +242,20 @@ def main() -> None:
         credentials = read_profile(Path(home) / "credentials")
         results = []
         for run in range(1, args.repeat + 1):
-            offset, popped = over_http(lambda: HttpClient(url, credentials=credentials), args)
-            results.append({"offset_msgs_per_s": round(offset), "pop_msgs_per_s": round(popped)})
+            rates = over_http(lambda: HttpClient(url, credentials=credentials), args)
+            results.append({key: round(rate) for key, rate in rates.items()})
             line = {"bench": "pop", "where": "http", "backend": "embedded", "run": run, **results[-1]}
             print(json.dumps({**line, **settings}), flush=True)
     medians = {key: round(statistics.median(r[key] for r in results)) for key in results[0]}
-    ratio = round(medians["pop_msgs_per_s"] / medians["offset_msgs_per_s"], 3)
-    line = {"bench": "pop", "where": "http", "backend": "embedded", "run": "median", **medians, "pop_vs_offset": ratio}
+    ratios = {
+        "pop_vs_offset": round(medians["pop_msgs_per_s"] / medians["offset_msgs_per_s"], 3),
+        "pop_separate_acks_vs_offset": round(medians["pop_separate_acks_msgs_per_s"] / medians["offset_msgs_per_s"], 3),
+    }
+    line = {"bench": "pop", "where": "http", "backend": "embedded", "run": "median", **medians, **ratios}
     print(json.dumps({**line, **settings}), flush=True)
+    if args.serverless_n:
+        line = {"bench": "pop", "where": "in_process", "backend": "serverless", "local_aws": "moto", **serverless(args)}
+        print(json.dumps({**settings, **line}), flush=True)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,9 @@ def instrumented(handler: Handler, count: str | None = None) -> Handler:
             metrics.clear_metrics()
 
     entry = uncounted if is_metrics_disabled() else metrics.log_metrics(counted)
-    traced = tracer.capture_lambda_handler(entry, capture_response=False)
+    # Disabled (outside Lambda, or POWERTOOLS_TRACE_DISABLED), Powertools still opens a dummy X-Ray subsegment per
+    # call, with random ids from the OS: a system call that gives up the GIL, a wait for it under load.
+    traced = entry if tracer.disabled else tracer.capture_lambda_handler(entry, capture_response=False)
 
     def with_context(event: dict[str, Any], context: Any) -> Any:
         keys = build_lambda_context_model(context).__dict__

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from shared.settings import get_settings
 from tidemq_protocol.api.common import ApiModel, TagFilterText
-from tidemq_protocol.api.pop import ReceiptHandle
+from tidemq_protocol.api.pop import MOST_ACKED, ReceiptHandle
 
 LIMITS = get_settings()
 InvisibleMs = Annotated[int, Field(ge=LIMITS.pop_min_invisible_ms, le=LIMITS.pop_max_invisible_ms)]
@@ -24,6 +24,12 @@ class ReceiveRequest(ApiModel):
     )
     wait_ms: int = Field(default=0, ge=0, le=LIMITS.max_get_wait_ms, description="Long polling: wait up to this long.")
     tag: TagFilterText | None = Field(default=None, description="Tag filter: `*`, or tags joined by `||`.")
+    ack: list[ReceiptHandle] = Field(
+        default_factory=list,
+        max_length=MOST_ACKED,
+        description="Deliveries to ack first, as the ack route does (a consumer acks its last batch as it asks for "
+        "the next: one request instead of two); what each became comes back in `acks`.",
+    )
 
 
 class ChangeInvisibleRequest(ApiModel):

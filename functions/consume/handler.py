@@ -111,14 +111,44 @@ def receive(group: GroupInPath, topic: TopicInPath, request: ReceiveRequest) -> 
     """Receive up to `max_messages` messages of the topic from any of its queues, each held for this consumer for
     `invisible_ms` and then delivered again (attempt + 1) unless acked first; a message the group holds is never
     delivered to two consumers at once."""
+    acks, popped = _receive(group, topic, request)
+    return ReceiveResponse.model_construct(
+        messages=[ReceivedMessage.held(p.message, p.receipt_handle, p.attempt, p.invisible_until_ms) for p in popped],
+        acks=acks,
+    )
+
+
+@app.post(
+    "/v1/groups/<group>/topics/<topic>/receive/batch",
+    tags=["pop"],
+    responses=responses(
+        *POP_ERRORS,
+        ok_content={codec.RECEIVE_CONTENT_TYPE: BINARY[codec.CONTENT_TYPE]},
+        description=f"A `{codec.RECEIVE_CONTENT_TYPE}` body (see tidemq_protocol/codec.py).",
+    ),
+    description="Like .../receive, the messages in the compact binary encoding (what the SDK uses).",
+)
+def receive_binary(group: GroupInPath, topic: TopicInPath, request: ReceiveRequest):
+    acks, popped = _receive(group, topic, request)
+    return binary_response(codec.encode_receive(popped, acks), codec.RECEIVE_CONTENT_TYPE, app.current_event)
+
+
+def _receive(group: str, topic: str, request: ReceiveRequest) -> tuple[list[str], list[pop.Popped]]:
+    """What became of each delivery the request acks first, and what it receives then."""
     require((acl.group(group), Action.SUB), (acl.topic(topic), Action.SUB))
-    popped = pop.receive(
-        get_store(), LIMITS, group, topic, request.max_messages, request.invisible_ms, request.wait_ms, request.tag
+    acks, popped = pop.ack_and_receive(
+        get_store(),
+        LIMITS,
+        group,
+        topic,
+        request.ack,
+        request.max_messages,
+        request.invisible_ms,
+        request.wait_ms,
+        request.tag,
     )
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=len(popped))
-    return ReceiveResponse.model_construct(
-        messages=[ReceivedMessage.held(p.message, p.receipt_handle, p.attempt, p.invisible_until_ms) for p in popped]
-    )
+    return acks, popped
 
 
 @app.post("/v1/groups/<group>/topics/<topic>/ack", tags=["pop"], responses=responses(*POP_ERRORS))

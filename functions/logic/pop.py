@@ -57,21 +57,39 @@ def receive(
 ) -> list[Popped]:
     """Up to `max_messages` messages of `topic` for pop group `group`, waiting up to `wait_ms` for one: in order
     per message group if the group is FIFO and the topic too."""
+    return ack_and_receive(store, settings, group, topic, (), max_messages, invisible_ms, wait_ms, tag_filter)[1]
+
+
+def ack_and_receive(
+    store: MessageStore,
+    settings: Settings,
+    group: str,
+    topic: str,
+    handles: Sequence[str],
+    max_messages: int,
+    invisible_ms: int | None,
+    wait_ms: int,
+    tag_filter: str | None,
+) -> tuple[list[str], list[Popped]]:
+    """Ack the deliveries `handles` name (as `ack`), then receive (as `receive`): a consumer acks its last batch as
+    it asks for the next, in one request. What each ack became, and what was received. The request is checked
+    whole before the acks: a bad value refuses it, changing nothing."""
     if not 1 <= max_messages <= settings.pop_max_messages:
         raise InvalidArgument(f"max_messages must be 1..{settings.pop_max_messages}, got {max_messages}")
     if wait_ms > settings.max_get_wait_ms:
         raise InvalidArgument(f"wait_ms must be 0..{settings.max_get_wait_ms}, got {wait_ms}")
     invisible_ms = invisible_time(settings, invisible_ms)
-    config = store.get_group(group)  # GroupNotFound: a pop group is made first, as any group
+    config = store.cached_group(group)  # GroupNotFound: a pop group is made first, as any group
     check_may_pop(config, topic)
     pop = consumption(store, settings, config)
     fifo = config.fifo
+    acks = [ACK_STATUS[settled] for settled in pop.ack(group, topic, handles)] if handles else []
     deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
     while True:
         popped = pop.receive(group, topic, max_messages, invisible_ms, tag_filter, fifo=fifo)
         left = deadline - time.monotonic()
         if popped or left <= 0:
-            return popped
+            return acks, popped
         time.sleep(min(pause, left))
         pause = min(pause * 2, POLL_MOST_S)
 
@@ -82,7 +100,7 @@ ACK_STATUS = {Settled.DONE: "acked", Settled.ALREADY_ACKED: "already_acked", Set
 def ack(store: MessageStore, settings: Settings, group: str, topic: str, handles: Sequence[str]) -> list[str]:
     """Ack each delivery a handle names; what each became (ACK_STATUS's words). A malformed handle refuses the
     whole request before anything changes."""
-    pop = consumption(store, settings, store.get_group(group))
+    pop = consumption(store, settings, store.cached_group(group))
     return [ACK_STATUS[settled] for settled in pop.ack(group, topic, handles)]
 
 
@@ -96,7 +114,7 @@ def change_invisible(
 ) -> Held:
     """Hold the delivery `handle` names for `invisible_ms` from now (InvalidReceiptHandle if it names none)."""
     invisible_ms = invisible_time(settings, invisible_ms)
-    pop = consumption(store, settings, store.get_group(group))
+    pop = consumption(store, settings, store.cached_group(group))
     now = now_ms()
     return Held(pop.change_invisible(group, topic, handle, invisible_ms, now), now + invisible_ms)
 
@@ -106,4 +124,4 @@ def release(store: MessageStore, settings: Settings, group: str, topic: str, han
     group's backoff for the delivery's attempt, a nack)."""
     if delay_ms is not None and delay_ms > settings.pop_max_invisible_ms:
         raise InvalidArgument(f"delay_ms must be 0..{settings.pop_max_invisible_ms}, got {delay_ms}")
-    consumption(store, settings, store.get_group(group)).release(group, topic, handle, delay_ms)
+    consumption(store, settings, store.cached_group(group)).release(group, topic, handle, delay_ms)

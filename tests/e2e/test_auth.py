@@ -85,6 +85,7 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
         "POST /v1/kv/{namespace}/batch-get": {"keys": ["k"]},
         "POST /v1/kv/{namespace}/import": {"entries": [], "append": True},
         "POST /v1/groups/{group}/topics/{topic}/receive": {},
+        "POST /v1/groups/{group}/topics/{topic}/receive/batch": {"ack": ["A" * 28]},
         "POST /v1/groups/{group}/topics/{topic}/ack": {"receipt_handles": ["A" * 28]},
         "POST /v1/groups/{group}/topics/{topic}/change-invisible": {"receipt_handle": "A" * 28, "invisible_ms": 10_000},
         "POST /v1/groups/{group}/topics/{topic}/release": {"receipt_handle": "A" * 28},

@@ -90,14 +90,16 @@ def test_the_sdk_sends_message_groups_and_a_fifo_group_receives_them_in_order(ht
     ):
         producer.send_batch([outgoing(f"{g}{i}", message_group=g) for i in range(3) for g in "AB"])
         first = consumer.receive(max_messages=32)
-        assert {m.message_group for m in first} == {"A", "B"} and MESSAGE_GROUP not in first[0].properties
+        assert {m.message_group for m in first} == {"A", "B"} and MESSAGE_GROUP in first[0].message.properties
         for group in "AB":
-            assert [m.body for m in first if m.message_group == group] == [f"{group}{i}" for i in range(3)]
+            assert [m.message.body.decode() for m in first if m.message_group == group] == [
+                f"{group}{i}" for i in range(3)
+            ]
         producer.send("A3", message_group="A")
         assert consumer.receive(max_messages=32) == []  # both groups hold a batch
         consumer.ack_all([m for m in first if m.message_group == "A"])
         (last,) = consumer.receive(max_messages=32)
-        assert last.body == "A3"
+        assert last.message.body == b"A3"
 
 
 def test_the_command_line_makes_fifo_groups_and_produces_message_groups(http):
@@ -176,7 +178,7 @@ def consume(url: str, run: Run, seed: int, poison: tuple[str, int]) -> None:
                     batch = run.batches
                 by_group = defaultdict(list)
                 for message in received:
-                    group, index = parse(message.body)
+                    group, index = parse(message.message.body.decode())
                     assert message.message_group == group
                     delivery = Delivery(group, index, message.attempt, batch, answered, message.invisible_until_ms)
                     by_group[group].append((message, delivery))

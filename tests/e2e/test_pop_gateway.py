@@ -1,8 +1,10 @@
-"""Pop consumption over HTTP through a live local gateway: receive, ack, change of invisible time and release, what
-each answers for a handle that names no current delivery, and the bounds a request is held to."""
+"""Pop consumption over HTTP through a live local gateway: receive (as JSON and in the binary encoding, acking the
+last batch or not), ack, change of invisible time and release, what each answers for a handle that names no current
+delivery, and the bounds a request is held to."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 
@@ -12,6 +14,7 @@ from tests.e2e.test_cli import command, environment
 from tests.gateways import gateway_as_admin
 from tidemq import SimpleConsumer
 from tidemq.httpx_auth import signed_client
+from tidemq_protocol import codec
 from tidemq_protocol.errors import InvalidReceiptHandle
 
 
@@ -68,6 +71,12 @@ def test_receive_ack_change_and_release(http):
         ("receive", {"invisible_ms": 9_999}, 422),  # TIDEMQ_POP_MIN_INVISIBLE_MS
         ("receive", {"invisible_ms": 43_200_001}, 422),
         ("receive", {"wait_ms": 20_001}, 422),
+        ("receive/batch", {"max_messages": 33}, 422),
+        ("receive/batch", {"invisible_ms": 9_999}, 422),
+        ("receive/batch", {"ack": ["not a handle"]}, 422),
+        ("receive/batch", {"ack": ["A" * 28] * 1001}, 422),
+        ("receive/batch", {"ack": ["A" * 28]}, 409),  # the pattern's, but no handle: nothing acked, none received
+        ("receive", {"ack": ["A" * 28]}, 409),
         ("ack", {"receipt_handles": []}, 422),
         ("ack", {"receipt_handles": ["not a handle"]}, 422),
         ("change-invisible", {"receipt_handle": "A" * 28, "invisible_ms": 10_000}, 409),
@@ -82,14 +91,93 @@ def test_requests_out_of_bounds_are_refused_and_change_nothing(http, path, body,
 
 
 def test_a_group_or_topic_that_does_not_exist_is_a_404(http):
-    assert http.post("/v1/groups/nobody/topics/orders/receive", json={}).status_code == 404
-    assert http.post("/v1/groups/billing/topics/nothing/receive", json={}).status_code == 404
+    for route in ("receive", "receive/batch"):
+        assert http.post(f"/v1/groups/nobody/topics/orders/{route}", json={}).status_code == 404
+        assert http.post(f"/v1/groups/billing/topics/nothing/{route}", json={}).status_code == 404
+
+
+def received_as_json(http, group: str) -> dict[str, dict]:
+    """Every message of `orders` received as JSON by `group` (made here), by id."""
+    assert http.post("/v1/groups", json={"name": group}).status_code == 201
+    messages = []
+    while batch := http.post(f"/v1/groups/{group}/topics/orders/receive", json={}).json()["messages"]:
+        messages += batch
+    return {m["msg_id"]: m for m in messages}
+
+
+def received_binary(http, group: str) -> dict[str, codec.Received]:
+    assert http.post("/v1/groups", json={"name": group}).status_code == 201
+    received = []
+    while True:
+        response = http.post(f"/v1/groups/{group}/topics/orders/receive/batch", json={})
+        assert response.headers["content-type"] == codec.RECEIVE_CONTENT_TYPE
+        batch = codec.decode_receive(response.content).received
+        if not batch:
+            return {r.message.msg_id: r for r in received}
+        received += batch
+
+
+def test_the_binary_receive_delivers_what_the_json_receive_does(http):
+    rich = [
+        {"body": "//79", "body_encoding": "base64", "keys": ["k1", "k2"], "tag": "TagA", "properties": {"a": "b"}},
+        {"body": "plain", "tag": "TagB", "queue": 2},
+    ]
+    assert http.post("/v1/topics/orders/messages", json={"messages": rich}).status_code == 200
+    as_json, binary = received_as_json(http, "by-json"), received_binary(http, "by-binary")
+    assert as_json.keys() == binary.keys() and len(binary) == 42
+    for msg_id, view in as_json.items():
+        message, delivery = binary[msg_id].message, binary[msg_id]
+        assert view == {
+            "msg_id": message.msg_id,
+            "topic": message.topic,
+            "queue": message.queue,
+            "offset": message.queue_offset,
+            "body": view["body"],
+            "body_encoding": view["body_encoding"],
+            "keys": list(message.keys),
+            "tag": message.tag,
+            "properties": message.properties,
+            "message_group": None,  # a NORMAL topic's messages have none
+            "born_timestamp": message.born_timestamp,
+            "store_timestamp": message.store_timestamp,
+            "receipt_handle": view["receipt_handle"],
+            "attempt": delivery.attempt,
+            "invisible_until_ms": view["invisible_until_ms"],
+        }
+        body = view["body"].encode() if view["body_encoding"] == "utf-8" else base64.b64decode(view["body"])
+        assert body == message.body
+    # each route's handles are handles of the group's: acked by the other route
+    handles = [r.receipt_handle for r in binary.values()]
+    acked = http.post("/v1/groups/by-binary/topics/orders/ack", json={"receipt_handles": handles}).json()["results"]
+    assert {r["status"] for r in acked} == {"acked"}
+    handles = [m["receipt_handle"] for m in as_json.values()]
+    response = http.post("/v1/groups/by-json/topics/orders/receive/batch", json={"ack": handles})
+    assert codec.decode_receive(response.content) == (["acked"] * 42, [])
+
+
+@pytest.mark.parametrize("route", ["receive", "receive/batch"])
+def test_a_receive_acks_first_the_deliveries_it_names(http, route):
+    def receive(**request):
+        response = http.post(f"{POP}/{route}", json=request)
+        assert response.status_code == 200, response.text
+        if route == "receive":
+            body = response.json()
+            return body["acks"], [m["receipt_handle"] for m in body["messages"]]
+        acks, received = codec.decode_receive(response.content)
+        return acks, [r.receipt_handle for r in received]
+
+    acks, first = receive(max_messages=30, invisible_ms=10_000)
+    assert acks == [] and len(first) == 30
+    acks, rest = receive(ack=first[:29] + first[:1], max_messages=32)
+    assert acks == ["acked"] * 29 + ["already_acked"] and len(rest) == 10
+    acks, nothing = receive(ack=[*rest, first[29]])
+    assert acks == ["acked"] * 11 and nothing == []
 
 
 def test_the_sdk_simple_consumer(http):
     with SimpleConsumer("orders", "billing", url=str(http.base_url), invisible_ms=10_000) as consumer:
         received = consumer.receive(max_messages=32, wait_ms=1000)
-        assert len(received) == 32 and all(m.body_bytes().startswith(b"order ") for m in received)
+        assert len(received) == 32 and all(r.message.body.startswith(b"order ") for r in received)
         consumer.ack(received[0])
         consumer.ack(received[0].receipt_handle)  # acked before: succeeds again
         assert consumer.ack_all(received[1:3]) == ["acked", "acked"]
@@ -99,7 +187,9 @@ def test_the_sdk_simple_consumer(http):
         consumer.ack(handle)
         consumer.release(received[4])
         rest = consumer.receive(max_messages=32)  # the 8 not received yet, and the one given back
-        assert len(rest) == 9 and {m.attempt for m in rest if m.msg_id == received[4].msg_id} == {2}
+        assert len(rest) == 9 and {r.attempt for r in rest if r.message.msg_id == received[4].message.msg_id} == {2}
+        acks, more = consumer.ack_and_receive([*rest, received[0]], wait_ms=0)
+        assert acks == ["acked"] * 9 + ["already_acked"] and more == []
 
 
 def test_the_command_line_receives_and_acks(http):

@@ -99,6 +99,10 @@ class MessageStore(ABC):
     def get_topic(self, name: str) -> TopicConfig:
         """The topic's config, or TopicNotFound."""
 
+    def cached_topic(self, name: str) -> TopicConfig:
+        """The topic's config for the data path (reads, pop), as `cached_group` is the group's."""
+        return self.get_topic(name)
+
     @abstractmethod
     def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
         """Topics in name order, starting after `after`: at most `limit`, and at most `max_page_bytes` of them past
@@ -128,6 +132,12 @@ class MessageStore(ABC):
 
     @abstractmethod
     def get_group(self, name: str) -> GroupConfig: ...
+
+    def cached_group(self, name: str) -> GroupConfig:
+        """The group's config for the data path (pop), which a backend whose lookups cost a request answers from
+        a short-lived cache (serverless: `metadata.CONFIG_CACHE_S`); `get_group` is always fresh. GroupNotFound if
+        there is none."""
+        return self.get_group(name)
 
     @abstractmethod
     def list_groups(self, after: str | None = None, limit: int = 100) -> Page[GroupConfig]:

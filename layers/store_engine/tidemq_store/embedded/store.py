@@ -30,6 +30,7 @@ they share (parts.py):
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import threading
 import time
@@ -300,9 +301,11 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         return EmbeddedKeyValueStore(store, self.config.home / "kv", self.config.metadata_sync)
 
     def open_pop_ledger(self) -> PopLedger:
+        from ..pop.known import KnownLedgers
         from .pop import RocksPopLedger
 
-        return RocksPopLedger(self.config.home / "pop", self.config.metadata_sync)
+        # this process alone writes it: what it knows is never stale, and a receive scans no RocksDB (pop/known.py)
+        return KnownLedgers(RocksPopLedger(self.config.home / "pop", self.config.metadata_sync), math.inf)
 
     def close(self) -> None:
         if self._closed:

@@ -29,7 +29,10 @@ from ..model import GroupConfig, Page, TopicConfig, check_page_limit, take_page,
 from .queue_index import is_conditional
 from .tables import Tables
 
-TOPIC_CACHE_S = 5.0
+CONFIG_CACHE_S = 5.0
+"""How long a process trusts a topic's or a group's config it read for the data path (`cached_topic`,
+`cached_group`): neither puts, reads nor pops should cost a read of it. A topic or group deleted by another process
+is served for that long still (as a deleted topic stays readable); the deleting process forgets it at once."""
 
 
 class Metadata:
@@ -39,6 +42,7 @@ class Metadata:
         self.tables = tables
         self.max_page_bytes = max_page_bytes
         self._topics: dict[str, tuple[float, TopicConfig]] = {}
+        self._groups: dict[str, tuple[float, GroupConfig]] = {}
 
     # ---- topics ----------------------------------------------------------------------------------
 
@@ -58,12 +62,12 @@ class Metadata:
         return TopicConfig.model_validate_json(item.config)
 
     def cached_topic(self, topic: str, fresh: bool = False) -> TopicConfig:
-        """The topic's config, read at most every TOPIC_CACHE_S per process, for puts and reads (neither should
+        """The topic's config, read at most every CONFIG_CACHE_S per process, for puts and reads (neither should
         cost a read of the topic; a deleted topic stays readable for that long). A queue beyond the cached count
         is looked up again before it is refused, so a topic that grew is seen at once."""
         cached = self._topics.get(topic)
-        if fresh or cached is None or time.monotonic() - cached[0] > TOPIC_CACHE_S:
-            cached = self._topics[topic] = (time.monotonic(), self.get_topic(topic))
+        if fresh or cached is None or time.monotonic() - cached[0] > CONFIG_CACHE_S:
+            cached = self._topics[topic] = (time.monotonic(), self._again(self._topics, topic, self.get_topic))
         return cached[1]
 
     def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
@@ -134,6 +138,25 @@ class Metadata:
         groups = self.tables.groups
         return _save_config(groups, "group", created, groups.name.does_not_exist(), GroupExists(config.name))
 
+    def cached_group(self, name: str) -> GroupConfig:
+        """The group's config, read at most every CONFIG_CACHE_S per process (pop's check that it exists)."""
+        cached = self._groups.get(name)
+        if cached is None or time.monotonic() - cached[0] > CONFIG_CACHE_S:
+            cached = self._groups[name] = (time.monotonic(), self._again(self._groups, name, self.get_group))
+        return cached[1]
+
+    @staticmethod
+    def _again(cache: dict, name: str, get):
+        """Read a cached config again: meanwhile the other threads go on with the one cached (one read, not one a
+        thread); if it is gone, it is gone from the cache too."""
+        if name in cache:
+            cache[name] = (time.monotonic(), cache[name][1])
+        try:
+            return get(name)
+        except Exception:
+            cache.pop(name, None)
+            raise
+
     def get_group(self, name: str) -> GroupConfig:
         check_name("group", name)
         try:
@@ -148,11 +171,14 @@ class Metadata:
         current = self.get_group(config.name)
         updated = validated(GroupConfig, {**config.model_dump(), "created_at": current.created_at})
         groups = self.tables.groups
-        return _save_config(groups, "group", updated, groups.name.exists(), GroupNotFound(config.name))
+        saved = _save_config(groups, "group", updated, groups.name.exists(), GroupNotFound(config.name))
+        self._groups.pop(config.name, None)  # this process sees its own change at once; others within CONFIG_CACHE_S
+        return saved
 
     def delete_group(self, name: str) -> None:
         """Delete the group's item (its committed offsets are the caller's to delete, after it)."""
         self.get_group(name)
+        self._groups.pop(name, None)
         self.tables.groups("group", name).delete()
 
     # ---- pages -----------------------------------------------------------------------------------

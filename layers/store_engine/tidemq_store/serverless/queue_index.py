@@ -63,10 +63,15 @@ from typing import NamedTuple
 from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
+from .known_queues import KnownQueue, KnownQueues
 from .tables import DIRTY, Tables
 
 log = logging.getLogger("tidemq.serverless")
 TRIM_EVERY = 16
+BATCH_GET_KEYS = 100  # DynamoDB's most keys a BatchGetItem
+LOOKAHEAD = 4096
+"""Offsets past a read whose `batches` items a read that must query them learns too (a page of a few hundred KB at
+most): a consumer's next reads find them known (known_queues.py)."""
 MOST_TRIMMED = 100  # entries one index step moves (bounds the size of its UpdateItem)
 BACKOFF_S, MAX_BACKOFF_S = 0.005, 0.5  # a transaction that lost a race waits up to this, doubling
 
@@ -132,6 +137,7 @@ class QueueIndex:
 
     def __init__(self, tables: Tables, keys_of: Callable[[BatchRef], set[str]]) -> None:
         self.tables, self.keys_of = tables, keys_of
+        self.known = KnownQueues()
 
     # ---- writing ---------------------------------------------------------------------------------
 
@@ -259,6 +265,35 @@ class QueueIndex:
         items = self.tables.queues.batch_get(list(keys), consistent_read=True, attributes_to_get=["key", "next_offset"])
         return {keys[item.key]: int(item.next_offset) for item in items}
 
+    def readable(self, topic: str, queue: int, through: int, queues: int) -> KnownQueue:
+        """The queue for a read of offsets below `through`: as read lately if that holds them all, else read now,
+        with the items of the topic's other queues (of `queues`) this process no longer knows, in one BatchGetItem
+        (a receive goes through them next). known_queues.py says why that is safe."""
+        known = self.known.get(topic, queue, through)
+        if known is not None:
+            return known
+        others = [other for other in range(queues) if other != queue and self.known.get(topic, other, 0) is None]
+        keys = {queue_key(topic, one): one for one in [queue, *others[: BATCH_GET_KEYS - 1]]}
+        items = self.tables.queues.batch_get(list(keys), consistent_read=True)
+        states = {keys[item.key]: state_of(item) for item in items}
+        for other, state in states.items():
+            if other != queue:
+                self.known.read(topic, other, state)
+        return self.known.read(topic, queue, states.get(queue, EMPTY))
+
+    def known_batches(
+        self, topic: str, queue: int, known: KnownQueue, start: int, end: int, window: int
+    ) -> list[BatchRef]:
+        """`batches` of a queue as `readable` gave it: the batches seen before when they hold [start, end), else
+        those up to LOOKAHEAD offsets further too (one Query for the reads that follow)."""
+        refs = self.known.tiling(known, start, end)
+        if refs is None:
+            ahead = max(end, min(known.state.next_offset, start + LOOKAHEAD))
+            learned = self.batches(topic, queue, known.state, start, ahead, window)
+            self.known.learn(known, learned)
+            refs = [ref for ref in learned if ref.first_offset < end]
+        return refs
+
     def state(self, topic: str, queue: int) -> QueueState:
         try:
             return state_of(self.tables.queues.get(queue_key(topic, queue), consistent_read=True))
@@ -332,6 +367,7 @@ class QueueIndex:
 
     def drop_below(self, topic: str, queue: int, offset: int) -> int:
         """Delete the `batches` items of batches wholly below `offset` (moved cold, or expired); return how many."""
+        self.known.forget(topic, queue)  # its low end moved (the caller moved it)
         doomed = [ref for ref in self.indexed_batches(topic, queue, below=offset) if ref.end_offset <= offset]
         batches, key = self.tables.batches, queue_key(topic, queue)
         with batches.batch_write() as writer:
@@ -342,6 +378,7 @@ class QueueIndex:
     def drop(self, topic: str, queue: int) -> None:
         """Delete the queue's item and all its `batches` items (topic deletion)."""
         key = queue_key(topic, queue)
+        self.known.forget(topic, queue)
         with self.tables.batches.batch_write() as writer:
             for item in self.tables.batches.query(key):
                 writer.delete(item)

@@ -34,7 +34,7 @@ from tidemq_protocol.errors import (
     OffsetOutOfRange,
     QueueOutOfRange,
 )
-from tidemq_protocol.message import Message, StoredMessage
+from tidemq_protocol.message import Message, StoredMessage, TagFilter
 from tidemq_protocol.record import decode_records, parse_message_id, read_by_id, rebase
 
 from ..acl import UserRecord
@@ -55,6 +55,7 @@ from ..reads import DecodedRead, ReadRequest, check_read, matching
 from ..selection import scan_size
 from .appender import Appender
 from .arrivals import ArrivalWatch
+from .known_queues import QUEUE_CACHE_S, KnownQueue
 from .metadata import Metadata
 from .offsets import ConsumerOffsets
 from .queue_index import BatchRef, QueueIndex, QueueState
@@ -101,6 +102,9 @@ class ServerlessMessageStore(MessageStore):
 
     def get_topic(self, name: str) -> TopicConfig:
         return self.metadata.get_topic(name)
+
+    def cached_topic(self, name: str) -> TopicConfig:
+        return self.metadata.cached_topic(name)
 
     def list_topics(self, after: str | None = None, limit: int = 100) -> Page[TopicConfig]:
         return self.metadata.list_topics(after, limit)
@@ -154,6 +158,9 @@ class ServerlessMessageStore(MessageStore):
     def get_group(self, name: str) -> GroupConfig:
         return self.metadata.get_group(name)
 
+    def cached_group(self, name: str) -> GroupConfig:
+        return self.metadata.cached_group(name)
+
     def list_groups(self, after: str | None = None, limit: int = 100) -> Page[GroupConfig]:
         return self.metadata.list_groups(after, limit)
 
@@ -197,15 +204,25 @@ class ServerlessMessageStore(MessageStore):
     def read_queue(self, request: ReadRequest) -> DecodedRead:
         """Whole records with their real offsets, decoded (so `read_records` counts the messages that match): below the
         queue's hot boundary the cold tier's, read as the tiered store reads them, else the batches' in the segment
-        files, which are decoded to choose (no ConsumeQueue holds their tags)."""
-        topic, queue, offset = request.topic, request.queue, request.offset
+        files, which are decoded to choose (no ConsumeQueue holds their tags). Messages this process knows are there
+        cost no request (known_queues.py); a segment file gone since is read again afresh."""
+        topic, queue = request.topic, request.queue
+        config = self._cached_topic(topic)
         try:
-            check_queue(self._cached_topic(topic), queue)
+            check_queue(config, queue)
         except QueueOutOfRange:
-            check_queue(self._cached_topic(topic, fresh=True), queue)
+            check_queue(config := self._cached_topic(topic, fresh=True), queue)
         tag_filter = check_read(request, self.config.max_get_messages)
+        through = request.offset + scan_size(request.max_messages, tag_filter) if type(request.offset) is int else 0
+        try:
+            return self._read(request, tag_filter, self.index.readable(topic, queue, through, config.queues))
+        except OSError:
+            self.index.known.forget(topic, queue)
+            return self._read(request, tag_filter, self.index.readable(topic, queue, through, config.queues))
+
+    def _read(self, request: ReadRequest, tag_filter: TagFilter | None, known: KnownQueue) -> DecodedRead:
+        topic, queue, offset, state = request.topic, request.queue, request.offset, known.state
         max_messages, max_bytes = request.max_messages, request.max_bytes
-        state = self.index.state(topic, queue)
         low, high = self._min_offset(topic, queue, state), state.next_offset
         if type(offset) is not int or not low <= offset <= high:
             raise OffsetOutOfRange(topic, queue, offset, low, high)
@@ -215,7 +232,7 @@ class ServerlessMessageStore(MessageStore):
             return DecodedRead(cold.records, matching(messages, tag_filter), cold.next_offset, low, high)
         end = min(high, offset + scan_size(max_messages, tag_filter))
         parts, messages, size, next_offset = [], [], 0, offset
-        for message, record in self._segment_records(topic, queue, state, offset, end):
+        for message, record in self._segment_records(topic, queue, known, offset, end):
             if tag_filter is None or tag_filter.matches(message.tag):
                 if messages and size + len(record) > max_bytes:
                     break
@@ -228,11 +245,12 @@ class ServerlessMessageStore(MessageStore):
         return DecodedRead(b"".join(parts), messages, next_offset, low, high)
 
     def _segment_records(
-        self, topic: str, queue: int, state: QueueState, offset: int, end: int
+        self, topic: str, queue: int, known: KnownQueue, offset: int, end: int
     ) -> Iterator[tuple[StoredMessage, bytes]]:
         """The queue's records of offsets [offset, end) in the segment files, each decoded (with its real offset,
         `record.rebase`) and as stored, batch by batch: one pread and one decode per batch."""
-        for ref in self.index.batches(topic, queue, state, offset, end, self.config.max_batch_messages):
+        window = self.config.max_batch_messages
+        for ref in self.index.known_batches(topic, queue, known, offset, end, window):
             data = rebase(read_segment(self.segments, ref.file, ref.position, ref.length), ref.first_offset)
             position = 0
             for message in decode_records(data, (topic, queue, ref.first_offset)):
@@ -393,9 +411,10 @@ class ServerlessMessageStore(MessageStore):
         return ServerlessKeyValueStore(self.tables)
 
     def open_pop_ledger(self) -> PopLedger:
+        from ..pop.known import KnownLedgers
         from .pop import DynamoDbPopLedger
 
-        return DynamoDbPopLedger(self.tables)
+        return KnownLedgers(DynamoDbPopLedger(self.tables), QUEUE_CACHE_S)  # a read is a Query: known.py
 
     def close(self) -> None:
         self.close_pop_ledger()

@@ -2,29 +2,34 @@
 received from any of its queues, each held for this consumer for an invisible time, and acked one by one.
 
     with SimpleConsumer("orders", group="billing") as consumer:
-        for message in consumer.receive(max_messages=16, wait_ms=10_000):
-            handle(message.body_bytes())
-            consumer.ack(message)
+        for received in consumer.receive(max_messages=16, wait_ms=10_000):
+            handle(received.message.body)
+            consumer.ack(received)
 
 A message neither acked nor given back (`release`, `nack`) is delivered again, to this consumer or another, with
 its `attempt` + 1 once its invisible time ends; `change_invisible` holds it longer; `nack` gives it back to be
 delivered again after the group's backoff. After the group's max_delivery_attempts it goes to `%DLQ%<group>`.
 Many consumers of one group share a topic without assigning queues, and the group holds each message for one of
 them at a time. The group must exist (`Admin().create_group`).
+
+Receives use the binary route (`.../receive/batch`, tidemq_protocol/codec.py): each message comes as its record,
+CRC-checked here, with its receipt handle, attempt and invisible time (`codec.Received`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from tidemq_protocol.api.pop import AckResponse, ChangeInvisibleResponse, ReceivedMessage, ReceiveResponse
+from tidemq_protocol import codec
+from tidemq_protocol.api.pop import AckResponse, ChangeInvisibleResponse
+from tidemq_protocol.codec import ReceiveBatch, Received
 from tidemq_protocol.errors import InvalidReceiptHandle
 
 from .api_client import ApiClient
 from .client import HttpClient, segment
 
-Delivery = ReceivedMessage | str
-"""A delivery, named by the message as received or by its receipt handle."""
+Delivery = Received | str
+"""A delivery, named as received or by its receipt handle."""
 
 
 def handle_of(delivery: Delivery) -> str:
@@ -48,17 +53,36 @@ class SimpleConsumer(ApiClient):
         self.topic, self.group, self.tag, self.invisible_ms = topic, group, tag, invisible_ms
         self._path = f"/v1/groups/{segment(group)}/topics/{segment(topic)}"
 
-    def receive(
-        self, max_messages: int = 32, *, invisible_ms: int | None = None, wait_ms: int = 0
-    ) -> list[ReceivedMessage]:
+    def receive(self, max_messages: int = 32, *, invisible_ms: int | None = None, wait_ms: int = 0) -> list[Received]:
         """Up to `max_messages` messages, each held for `invisible_ms` (else this consumer's, else the server's
         default); waits up to `wait_ms` for one when none is there."""
+        return self._receive((), max_messages, invisible_ms, wait_ms).received
+
+    def ack_and_receive(
+        self,
+        deliveries: Iterable[Delivery],
+        max_messages: int = 32,
+        *,
+        invisible_ms: int | None = None,
+        wait_ms: int = 0,
+    ) -> ReceiveBatch:
+        """Ack `deliveries` (as `ack_all`), then receive (as `receive`), in one request: a consumer done with a
+        batch acks it as it asks for the next. What each ack became (`.acks`) and the messages (`.received`). The
+        acks are made first and stand whatever the receive finds; if the request fails, `ack_all` them again
+        (an ack made before answers already_acked)."""
+        return self._receive([handle_of(delivery) for delivery in deliveries], max_messages, invisible_ms, wait_ms)
+
+    def _receive(
+        self, handles: Sequence[str], max_messages: int, invisible_ms: int | None, wait_ms: int
+    ) -> ReceiveBatch:
         request = {"max_messages": max_messages, "wait_ms": wait_ms, "tag": self.tag}
         invisible_ms = invisible_ms if invisible_ms is not None else self.invisible_ms
         if invisible_ms is not None:
             request["invisible_ms"] = invisible_ms
-        response = self._client.request("POST", f"{self._path}/receive", json=request)
-        return ReceiveResponse.model_validate_json(response.content).messages
+        if handles:
+            request["ack"] = handles
+        response = self._client.request("POST", f"{self._path}/receive/batch", json=request)
+        return codec.decode_receive(response.content)
 
     def ack(self, delivery: Delivery) -> None:
         """Ack one delivery: the message is done for the group. InvalidReceiptHandle if the handle names no current

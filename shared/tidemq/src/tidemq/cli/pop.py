@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from tidemq_protocol.api.pop import ReceivedMessage
 from tidemq_protocol.errors import InvalidReceiptHandle
 
 from ..client import HttpClient
@@ -49,9 +50,10 @@ def receive(
     received = consumer.receive(max_messages, wait_ms=wait_ms)
     out = sys.stdout.buffer
     if output == "raw":
-        out.write(b"".join(m.body_bytes() + b"\n" for m in received))
+        out.write(b"".join(r.message.body + b"\n" for r in received))
     else:
-        out.write("".join(m.model_dump_json() + "\n" for m in received).encode())
+        views = (ReceivedMessage.held(r.message, r.receipt_handle, r.attempt, r.invisible_until_ms) for r in received)
+        out.write("".join(view.model_dump_json() + "\n" for view in views).encode())
     out.flush()
     if ack_them and received:
         consumer.ack_all(received)

@@ -35,15 +35,19 @@ class ReceivedMessage(MessageView):
         )
 
 
+AckStatus = Literal["acked", "already_acked", "invalid_receipt_handle"]  # codec.ACK_STATUSES, in its order
+MOST_ACKED = 1000  # handles one request acks
+
+
 class ReceiveResponse(ApiModel):
     messages: list[ReceivedMessage]
+    acks: list[AckStatus] = Field(
+        default_factory=list, description="What became of each handle of the request's `ack`, in order."
+    )
 
 
 class AckRequest(ApiModel):
-    receipt_handles: list[ReceiptHandle] = Field(min_length=1, max_length=1000)
-
-
-AckStatus = Literal["acked", "already_acked", "invalid_receipt_handle"]
+    receipt_handles: list[ReceiptHandle] = Field(min_length=1, max_length=MOST_ACKED)
 
 
 class AckResult(ApiModel):

@@ -93,10 +93,30 @@ def _broker_part(flags: int, queue: int, queue_offset: int, physical_offset: int
 
 def encode_record(topic: bytes, queue: int, born_timestamp: int, properties: bytes, body: bytes) -> bytes:
     """A producer's record: the broker's fields zero but `queue` (a queue, or ANY_QUEUE), both CRCs computed."""
+    return _encode(topic, _broker_part(0, queue, 0, 0, 0), born_timestamp, properties, body)
+
+
+def encode_stored(
+    topic: bytes,
+    queue: int,
+    queue_offset: int,
+    physical_offset: int,
+    store_timestamp: int,
+    born_timestamp: int,
+    properties: bytes,
+    body: bytes,
+) -> bytes:
+    """A stored record made again from the fields decoded of it, for a broker that read a message decoded and sends
+    it as a record (pop's receive): the bytes stored, END_OF_BATCH aside, when its properties encode as sent."""
+    broker = _broker_part(0, queue, queue_offset, physical_offset, store_timestamp)
+    return _encode(topic, broker, born_timestamp, properties, body)
+
+
+def _encode(topic: bytes, broker: bytes, born_timestamp: int, properties: bytes, body: bytes) -> bytes:
     covered = _COVERED.pack(born_timestamp, len(topic), len(properties), len(body))
     crc = crc32c(body, crc32c(properties, crc32c(topic, crc32c(covered))))
     head = _SIZE_MAGIC.pack(HEADER_SIZE + len(topic) + len(properties) + len(body), MAGIC)
-    return b"".join((head, _broker_part(0, queue, 0, 0, 0), _CRC.pack(crc), covered, topic, properties, body))
+    return b"".join((head, broker, _CRC.pack(crc), covered, topic, properties, body))
 
 
 def stamp(

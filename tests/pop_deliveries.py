@@ -103,11 +103,15 @@ def read(paths: Iterable[Path]) -> list[Delivery]:
 
 
 def by_message(deliveries: Iterable[Delivery]) -> dict[str, list[Delivery]]:
-    """Each message's deliveries in the order they were received (`attempt` breaks ties within a millisecond)."""
+    """Each message's held deliveries in the order the server made them (by attempt). A delivery that reached its
+    consumer only after its invisible time had ended (the gateway drops those it sees expired, but an answer can
+    still be slow on its way on a loaded host) was never held: it is left out, as its ack, which a later delivery's
+    may already have made `already_acked`."""
     grouped: dict[str, list[Delivery]] = {}
     for delivery in deliveries:
-        grouped.setdefault(delivery.msg_id, []).append(delivery)
-    return {msg_id: sorted(group, key=lambda d: (d.received_ms, d.attempt)) for msg_id, group in grouped.items()}
+        if delivery.received_ms < delivery.invisible_until_ms:
+            grouped.setdefault(delivery.msg_id, []).append(delivery)
+    return {msg_id: sorted(group, key=lambda d: (d.attempt, d.received_ms)) for msg_id, group in grouped.items()}
 
 
 def acked_bodies(deliveries: Iterable[Delivery]) -> set[str]:

@@ -31,7 +31,14 @@ from tidemq_protocol.api.dead_letters import (
 )
 from tidemq_protocol.api.messages import MessageView
 from tidemq_protocol.codec import ProduceFrame
-from tidemq_protocol.errors import InvalidArgument, MessageNotFound, OffsetOutOfRange, Overloaded, TopicNotFound
+from tidemq_protocol.errors import (
+    InvalidArgument,
+    MessageNotFound,
+    NotADeadLetter,
+    OffsetOutOfRange,
+    Overloaded,
+    TopicNotFound,
+)
 from tidemq_protocol.message import Message, StoredMessage
 from tidemq_protocol.record import MESSAGE_GROUP
 from tidemq_store import MessageStore
@@ -142,9 +149,9 @@ def chosen(store: MessageStore, group: str, request: ResendRequest) -> tuple[lis
             try:
                 message = store.message_by_id(msg_id)
             except MessageNotFound:
-                raise MessageNotFound(f"with id {msg_id}: no dead letter of group {group!r} has it") from None
+                raise NotADeadLetter(f"no dead letter of group {group!r} has id {msg_id}") from None
             if message.topic != topic:
-                raise InvalidArgument(f"message {msg_id} is on topic {message.topic!r}, not a dead letter of {group!r}")
+                raise NotADeadLetter(f"message {msg_id} is on topic {message.topic!r}, not a dead letter of {group!r}")
             letters[message.queue_offset] = message
         return [letters[offset] for offset in sorted(letters)], None
     try:

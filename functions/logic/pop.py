@@ -87,6 +87,11 @@ def ack_and_receive(
     deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
     while True:
         popped = pop.receive(group, topic, max_messages, invisible_ms, tag_filter, fifo=fifo)
+        # a receive slow enough (a loaded server) that a delivery's invisible time ended before the answer hands
+        # out no hold: another consumer may have it by now. It is left to come back, attempt + 1, as if its
+        # consumer had died.
+        answered = now_ms()
+        popped = [delivery for delivery in popped if delivery.invisible_until_ms > answered]
         left = deadline - time.monotonic()
         if popped or left <= 0:
             return acks, popped

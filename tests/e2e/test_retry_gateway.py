@@ -155,7 +155,7 @@ def test_the_cli_sets_a_policy_lists_dead_letters_and_resends_a_range_a_request_
         ("POST", "/v1/groups/bad-billing/dead-letters/resend", {"message_ids": ["0" * 24] * 65}, 422),
         ("POST", "/v1/groups/bad-billing/dead-letters/resend", {"message_ids": ["not an id"]}, 422),
         ("POST", "/v1/groups/bad-billing/dead-letters/resend", {"message_ids": ["0" * 24], "to_offset": 4}, 422),
-        ("POST", "/v1/groups/bad-billing/dead-letters/resend", {"message_ids": ["f" * 24]}, 404),
+        ("POST", "/v1/groups/bad-billing/dead-letters/resend", {"message_ids": ["f" * 24]}, 409),
         ("POST", "/v1/groups/nobody/dead-letters/resend", {"from_offset": 0}, 404),
         ("GET", "/v1/groups/bad-billing/dead-letters?offset=100", None, 409),
         ("GET", "/v1/groups/bad-billing/dead-letters?limit=0", None, 422),

@@ -22,7 +22,7 @@ from functions.logic.targets import TargetFailed
 from shared.settings import Settings
 from tidemq_protocol.api.dead_letters import ResendRequest
 from tidemq_protocol.api.push import PushDelivery
-from tidemq_protocol.errors import AccessDenied, InvalidArgument, MessageNotFound, TopicNotFound
+from tidemq_protocol.errors import AccessDenied, InvalidArgument, NotADeadLetter, TopicNotFound
 from tidemq_protocol.message import Message
 from tidemq_protocol.retry import CustomizedBackoff, ExponentialBackoff, RetryPolicy
 from tidemq_store import GroupConfig, TopicConfig
@@ -278,10 +278,10 @@ def test_a_resend_that_cannot_be_made_is_refused_whole_and_records_nothing(reope
     store = reopen()
     letters = lettered(store, 3)
     ids = [letters[0].msg_id]
-    with pytest.raises(MessageNotFound, match="no dead letter of group 'billing'"):
+    with pytest.raises(NotADeadLetter, match="no dead letter of group 'billing'"):
         resend(store, message_ids=[*ids, "f" * 24])
     original = store.get("orders", 0, 0).messages[0].msg_id
-    with pytest.raises(InvalidArgument, match="not a dead letter of 'billing'"):
+    with pytest.raises(NotADeadLetter, match="not a dead letter of 'billing'"):
         resend(store, message_ids=[*ids, original])
 
     def denied(topic: str) -> None:

@@ -34,6 +34,11 @@ class MessageTypeMismatch(ClientError):
     topic as it is: the same message fits a topic of the other type.)"""
 
 
+class NotADeadLetter(ClientError):
+    """A message named for a dead-letter resend is not one of the group's dead letters (no message has the id, or
+    it is on another topic). (HTTP: 409, the request conflicts with what the group's dead letters hold.)"""
+
+
 class MessageTooLarge(ClientError):
     """One message, or a whole batch, is over the configured size limit."""
 

@@ -114,6 +114,13 @@ def by_message(deliveries: Iterable[Delivery]) -> dict[str, list[Delivery]]:
     return {msg_id: sorted(group, key=lambda d: (d.attempt, d.received_ms)) for msg_id, group in grouped.items()}
 
 
+def its_ack(delivery: Delivery) -> bool:
+    """Whether the delivery's own ack settled the message: `acked`, or `already_acked` to an ack sent again after
+    its first answer was lost (an ack first answered `already_acked` came after another delivery's ack: the hold had
+    ended and the message was delivered and acked again meanwhile)."""
+    return delivery.ack == "acked" or (delivery.ack == "already_acked" and delivery.ack_tries > 1)
+
+
 def acked_bodies(deliveries: Iterable[Delivery]) -> set[str]:
     return {delivery.body for delivery in deliveries if delivery.ack in ACKED}
 
@@ -131,7 +138,7 @@ def exclusivity_faults(deliveries: list[Delivery]) -> Iterator[str]:
             yield f"{where}: held by two deliveries at once"
         if later.attempt <= earlier.attempt:
             yield f"{where}: the attempt does not increase"
-        if earlier.ack in ACKED:
+        if its_ack(earlier):
             yield f"{where}: delivered again after its ack was answered"
-    if sum(delivery.ack in ACKED for delivery in deliveries) != 1 and any(d.ack in ACKED for d in deliveries):
+    if sum(map(its_ack, deliveries)) != 1 and any(map(its_ack, deliveries)):
         yield f"{first.msg_id} ({first.body}): acked by more than one delivery: {deliveries}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -107,3 +108,14 @@ def aws_env(local_aws: LocalAws | LocalStack, monkeypatch: pytest.MonkeyPatch) -
     for name, value in local_aws.env.items():
         monkeypatch.setenv(name, value)
     return local_aws
+
+
+@pytest.fixture(params=["embedded", pytest.param("serverless", marks=pytest.mark.local_aws)])
+def reopen(request, open_test_store, tmp_path):
+    """Opens the backend's store (embedded; serverless on the moto server), the same data each time: call it again
+    after closing the one it gave."""
+    if request.param == "embedded":
+        return open_test_store
+    request.getfixturevalue("aws_env")
+    prefix = f"r{uuid.uuid4().hex[:8]}"
+    return lambda: open_test_store(backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=prefix)

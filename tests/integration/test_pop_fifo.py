@@ -7,8 +7,6 @@ head lets its group go on; waiting entries are in the ledger after the store is 
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from functions.logic.push import dead_letter
@@ -23,19 +21,9 @@ T0 = 1_000_000
 HOLD = 10_000
 
 
-@pytest.fixture(params=["embedded", pytest.param("serverless", marks=pytest.mark.local_aws)])
-def open_backend(request, open_test_store, tmp_path):
-    """Open the backend's store; each opening sees what the ones before wrote (close the one before first)."""
-    if request.param == "embedded":
-        return open_test_store
-    request.getfixturevalue("aws_env")
-    prefix = f"f{uuid.uuid4().hex[:8]}"
-    return lambda: open_test_store(backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=prefix)
-
-
 @pytest.fixture
-def store(open_backend):
-    store = open_backend()
+def store(reopen):
+    store = reopen()
     store.create_topic(TopicConfig(name="f", queues=2, message_type=MessageType.FIFO))
     return store
 
@@ -155,15 +143,15 @@ def test_a_dead_lettered_head_lets_its_group_go_on(store):
     assert MESSAGE_GROUP not in letter.properties  # the dead-letter topic is not FIFO
 
 
-def test_waiting_entries_are_there_after_the_store_is_opened_again(open_backend):
-    store = open_backend()
+def test_waiting_entries_are_there_after_the_store_is_opened_again(reopen):
+    store = reopen()
     store.create_topic(TopicConfig(name="f", queues=2, message_type=MessageType.FIFO))
     a, b = same_queue_groups(2)
     store.put("f", [grouped(f"{group}-{i}", group) for i in range(3) for group in (a, b)])
     (head,) = receive(fifo(store), most=1)
     assert len(receive(fifo(store))) == 3  # b's, passing a's
     store.close()
-    store = open_backend()
+    store = reopen()
     ledger = store.pop_ledger.read("c", "f", 0)
     assert [(e.group, e.attempt) for e in ledger.entries if e.waiting] == [(a, 0), (a, 0)]
     pop = fifo(store)

@@ -8,7 +8,6 @@ passed in (`now`) or the backoff is zero, never slept."""
 from __future__ import annotations
 
 import threading
-import uuid
 
 import pytest
 
@@ -42,16 +41,6 @@ class Notices:
 
     def subscription_changed(self, group: str, topic: str | None) -> None:
         pass
-
-
-@pytest.fixture(params=["embedded", pytest.param("serverless", marks=pytest.mark.local_aws)])
-def reopen(request, open_test_store, tmp_path):
-    """Opens the backend's store, the same data each time: call it again after closing the one it gave."""
-    if request.param == "embedded":
-        return open_test_store
-    request.getfixturevalue("aws_env")
-    prefix = f"p{uuid.uuid4().hex[:8]}"
-    return lambda: open_test_store(backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=prefix)
 
 
 def restarted(store, reopen):

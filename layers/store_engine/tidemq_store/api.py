@@ -41,6 +41,7 @@ from .model import (
 )
 from .pop.api import PopLedger
 from .reads import QueueRead, ReadRequest
+from .transactions.api import TransactionLog
 
 UNSET = object()
 
@@ -328,6 +329,30 @@ class MessageStore(ABC):
         if self._pop_ledger is not None:
             self._pop_ledger.close()
             self._pop_ledger = None
+
+    # ---- transactional messages (transactions/) ---------------------------------------------------
+
+    _transactions: TransactionLog | None = None
+
+    @property
+    def transactions(self) -> TransactionLog:
+        """The transactions of the store's TRANSACTION topics (transactions/api.py), opened (and on the embedded
+        engine recovered) at first use."""
+        if self._transactions is None:
+            with _OPENING:
+                if self._transactions is None:
+                    self._transactions = self.open_transactions()
+        return self._transactions
+
+    def open_transactions(self) -> TransactionLog:
+        """The backend's TransactionLog."""
+        raise NotImplementedError(f"{type(self).__name__} has no transaction log")
+
+    def close_transactions(self) -> None:
+        """Close the transaction log if it was opened (each backend's `close` calls this first)."""
+        if self._transactions is not None:
+            self._transactions.close()
+            self._transactions = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

@@ -7,7 +7,9 @@ version 2 records (record.py) that only need the broker's fields written.
 Either way each message must fit its topic's message type (RocketMQ 5's, `MessageType`): on a FIFO topic every
 message carries a message group and is in its group's queue (`key_queue`: a record that lets the broker choose
 goes there), so a group's messages are in one queue in the order they were put; on any other topic none carries
-one. A message that does not fit refuses its batch (MessageTypeMismatch, naming the topic's type).
+one. A TRANSACTION topic takes half messages only (a transaction's first step, transactions/api.py), and only a
+TRANSACTION topic takes them. A message that does not fit refuses its batch (MessageTypeMismatch, naming the
+topic's type).
 """
 
 from __future__ import annotations
@@ -86,10 +88,18 @@ def _check_total(limits: StoreConfig, total: int) -> None:
         raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
 
 
-def check_message_type(config: TopicConfig, index: int, group: str | None, queue: int) -> None:
-    """MessageTypeMismatch unless message `index` (of message group `group`, in `queue`) fits the topic's type (see
-    the module docstring)."""
+def check_message_type(config: TopicConfig, index: int, group: str | None, queue: int, half: bool = False) -> None:
+    """MessageTypeMismatch unless message `index` (of message group `group`, in `queue`; `half`: a transaction's
+    half message) fits the topic's type (see the module docstring)."""
     kind = config.message_type
+    if half != (kind is MessageType.TRANSACTION):
+        raise MessageTypeMismatch(
+            f"message {index} is a half message; topic {config.name!r} is {kind.value}: only a TRANSACTION topic"
+            " takes half messages"
+            if half
+            else f"message {index} is not a half message; topic {config.name!r} is TRANSACTION: send it in a"
+            f" transaction (POST /v1/topics/{config.name}/transactions)"
+        )
     if kind is MessageType.FIFO:
         if group is None:
             raise MessageTypeMismatch(
@@ -107,8 +117,11 @@ def check_message_type(config: TopicConfig, index: int, group: str | None, queue
         )
 
 
-def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[Message]) -> ValidatedBatch:
-    """Check a whole batch of messages and encode it (raising a `ClientError` that names the message at fault)."""
+def validate_batch(
+    limits: StoreConfig, config: TopicConfig, messages: Sequence[Message], half: bool = False
+) -> ValidatedBatch:
+    """Check a whole batch of messages and encode it (raising a `ClientError` that names the message at fault);
+    `half`: the half messages of transactions."""
     if not isinstance(messages, Sequence):
         raise InvalidBatch("a batch must hold at least one message")
     _check_count(limits, len(messages))
@@ -125,7 +138,7 @@ def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[
             body = bytes(body)
         if type(queue) is not int or not 0 <= queue < queues:
             raise QueueOutOfRange(config.name, queue, queues)
-        check_message_type(config, index, message_group_of(message.properties), queue)
+        check_message_type(config, index, message_group_of(message.properties), queue, half)
         props = b""
         if keys or tag is not None or message.properties:
             try:

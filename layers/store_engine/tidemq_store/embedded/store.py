@@ -9,6 +9,7 @@ Layout under `StoreConfig.home`:
     metadata/      RocksDB: topics, groups, consumer offsets, users (see metadata.py)
     checkpoint     where ConsumeQueue replay starts (see consumequeue.Checkpoint)
     kv/            RocksDB: the KV namespaces' entries (see kv.py)
+    transactions/  RocksDB: transactional messages, half messages and outcomes (see transactions.py)
 
 Write path (one writer at a time, under `_write_lock`): validate the whole batch, assign queue
 offsets, encode the records, append them with one write(), index them with one RocksDB write batch,
@@ -24,6 +25,7 @@ they share (parts.py):
     admin.py        topics, groups and consumer offsets, users (under the same write lock)
     retention.py    expiry, segment deletion and release, the background round (checkpoints and retention)
     recovery.py     checkpoints, and the replay of the log into the ConsumeQueue when the store opens
+    transactions.py the transaction log: half messages, their commit or rollback, and check-back
     replication.py  a slave's log as a copy of its master's (RIP-31; replica.py owns the chunk format)
 """
 
@@ -67,6 +69,7 @@ from .metadata import MetadataStore
 from .recovery import Recovery
 from .replication import Replication
 from .retention import Retention
+from .transactions import TX_ID_BASE, RocksTransactionLog
 
 
 class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication, HotStore):
@@ -109,6 +112,11 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
 
     def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
         return self._append(topic, validate_records(self.config, self.get_topic(topic), records, default_queue))
+
+    def append_batch(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
+        """Append a batch checked already, as it is (the transaction log's committed messages: their type is the
+        topic's, and their records name their ids)."""
+        return self._append(topic, batch)
 
     def _append(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
         with self._write_lock:
@@ -231,6 +239,8 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
         position, size = parse_message_id(msg_id)
+        if position >= TX_ID_BASE:  # a half message's id, which its committed message keeps
+            return self.transactions.committed_message(msg_id)
         if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
             raise MessageNotFound(f"with id {msg_id}")
         message = read_by_id(msg_id, self.config.max_message_bytes, self.commitlog.read)
@@ -307,9 +317,13 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         # this process alone writes it: what it knows is never stale, and a receive scans no RocksDB (pop/known.py)
         return KnownLedgers(RocksPopLedger(self.config.home / "pop", self.config.metadata_sync), math.inf)
 
+    def open_transactions(self) -> RocksTransactionLog:
+        return RocksTransactionLog(self, self.config.home / "transactions", self.config.metadata_sync)
+
     def close(self) -> None:
         if self._closed:
             return
+        self.close_transactions()
         self.close_kv()
         self.close_pop_ledger()
         self._stop.set()

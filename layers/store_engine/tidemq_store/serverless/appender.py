@@ -16,7 +16,7 @@ from ..batch import ValidatedBatch, validate_batch, validate_records
 from ..config import StoreConfig
 from ..model import PutResult, check_queue
 from .metadata import Metadata
-from .queue_index import BatchRef, QueueIndex, QueueMissing
+from .queue_index import BatchRef, ExtraWrite, QueueIndex, QueueMissing
 from .segments import SegmentWriter, physical_offset
 
 
@@ -56,7 +56,7 @@ class Appender:
             has_keys = any(batch.keys[index] for index in indexes)
             parts[queue] = BatchRef(0, len(indexes), appended.file, at, length, store_timestamp, has_keys)
             at += length
-        firsts = self._sequence(topic, parts)
+        firsts = self.sequence(topic, parts)
         results: list[PutResult | None] = [None] * len(batch)
         for queue, part in parts.items():
             at = part.position
@@ -67,16 +67,17 @@ class Appender:
                 at += size
         return results  # type: ignore[return-value]
 
-    def _sequence(self, topic: str, parts: dict[int, BatchRef]) -> dict[int, int]:
-        """Give each queue's part of the batch its offsets, all or none (queue_index.py); the first of each."""
+    def sequence(self, topic: str, parts: dict[int, BatchRef], also: ExtraWrite | None = None) -> dict[int, int]:
+        """Give each queue's part of the batch its offsets, all or none (queue_index.py); the first of each.
+        `also`: another item's conditional write in the same transaction (a transaction's commit)."""
         try:
-            return self.index.sequence(topic, parts)
+            return self.index.sequence(topic, parts, also)
         except QueueMissing as missing:  # a queue's first put, or the topic is gone (or lost it): look again
             config = self.metadata.cached_topic(topic, fresh=True)
             for queue in missing.queues:
                 check_queue(config, queue)
                 self.index.create(topic, queue)
-            return self.index.sequence(topic, parts)
+            return self.index.sequence(topic, parts, also)
 
 
 __all__ = ["Appender"]

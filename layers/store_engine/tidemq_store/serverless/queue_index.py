@@ -44,6 +44,9 @@ Why it is safe:
   conflicting transaction) reads again and retries, with jittered backoff. Transactions return no values,
   hence the read; and under contention they retry where step 1 never does, so they are kept to the batches
   that need them.
+- A batch sequenced on a condition of another item (`sequence(..., also=)`: a transaction's commit, which records
+  its outcome in the same write, transactions.py) is sequenced the same way, by one transaction that also
+  writes that item: the batch gets its offsets exactly when that item's condition holds (else ItemChanged).
 
 Cost: one request per batch, plus two per TRIM_EVERY (16) batches for indexing: 1.125 requests a batch,
 whatever the concurrency (two for a batch spread over several queues, more when it has to retry). The
@@ -119,6 +122,15 @@ class QueueState(NamedTuple):
 EMPTY = QueueState(0, 0, 0, 0, [], False)
 
 
+ExtraWrite = Callable[[TransactWrite, dict[int, int]], None]
+"""Adds one item's conditional write to a sequencing transaction, given each queue's first offset in it."""
+
+
+class ItemChanged(Exception):
+    """The condition of the item a batch was to be sequenced with (`sequence(..., also=)`) did not hold: nothing
+    was written."""
+
+
 class QueueMissing(Exception):
     """These queues have no item yet (made on the first put) or their topic was deleted."""
 
@@ -152,14 +164,15 @@ class QueueIndex:
             if not is_conditional(error):
                 raise
 
-    def sequence(self, topic: str, parts: dict[int, BatchRef]) -> dict[int, int]:
+    def sequence(self, topic: str, parts: dict[int, BatchRef], also: ExtraWrite | None = None) -> dict[int, int]:
         """Step 1 (and, when its turn, 3) of the protocol for a batch whose part in queue q is `parts[q]`: every
         part gets its offsets, or none does; return each part's first offset. QueueMissing names the queues
-        that have no item yet."""
-        if len(parts) == 1:
+        that have no item yet. `also`: in the same transaction, the write of another item (ItemChanged if its
+        condition fails)."""
+        if len(parts) == 1 and also is None:
             ((queue, batch),) = parts.items()
             return {queue: self._sequence_alone(topic, queue, batch)}
-        return self._sequence_together(topic, parts)
+        return self._sequence_together(topic, parts, also)
 
     def _sequence_alone(self, topic: str, queue: int, batch: BatchRef) -> int:
         queues = self.tables.queues
@@ -178,8 +191,11 @@ class QueueIndex:
             self._index_quietly(topic, queue, int(item.indexed), item.pending)
         return int(item.next_offset) - batch.count
 
-    def _sequence_together(self, topic: str, parts: dict[int, BatchRef]) -> dict[int, int]:
-        """Sequence a batch spread over several queues in one transaction (see the module docstring)."""
+    def _sequence_together(
+        self, topic: str, parts: dict[int, BatchRef], also: ExtraWrite | None = None
+    ) -> dict[int, int]:
+        """Sequence a batch spread over several queues (or with another item's write) in one transaction (see the
+        module docstring)."""
         queues = self.tables.queues
         for attempt in itertools.count():
             states = self._states(topic, list(parts))
@@ -195,7 +211,11 @@ class QueueIndex:
                         transaction.update(
                             queues(queue_key(topic, queue)), actions, condition=queues.next_offset == seen
                         )
+                    if also is not None:
+                        also(transaction, {queue: state.next_offset for queue, state in states.items()})  # the last
             except TransactWriteError as error:
+                if also is not None and _failed_last(error):
+                    raise ItemChanged() from None
                 if not raced(error):
                     raise
                 time.sleep(random.uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2**attempt)))  # step back, more each time
@@ -417,6 +437,12 @@ def raced(error: TransactWriteError) -> bool:
     return any(code in ("ConditionalCheckFailed", "TransactionConflict") for code in reasons) or (
         getattr(error, "cause_response_code", None) == "TransactionConflictException"
     )
+
+
+def _failed_last(error: TransactWriteError) -> bool:
+    """Whether the condition of a transaction's last item failed."""
+    reasons = error.cancellation_reasons or []
+    return bool(reasons) and reasons[-1] is not None and reasons[-1].code == "ConditionalCheckFailed"
 
 
 def is_conditional(error: Exception) -> bool:

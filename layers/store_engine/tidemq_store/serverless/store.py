@@ -7,8 +7,9 @@ directory (EFS in AWS) and DynamoDB, with no process that owns a queue (RIP-20's
     appender.py     the put: a batch appended to the writer's segment file, then sequenced
     segments.py     the records: each writer's own files on the shared directory
     queue_index.py  the sequencing protocol: offsets, dense and ordered, from one DynamoDB write per batch
-    tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches, pop_ledger
+    tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches, pop_ledger, transactions
     pop.py          the pop groups' ledgers (pop consumption's state)
+    transactions.py transactional messages: half messages in the segment files, their state in DynamoDB
     cold.py         the cold tier as this backend reads it
     maintenance.py  the scheduled run: upload to the cold tier, retention, deleting unreferenced files
     arrivals.py     long polling: the waits of one process share one poll of the queues waited on
@@ -53,6 +54,7 @@ from ..model import (
 from ..pop.api import PopLedger
 from ..reads import DecodedRead, ReadRequest, check_read, matching
 from ..selection import scan_size
+from ..transactions.api import TransactionLog
 from .appender import Appender
 from .arrivals import ArrivalWatch
 from .known_queues import QUEUE_CACHE_S, KnownQueue
@@ -130,6 +132,7 @@ class ServerlessMessageStore(MessageStore):
             self.index.drop(name, queue)
         self.offsets.forget_topic(name)
         self.pop_ledger.forget_topic(name)  # a topic made again under the name starts every pop group afresh
+        self.transactions.forget_topic(name)  # its half messages are never committed
         if self.tier is not None:
             self.tier.forget(name)
 
@@ -416,7 +419,13 @@ class ServerlessMessageStore(MessageStore):
 
         return KnownLedgers(DynamoDbPopLedger(self.tables), QUEUE_CACHE_S)  # a read is a Query: known.py
 
+    def open_transactions(self) -> TransactionLog:
+        from .transactions import DynamoDbTransactionLog
+
+        return DynamoDbTransactionLog(self)
+
     def close(self) -> None:
+        self.close_transactions()
         self.close_pop_ledger()
         self.close_kv()
         self.writer.close()

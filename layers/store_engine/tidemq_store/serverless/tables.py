@@ -30,6 +30,12 @@ pop_ledger     "group#topic" (hash) | slot (range)
             queue's cursor (and group, topic: the sparse indexes `by_group` (group | topic) and `by_topic`
             (topic | group) list a group's or a topic's ledgers), slot "queue/offset" (20 digits) an entry:
             attempt, nonce, visible_at_ms, and message_group in a FIFO receive's entries (absent otherwise)
+transactions   msg_id (hash)                    -> a transaction (serverless/transactions.py): topic, queue,
+            producer_group, state, prepared_ms, check_at, checks, claimed, answer, ended_ms, ended_by, offset,
+            and where its half message is (file, position, length, has_keys); the sparse indexes `due` (due="p"
+            while prepared | check_at) and `open` (open_for "topic|group" while a check is open | msg_id) find
+            checks to open and to take, `by_topic` (topic | listed) lists a topic's; `purge_at` (DynamoDB TTL,
+            epoch s): an outcome is kept for transactions.api.OUTCOME_RETENTION_MS
 
 A TTLAttribute names the table's DynamoDB TTL attribute: pynamodb enables TTL on it when it makes the table.
 """
@@ -40,6 +46,7 @@ import os
 
 from pynamodb.attributes import (
     BinaryAttribute,
+    BooleanAttribute,
     ListAttribute,
     NumberAttribute,
     TTLAttribute,
@@ -47,7 +54,7 @@ from pynamodb.attributes import (
     UnicodeSetAttribute,
 )
 from pynamodb.connection import Connection
-from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection, Projection
 from pynamodb.models import Model
 from pynamodb.signals import pre_dynamodb_send
 
@@ -91,8 +98,9 @@ def _configs(table: str, prefix: str, host: str | None, region: str) -> type[Mod
     return Configs
 
 
-def _index(name: str):
-    return type("Meta", (), {"index_name": name, "projection": KeysOnlyProjection(), "billing_mode": "PAY_PER_REQUEST"})
+def _index(name: str, projection: Projection | None = None):
+    projection = KeysOnlyProjection() if projection is None else projection
+    return type("Meta", (), {"index_name": name, "projection": projection, "billing_mode": "PAY_PER_REQUEST"})
 
 
 class Tables:
@@ -208,10 +216,53 @@ class Tables:
             by_group = PopLedgersByGroup()
             by_topic = PopLedgersByTopic()
 
+        class TransactionsDue(GlobalSecondaryIndex):
+            Meta = _index("due", AllProjection())
+            due = UnicodeAttribute(hash_key=True)
+            check_at = NumberAttribute(range_key=True)
+
+        class TransactionsOpen(GlobalSecondaryIndex):
+            Meta = _index("open", AllProjection())
+            open_for = UnicodeAttribute(hash_key=True)
+            msg_id = UnicodeAttribute(range_key=True)
+
+        class TransactionsByTopic(GlobalSecondaryIndex):
+            Meta = _index("by_topic", AllProjection())
+            topic = UnicodeAttribute(hash_key=True)
+            listed = UnicodeAttribute(range_key=True)
+
+        class Transactions(Model):
+            Meta = _meta("transactions", prefix, host, region)
+            msg_id = UnicodeAttribute(hash_key=True)
+            topic = UnicodeAttribute()
+            queue = NumberAttribute()
+            producer_group = UnicodeAttribute()
+            state = UnicodeAttribute()
+            prepared_ms = NumberAttribute()
+            check_at = NumberAttribute()
+            checks = NumberAttribute(default=0)
+            claimed = NumberAttribute(default=0)
+            answer = UnicodeAttribute(null=True)
+            ended_ms = NumberAttribute(null=True)
+            ended_by = UnicodeAttribute(null=True)
+            offset = NumberAttribute(null=True)
+            file = UnicodeAttribute()
+            position = NumberAttribute()
+            length = NumberAttribute()
+            has_keys = BooleanAttribute(default=False)
+            listed = UnicodeAttribute()  # transactions.api.listing_key
+            due = UnicodeAttribute(null=True)  # "p" while prepared: the sparse index `due`
+            open_for = UnicodeAttribute(null=True)  # "topic|group" while a check is open: the sparse index `open`
+            purge_at = TTLAttribute(null=True)
+            by_due = TransactionsDue()
+            by_open = TransactionsOpen()
+            by_topic = TransactionsByTopic()
+
         self.topics, self.groups, self.users = (_configs(table, prefix, host, region) for table in CONFIG_TABLES)
         self.offsets, self.queues, self.batches = Offsets, Queues, Batches
         self.kv_namespaces, self.kv_entries, self.kv_changes = KvNamespaces, KvEntries, KvChanges
         self.pop_ledger = PopLedger
+        self.transactions = Transactions
         self.connection = Connection(
             region=region,
             host=host,
@@ -227,6 +278,7 @@ class Tables:
 
     def create_missing(self) -> None:
         messages = (self.topics, self.groups, self.users, self.offsets, self.queues, self.batches)
-        for model in (*messages, self.kv_namespaces, self.kv_entries, self.kv_changes, self.pop_ledger):
+        kv = (self.kv_namespaces, self.kv_entries, self.kv_changes)
+        for model in (*messages, *kv, self.pop_ledger, self.transactions):
             if not model.exists():
                 model.create_table(wait=True)

@@ -45,6 +45,7 @@ from ..model import (
 )
 from ..pop.api import PopLedger
 from ..reads import QueueRead, ReadRequest, RunsRead, check_read
+from ..transactions.api import TransactionLog
 from .cache import ReadAheadCache, read_cold
 from .container import TieredQueue
 from .dispatcher import TieredDispatcher
@@ -318,6 +319,11 @@ class TieredMessageStore(MessageStore):
     def pop_ledger(self) -> PopLedger:
         """The hot store's: pop state is no part of what the tier holds."""
         return self.hot.pop_ledger
+
+    @property
+    def transactions(self) -> TransactionLog:
+        """The hot store's: transactions are no part of what the tier holds."""
+        return self.hot.transactions
 
     def close(self) -> None:
         if self._closed:

@@ -275,3 +275,21 @@ class ReplicaDiverged(ClientError):
 class DiskQuotaExceeded(ClientError):
     """The broker is past its disk quota's clean-up threshold and holds nothing it may remove (no cold tier keeps a
     copy of its oldest segments): it takes no new messages until space is freed (RIP-31's logical disk space)."""
+
+
+# ---- transactional messages (tidemq_store/transactions) ------------------------------------------
+
+
+class TransactionNotFound(ClientError):
+    """No transaction of the topic has this half message id (never sent, of another topic, or ended so long ago that
+    its outcome is no longer kept)."""
+
+    def __init__(self, topic: str, msg_id: str) -> None:
+        super().__init__(f"topic {topic!r} has no transaction with half message {msg_id!r}")
+        self.topic, self.msg_id = topic, msg_id
+
+
+class TransactionConflict(ClientError):
+    """The transaction ended the other way: a commit after a rollback (or a rollback after a commit), or a commit of a
+    half message rolled back by its check-backs. Nothing was changed. (HTTP: 409, the request conflicts with the
+    transaction's outcome.)"""

@@ -28,6 +28,7 @@ from .properties import (
     MAX_PROPERTIES,
     MAX_PROPERTIES_BYTES,
     MESSAGE_GROUP,
+    MESSAGE_ID,
     RESERVED_PROPERTIES,
     TAGS,
     CheckedProperties,
@@ -36,6 +37,7 @@ from .properties import (
     decode_properties,
     encode_properties,
     message_group_of,
+    with_message_id,
 )
 from .reader import (
     SHORTEST_HEADER,
@@ -98,6 +100,7 @@ __all__ = [
     "MAX_PROPERTIES_BYTES",
     "MAX_TOPIC_BYTES",
     "MESSAGE_GROUP",
+    "MESSAGE_ID",
     "PHYSICAL_AT",
     "QUEUE_AT",
     "QUEUE_OFFSET_AT",
@@ -134,4 +137,5 @@ __all__ = [
     "stamp",
     "store_timestamp_at",
     "verify_records",
+    "with_message_id",
 ]

@@ -28,6 +28,7 @@ TAGS = "TAGS"
 RESERVED_PROPERTIES = frozenset({KEYS, TAGS})
 MESSAGE_GROUP = "__SHARDINGKEY"
 MAX_MESSAGE_GROUP = 128  # SQS's bound on a MessageGroupId
+MESSAGE_ID = "UNIQ_KEY"
 _NAME_SEP, _PROP_SEP = "\x01", "\x02"
 
 
@@ -61,12 +62,23 @@ def encode_properties(keys: tuple[str, ...], tag: str | None, properties: Mappin
         _check_text("property name", name, spaces=True)
         if name in RESERVED_PROPERTIES:
             raise InvalidArgument(f"property name {name!r} is reserved; use the message's keys and tag")
+        if name == MESSAGE_ID:
+            raise InvalidArgument(f"property name {name!r} is reserved: the broker writes a message's id")
         if not isinstance(value, str) or _NAME_SEP in value or _PROP_SEP in value:
             raise InvalidArgument(f"property {name!r} must be a string without \\x01 or \\x02")
         if name == MESSAGE_GROUP:
             check_message_group(value)
         parts.append(name + _NAME_SEP + value)
     encoded = (_PROP_SEP.join(parts) + _PROP_SEP).encode()
+    if len(encoded) > MAX_PROPERTIES_BYTES:
+        raise InvalidArgument(f"properties take {len(encoded)} bytes encoded; the limit is {MAX_PROPERTIES_BYTES}")
+    return encoded
+
+
+def with_message_id(raw: bytes, msg_id: str) -> bytes:
+    """Encoded properties `raw` (as `encode_properties` made them) that also give the message the id `msg_id`
+    (MESSAGE_ID: the broker's, never a producer's)."""
+    encoded = raw + (MESSAGE_ID + _NAME_SEP + msg_id + _PROP_SEP).encode()
     if len(encoded) > MAX_PROPERTIES_BYTES:
         raise InvalidArgument(f"properties take {len(encoded)} bytes encoded; the limit is {MAX_PROPERTIES_BYTES}")
     return encoded

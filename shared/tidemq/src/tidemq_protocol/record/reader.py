@@ -30,7 +30,7 @@ from ..errors import CorruptStore, MessageNotFound
 from ..message import StoredMessage
 from . import v1, v2
 from .ids import ID, message_id, parse_message_id
-from .properties import decode_properties
+from .properties import MESSAGE_ID, decode_properties
 
 MAGIC_AT = 4  # every version's magic byte follows its total_size
 SHORTEST_HEADER = v1.HEADER_SIZE
@@ -162,7 +162,8 @@ def decode_message(buf: bytes, pos: int = 0) -> StoredMessage:
     start += tlen
     keys, tag, props = decode_properties(buf[start : start + plen]) if plen else ((), None, {})
     body = buf[start + plen : pos + size]
-    return StoredMessage(topic, queue, offset, message_id(physical, size), born, stored, body, keys, tag, props)
+    msg_id = props.pop(MESSAGE_ID, None) or message_id(physical, size)  # a moved message keeps its id
+    return StoredMessage(topic, queue, offset, msg_id, born, stored, body, keys, tag, props)
 
 
 def read_header(buf: bytes, pos: int = 0) -> RecordHeader:
@@ -267,9 +268,10 @@ def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> l
             start += tlen
             if plen:
                 keys, tag, props = decode_properties(data[start : start + plen])
+                msg_id = props.pop(MESSAGE_ID, None) or _id_bytes(physical, size).hex()  # a moved message keeps its id
             else:
                 keys, tag, props = (), None, {}
-            msg_id = _id_bytes(physical, size).hex()  # message_id(physical, size), without a call per message
+                msg_id = _id_bytes(physical, size).hex()  # message_id(physical, size), without a call per message
             body = data[start + plen : end]
             messages.append(StoredMessage(topic, queue, offset, msg_id, born, stored, body, keys, tag, props))
         if damage is not None:

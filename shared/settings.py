@@ -209,6 +209,24 @@ class Settings(StoreConfig):
         description="The Python (major.minor) of the application's image that runs the jobs.",
     )
 
+    transaction_timeout_ms: int = Field(
+        default=6_000,
+        ge=1,
+        description="How long a half message waits for its producer's commit or rollback before its first check-back "
+        "(RocketMQ's transactionTimeOut).",
+    )
+    transaction_check_interval_ms: int = Field(
+        default=30_000,
+        ge=1,
+        description="The wait between two check-backs of one half message (RocketMQ 5's transactionCheckInterval).",
+    )
+    transaction_check_max: int = Field(
+        default=15,
+        ge=0,
+        description="Check-backs of a half message, unanswered or answered unknown, before it is rolled back "
+        "(RocketMQ's transactionCheckMax).",
+    )
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

@@ -64,7 +64,7 @@ def produce_records(store: MessageStore, topic: str, records: bytes, notifier: P
     return results
 
 
-def _properties(index: int, message: MessageIn) -> dict[str, str]:
+def json_properties(index: int, message: MessageIn) -> dict[str, str]:
     """A JSON message's properties as the record holds them: its message group among them."""
     if MESSAGE_GROUP in message.properties:
         raise InvalidArgument(f"message {index}: property name {MESSAGE_GROUP!r} is reserved; use message_group")
@@ -75,7 +75,7 @@ def _properties(index: int, message: MessageIn) -> dict[str, str]:
 
 def produce_json(store: MessageStore, topic: str, messages: list[MessageIn], notifier: PushNotifier) -> ProduceResponse:
     frames = [
-        ProduceFrame(Message(m.body_bytes(), 0, tuple(m.keys), m.tag, _properties(i, m)), m.queue, m.sharding_key)
+        ProduceFrame(Message(m.body_bytes(), 0, tuple(m.keys), m.tag, json_properties(i, m)), m.queue, m.sharding_key)
         for i, m in enumerate(messages)
     ]
     results = produce_frames(store, topic, frames, notifier)

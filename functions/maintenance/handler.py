@@ -6,20 +6,26 @@
                    since the last run it returns at once, without a request to DynamoDB or S3. Its metric
                    TierUploadLagSeconds is the age of the oldest message it found not yet uploaded
     every hour     the constant input {"job": "retention"}: topic retention
+    every minute   the constant input {"job": "transactions"}: transactional messages' check-backs opened when due,
+                   rolled back at the check limit, old outcomes pruned (functions/logic/transactions.py `sweep`)
 
-The embedded engine does both in its own threads; there a run reports `skipped`.
+The embedded engine does the first two in its own threads (there a run reports `skipped`); the local servers run
+the transactions job on a timer for either backend.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from pydantic import BaseModel, ConfigDict
 
+from functions.logic import transactions
 from functions.observability import instrumented, logger, metrics
 from functions.store import get_store
+from shared.settings import get_settings
 
 
 class MaintenanceEvent(BaseModel):
@@ -27,13 +33,18 @@ class MaintenanceEvent(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    job: Literal["upload", "retention"] = "upload"
+    job: Literal["upload", "retention", "transactions"] = "upload"
 
 
 @event_parser(model=MaintenanceEvent)
 def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
     store = get_store()
-    if event.job == "retention":
+    if event.job == "transactions":
+        swept = transactions.sweep(store, get_settings())
+        metrics.add_metric(name="TransactionChecksOpened", unit=MetricUnit.Count, value=swept.checks_opened)
+        metrics.add_metric(name="TransactionsRolledBackAtCheckLimit", unit=MetricUnit.Count, value=swept.rolled_back)
+        result = {"job": "transactions", **dataclasses.asdict(swept)}
+    elif event.job == "retention":
         cleaned = store.clean_expired()
         metrics.add_metric(name="MessagesExpired", unit=MetricUnit.Count, value=cleaned.messages_expired)
         result = {
@@ -58,7 +69,7 @@ def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
         }
     if result.get("failed"):
         logger.warning("maintenance left queues for the next run", extra=result)
-    elif result.get("queues") or result.get("files_deleted") or result.get("messages_expired"):
+    elif any(result.get(name) for name in ("queues", "files_deleted", "messages_expired", "rolled_back")):
         logger.info("maintenance done", extra=result)
     return result
 

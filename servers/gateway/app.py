@@ -7,8 +7,8 @@
 
 With `TIDEMQ_PUSH_MODE=local` (the default) the process also runs the push worker (`functions.push.worker`), where
 AWS would invoke the push function: started here, it is the push notifier the handlers give the produce and
-subscription logic. With the serverless backend it also runs the maintenance schedule, and it starts the local AWS
-(`TIDEMQ_LOCAL_AWS`) that its settings ask for.
+subscription logic. It runs the maintenance schedule (with the embedded engine, only its transactions job), and it
+starts the local AWS (`TIDEMQ_LOCAL_AWS`) that its settings ask for.
 """
 
 from __future__ import annotations
@@ -43,14 +43,18 @@ from tidemq_store import Backend
 
 
 def _start_schedule():
-    """With the serverless backend, what AWS runs on EventBridge schedules runs here on timers (the maintenance
-    function: upload to the cold tier, clean-up, retention); None with the embedded engine, which does its own."""
+    """What AWS runs on EventBridge schedules runs here on timers (the maintenance function): with the serverless
+    backend upload to the cold tier, clean-up and retention (the embedded engine does its own); with either, the
+    transactional messages' check-backs."""
     settings = get_settings()
-    if settings.backend is not Backend.SERVERLESS:
-        return None
     from functions.maintenance.schedule import LocalSchedule
 
-    return LocalSchedule(settings.maintenance_interval_s, settings.clean_interval_s, LocalContext).start()
+    checks_every_s = min(settings.transaction_timeout_ms, settings.transaction_check_interval_ms) / 1000
+    if settings.backend is not Backend.SERVERLESS:
+        return LocalSchedule(None, None, LocalContext, checks_every_s).start()
+    return LocalSchedule(
+        settings.maintenance_interval_s, settings.clean_interval_s, LocalContext, checks_every_s
+    ).start()
 
 
 async def app(scope, receive, send) -> None:

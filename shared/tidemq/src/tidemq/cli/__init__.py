@@ -43,6 +43,9 @@ SUBCOMMANDS = {
         "Run the Spark jobs over the cold tier: here (spark-submit on local[2]) or on EMR Serverless.",
     ),
     "topic": Subcommand("tidemq.cli.topic:topic", "Create, list, describe and delete topics."),
+    "tx": Subcommand(
+        "tidemq.cli.tx:tx", "Transactional messages: send half messages, commit or roll back, check-backs, outcomes."
+    ),
     "user": Subcommand("tidemq.cli.access:user", "Users: create, list, rotate a secret, delete."),
 }
 """The subcommands, each imported only when it runs (`tidemq --help` shows their summaries)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import (
     ConfigDict,
@@ -75,6 +75,15 @@ class MessageIn(ApiModel):
         if self.sharding_key is not None and self.message_group is not None:
             raise ValueError("give sharding_key or message_group, not both: a message's group is its key")
         return self
+
+    @classmethod
+    def of(cls, body: bytes | str, **fields: Any) -> MessageIn:
+        """A message of `body` (text as UTF-8; bytes as UTF-8 text when they are, else base64) and `fields`."""
+        data = body.encode() if isinstance(body, str) else bytes(body)
+        try:
+            return cls(body=data.decode(), **fields)
+        except UnicodeDecodeError:
+            return cls(body=base64.b64encode(data).decode(), body_encoding="base64", **fields)
 
     def body_bytes(self) -> bytes:
         if self.body_encoding == "utf-8":

@@ -115,6 +115,7 @@ def list_transactions(client: HttpClient, topic: str, state: str | None, limit: 
             _show(view)
         return
     grid = table("msg_id", "state", "group", "queue", "offset", "checks", "prepared", "ended by", numeric=("checks",))
+    grid.columns[0].min_width = 24  # an id whole, however narrow the terminal
     for view in page.transactions:
         offset = "" if view.offset is None else str(view.offset)
         grid.add_row(

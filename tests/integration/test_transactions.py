@@ -6,8 +6,12 @@ again. Times are passed in, never slept."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -203,3 +207,22 @@ def _eventually(read, attempts: int = 200):
             return found
         time.sleep(0.05)
     return read()
+
+
+WRITER = Path(__file__).with_name("transaction_crash_writer.py")
+
+
+@pytest.mark.parametrize("when", ["before_append", "after_append"])
+def test_an_embedded_commit_killed_between_its_writes_is_finished_once_when_the_store_opens_again(
+    open_test_store, store_config, when
+):
+    """The embedded engine's commit is three writes (embedded/transactions.py): a process killed with SIGKILL after
+    the decision, or after the append too, leaves a commit the next opening finishes, its message appended once."""
+    home = store_config().home
+    killed = subprocess.run([sys.executable, str(WRITER), str(home), when], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    msg_id = killed.stdout.split()[0]
+    store = open_test_store()
+    assert store.transactions.get("tx", msg_id).state is TransactionState.COMMITTED
+    assert [m.msg_id for m in store.get("tx", 1, 0, 100).messages] == [msg_id]
+    assert store.message_by_id(msg_id).body == b"paid"

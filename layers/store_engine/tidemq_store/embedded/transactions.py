@@ -1,6 +1,8 @@
 """The embedded backend's transaction log (transactions/api.py has the protocol and why it is crash-safe): RocksDB
-with its WAL, `<home>/transactions`, every change one WriteBatch synced as the store's flush mode says, made under
-the lock of its transaction (this process alone opens the store: no other writer can come between).
+with its WAL, `<home>/transactions`, every change one WriteBatch made under the lock of its transaction (this process
+alone opens the store: no other writer can come between). The WAL is fsync'd as the store's metadata is
+(`metadata_sync`: a process crash never loses a write, a power loss may lose the latest unless it is set), but a
+commit's decision always: it must be on disk before the message it lets into the commit log is.
 
     tx       msg_id                                  -> the transaction (JSON: `Stored`)
     half     msg_id                                  -> its half message: the record its commit appends
@@ -128,8 +130,8 @@ class RocksTransactionLog(TransactionLog):
         self.store = store
         self._rocks = Families(path, FAMILIES)
         self._views, self._handles = self._rocks.views, self._rocks.handles
-        self._write = WriteOptions()
-        self._write.sync = sync
+        self._write, self._synced = WriteOptions(), WriteOptions()
+        self._write.sync, self._synced.sync = sync, True
         self._locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._counter = threading.Lock()
         for stored in self._committing():  # a commit the last process left half done
@@ -164,10 +166,16 @@ class RocksTransactionLog(TransactionLog):
         return keys
 
     def _save(
-        self, old: Stored | None, new: Stored, half: bytes | None = None, batch: WriteBatch | None = None
+        self,
+        old: Stored | None,
+        new: Stored,
+        half: bytes | None = None,
+        batch: WriteBatch | None = None,
+        synced: bool = False,
     ) -> Stored:
-        """Write `new` (replacing `old`) with its index entries, in one synced batch (`batch`, if given, holds more of
-        it); `half`: its half message too. An ended transaction's half message goes."""
+        """Write `new` (replacing `old`) with its index entries, in one batch (`batch`, if given, holds more of it;
+        `synced`: fsync'd whatever `metadata_sync` says); `half`: its half message too. An ended transaction's half
+        message goes."""
         batch = WriteBatch(raw_mode=True) if batch is None else batch
         msg = new.transaction.msg_id.encode()
         before, after = (self._index_keys(old) if old else {}), self._index_keys(new)
@@ -182,7 +190,7 @@ class RocksTransactionLog(TransactionLog):
             batch.put(msg, half, self._handles["half"])
         if new.transaction.ended:
             batch.delete(msg, self._handles["half"])
-        self._rocks.db.write(batch, self._write)
+        self._rocks.db.write(batch, self._synced if synced else self._write)
         return new
 
     def _delete(self, stored: Stored, batch: WriteBatch) -> None:
@@ -252,7 +260,7 @@ class RocksTransactionLog(TransactionLog):
             committing = dataclasses.replace(
                 stored.changed(ended_by=ended_by), committing_from=self.store.max_offset(topic, transaction.queue)
             )
-            return self._finish(self._save(stored, committing)).transaction
+            return self._finish(self._save(stored, committing, synced=True)).transaction
 
     def _finish(self, stored: Stored) -> Stored:
         """Complete a commit decided (see the module docstring); under the transaction's lock."""

@@ -32,10 +32,10 @@ gateway or Lambda invocation ends any transaction, the state being in the shared
   A producer that took a check and died leaves it unanswered: the next check comes an interval later.
 - No check is opened before the timeout: `check_at_ms` starts at prepare + timeout and only grows.
 
-Why it is crash-safe: the half message and the transaction's state are written durably before `prepare` returns
-(embedded: one RocksDB write batch, WAL synced as the store's flush mode says; serverless: the half message's record
+Why it is crash-safe: the half message and the transaction's state are written before `prepare` returns
+(embedded: one RocksDB write batch, its WAL fsync'd as the store's metadata is; serverless: the half message's record
 appended and fsync'd to the writer's segment file, then the transaction's item put), and every later change is one
-durable atomic write. A crash between the half message's append and its item (serverless) leaves bytes nothing
+atomic write, as durable. A crash between the half message's append and its item (serverless) leaves bytes nothing
 points to, which maintenance deletes with their file: that half message was never acknowledged, so no producer
 holds its id. A decision answered is written; one whose answer was lost is found written by the retry, which
 succeeds the same way. The embedded engine cannot record a commit and append to its commit log in one write: it

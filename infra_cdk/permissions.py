@@ -41,8 +41,16 @@ OPEN, READ, WRITE = TableUse.OPEN, TableUse.READ, TableUse.WRITE
 # Per function, the tables it touches beyond opening them all (every store opens them all).
 FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
     # produce: the topic (cached), who pushes from it (groups), the caller (users); sequencing and indexing a
-    # batch write the queue's item and the batch items
-    "produce": {"topics": READ, "groups": READ, "users": READ, "queues": WRITE, "batches": WRITE},
+    # batch write the queue's item and the batch items; transactional messages: a half message's item, its commit
+    # (a transaction over it and the queue's item), check-backs opened and taken (conditional updates, the indexes)
+    "produce": {
+        "topics": READ,
+        "groups": READ,
+        "users": READ,
+        "queues": WRITE,
+        "batches": WRITE,
+        "transactions": WRITE,
+    },
     # consume: the queue's item and batch items, read; long polls BatchGetItem the queues' items; pop consumption's
     # receives and acks read the group (its retry policy) and claim and settle in its ledgers (pop/receive.py:
     # conditional transactions); a message past its last delivery is put to the group's dead letters, which it may
@@ -55,10 +63,14 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
         "batches": WRITE,
         "pop_ledger": WRITE,
     },
-    # admin: every route of the admin API (topics, groups, users, offsets, tier upload now); deleting a topic or a
-    # group deletes its pop ledgers (found through the table's indexes); a dead-letter resend records itself in the
-    # group's ledger of its dead letters and puts the messages to their topics
-    "admin": {name: WRITE for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger")},
+    # admin: every route of the admin API (topics, groups, users, offsets, tier upload now, transactions listed);
+    # deleting a topic or a group deletes its pop ledgers (found through the table's indexes) and a topic's
+    # transactions; a dead-letter resend records itself in the group's ledger of its dead letters and puts the
+    # messages to their topics
+    "admin": {
+        name: WRITE
+        for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger", "transactions")
+    },
     # kv: the caller (users), and the KV namespaces, their keys and their changes (conditional transactions)
     "kv": {"users": READ, "kv_namespaces": WRITE, "kv_entries": WRITE, "kv_changes": WRITE},
     # push: reads the group and what it delivers, commits offsets (a transaction conditioned on the group's item),
@@ -73,8 +85,8 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
         "pop_ledger": WRITE,
     },
     # maintenance: each dirty queue's item (lease, hot boundary), its batch items (indexing, retention), topics'
-    # retention
-    "maintenance": {"topics": READ, "queues": WRITE, "batches": WRITE},
+    # retention; transactions: check-backs opened, rollbacks at the check limit (conditional updates, `due` index)
+    "maintenance": {"topics": READ, "queues": WRITE, "batches": WRITE, "transactions": WRITE},
     # the authorizer: the caller's user record
     "authorizer": {"users": READ},
     # bootstrap: lists users, and makes the first (a create-only put)

@@ -47,7 +47,7 @@ from tidemq_protocol.api.topics import (
     TopicSpec,
     TopicView,
 )
-from tidemq_protocol.api.transactions import TransactionList, TransactionView
+from tidemq_protocol.api.transactions import LISTING_AFTER_PATTERN, TransactionList, TransactionView
 from tidemq_protocol.api.users import AclRevoke, Caller, UserCreated, UserList, UserSpec, UserView
 from tidemq_protocol.errors import AccessDenied
 
@@ -137,11 +137,14 @@ def upload_now(topic: TopicInPath) -> TierUpload:
 TransactionState = Annotated[
     Literal["prepared", "committed", "rolled_back"] | None, Query(description="Only transactions in this state.")
 ]
+TransactionsAfter = Annotated[
+    str | None, Query(pattern=LISTING_AFTER_PATTERN, description="Return transactions after this (a `next_after`).")
+]
 
 
 @app.get("/v1/topics/<topic>/transactions", tags=["transactions"], responses=responses(400, 404))
 def list_transactions(
-    topic: TopicInPath, state: TransactionState = None, after: Annotated[str | None, Query()] = None, limit: Limit = 100
+    topic: TopicInPath, state: TransactionState = None, after: TransactionsAfter = None, limit: Limit = 100
 ) -> TransactionList:
     """The topic's transactions, newest first, with how each ended (an operator's view of outcomes; kept 72 h)."""
     require((acl.topic(topic), Action.GET))

@@ -100,7 +100,7 @@ def send_half(topic: TopicInPath, request: HalfMessageRequest) -> TransactionVie
     once, with this id); checked back with its producer group if not ended within the transaction timeout."""
     require((acl.topic(topic), Action.PUB))
     settings = get_settings()
-    sent = transactions.send_half(get_store(), settings, topic, request.producer_group, request.message)
+    sent = transactions.send_half(get_store(), settings, topic, request.producer_group, request)
     metrics.add_metric(name="HalfMessagesSent", unit=MetricUnit.Count, value=1)
     return transactions.view(sent)
 

@@ -181,7 +181,7 @@ def one_round(call: Caller, name: str) -> None:
     at_tx, tx = {"topic": f"{name}-tx"}, "/v1/topics/{topic}/transactions"
     call("POST", "/v1/topics", 201, json={"name": at_tx["topic"], "queues": 1, "message_type": "TRANSACTION"})
     halves = [
-        call("POST", tx, path=at_tx, json={"producer_group": group, "message": {"body": body}}).json()["msg_id"]
+        call("POST", tx, path=at_tx, json={"producer_group": group, "body": body}).json()["msg_id"]
         for body in ("commit", "rollback")
     ]
     for msg_id, resolution in zip(halves, ("commit", "rollback"), strict=True):

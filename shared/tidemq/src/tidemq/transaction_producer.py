@@ -24,7 +24,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 
-from tidemq_protocol.api.messages import MessageIn
 from tidemq_protocol.api.transactions import (
     EndTransactionRequest,
     HalfMessageRequest,
@@ -104,8 +103,9 @@ class TransactionProducer(ApiClient):
     ) -> HalfMessage:
         """Send a half message (`body`: bytes, or text sent as UTF-8); invisible until committed."""
         fields = {"keys": list(keys), "tag": tag, "properties": dict(properties or {})}
-        message = MessageIn.of(body, **fields, queue=queue, sharding_key=sharding_key)
-        request = HalfMessageRequest(producer_group=self.group, message=message)
+        request = HalfMessageRequest.of(
+            body, **fields, queue=queue, sharding_key=sharding_key, producer_group=self.group
+        )
         sent = model_of(TransactionView, self._client.request("POST", self._path, json=request.model_dump()))
         return HalfMessage(self, sent)
 

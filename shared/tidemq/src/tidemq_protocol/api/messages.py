@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import (
     ConfigDict,
@@ -77,7 +77,7 @@ class MessageIn(ApiModel):
         return self
 
     @classmethod
-    def of(cls, body: bytes | str, **fields: Any) -> MessageIn:
+    def of(cls, body: bytes | str, **fields: Any) -> Self:
         """A message of `body` (text as UTF-8; bytes as UTF-8 text when they are, else base64) and `fields`."""
         data = body.encode() if isinstance(body, str) else bytes(body)
         try:

@@ -13,11 +13,15 @@ from .messages import MessageIn, MessageView
 TransactionStateName = Literal["prepared", "committed", "rolled_back"]
 Resolution = Literal["commit", "rollback", "unknown"]
 MOST_CHECKS = 32  # open checks one request takes
+LISTING_AFTER_PATTERN = r"^\d{13}\.[0-9a-f]{24}$"
+"""Where a listing of transactions goes on: a page's `next_after` (the last one's prepared time and id)."""
 
 
-class HalfMessageRequest(ApiModel):
-    producer_group: GroupName = Field(description="The producer group its check-backs go to.")
-    message: MessageIn = Field(description="The message, invisible until its transaction commits.")
+class HalfMessageRequest(MessageIn):
+    """A half message, invisible until its transaction commits: a message as a produce takes one, and the producer
+    group its check-backs go to."""
+
+    producer_group: GroupName
 
 
 class TransactionView(ApiModel):

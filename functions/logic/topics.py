@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from shared.settings import Settings
 from tidemq_protocol.api.topics import QueueRange, TopicChange, TopicDescription, TopicList, TopicSpec, TopicView
 from tidemq_protocol.kv import is_kv_topic
+from tidemq_protocol.message import MessageType
 from tidemq_store import MessageStore, TopicConfig
 from tidemq_store.api import UNSET
 
@@ -22,12 +24,22 @@ def list_topics(store: MessageStore, after: str | None, limit: int) -> TopicList
     )
 
 
-def describe_topic(store: MessageStore, name: str) -> TopicDescription:
+def describe_topic(store: MessageStore, name: str, settings: Settings) -> TopicDescription:
     config = store.get_topic(name)
     ranges = [
         QueueRange(queue=q.queue, min_offset=q.min_offset, max_offset=q.max_offset) for q in store.queue_offsets(name)
     ]
-    return TopicDescription(**config.model_dump(), queue_offsets=ranges)
+    return TopicDescription(**config.model_dump(), queue_offsets=ranges, type_settings=type_settings(config, settings))
+
+
+TYPE_SETTINGS = {
+    MessageType.TRANSACTION: ("transaction_timeout_ms", "transaction_check_interval_ms", "transaction_check_max"),
+}
+"""The server's settings each message type runs by, as a topic's description shows them."""
+
+
+def type_settings(config: TopicConfig, settings: Settings) -> dict[str, int]:
+    return {name: getattr(settings, name) for name in TYPE_SETTINGS.get(config.message_type, ())}
 
 
 def change_topic(store: MessageStore, name: str, change: TopicChange) -> TopicView:

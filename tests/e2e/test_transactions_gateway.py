@@ -275,3 +275,18 @@ def test_the_cli_sends_commits_rolls_back_and_lists(gateway):
     assert tidemq("checks", "tx-cli", "--group", "cli").stdout == ""  # nothing left to check
     with HttpClient(gateway.url) as client, Consumer("tx-cli", client=client) as consumer:
         assert [m.msg_id for m in consumer.poll()] == [kept]
+
+
+def test_a_transaction_topics_description_shows_the_check_back_settings(gateway):
+    with Admin(gateway.url) as admin:
+        admin.create_topic("tx-described", queues=1, message_type="TRANSACTION")
+        described = admin.describe_topic("tx-described")
+    assert described.type_settings == {
+        "transaction_timeout_ms": TIMEOUT_MS,
+        "transaction_check_interval_ms": INTERVAL_MS,
+        "transaction_check_max": CHECK_MAX,
+    }
+    shown = subprocess.run(
+        command(gateway.url, "topic", "describe", "tx-described"), capture_output=True, text=True, env=environment()
+    ).stdout
+    assert f"TRANSACTION transaction_check_max: {CHECK_MAX}" in shown

@@ -83,6 +83,8 @@ def describe(client: HttpClient, name: str) -> None:
     stdout.print(f"topic {view.name!r}: {settings(view)}, created {timestamp(view.created_at)}")
     for attribute, value in sorted(view.attributes.items()):
         stdout.print(f"  {attribute} = {value}")
+    for setting, value in view.type_settings.items():
+        stdout.print(f"  {view.message_type} {setting}: {value}")
     rows = table(
         "queue", "min_offset", "max_offset", "messages", numeric=["queue", "min_offset", "max_offset", "messages"]
     )

@@ -39,7 +39,7 @@ from tidemq_protocol.errors import (
     Overloaded,
     TopicNotFound,
 )
-from tidemq_protocol.message import Message, StoredMessage
+from tidemq_protocol.message import Message, MessageType, StoredMessage
 from tidemq_protocol.record import MESSAGE_GROUP
 from tidemq_store import MessageStore
 from tidemq_store.pop.api import Claim, Entry, PopLedger, Receipt, Settlement
@@ -217,15 +217,33 @@ def resend(
 def _put(
     store: MessageStore, group: str, letters: list[StoredMessage], origins: dict[int, str], notifier: PushNotifier
 ) -> dict[int, str]:
-    """Put each letter's message on its origin topic, one batch a topic; the new ids by the letters' offsets."""
+    """Put each letter's message on its origin topic, one batch a topic; the new ids by the letters' offsets. A
+    TRANSACTION topic takes each as a transaction of its own, committed at once (its only way in)."""
     sent = {}
     for topic in sorted({origins[letter.queue_offset] for letter in letters}):
         batch = [letter for letter in letters if origins[letter.queue_offset] == topic]
-        queues = store.get_topic(topic).queues
+        config = store.get_topic(topic)
+        if config.message_type is MessageType.TRANSACTION:
+            sent |= {letter.queue_offset: _committed(store, topic, config.queues, letter, group) for letter in batch}
+            notifier.messages_stored(topic)
+            continue
+        queues = config.queues
         frames = [ProduceFrame(_message(letter, group), _origin_queue(letter, queues), None) for letter in batch]
         results = produce_frames(store, topic, frames, notifier)
         sent |= {letter.queue_offset: result.msg_id for letter, result in zip(batch, results, strict=True)}
     return sent
+
+
+def _committed(store: MessageStore, topic: str, queues: int, letter: StoredMessage, group: str) -> str:
+    """Put a letter back on its TRANSACTION topic as a half message committed at once; its new id."""
+    message = _message(letter, group)
+    message.queue = _origin_queue(letter, queues) or 0
+    half = store.transactions.prepare(topic, message, group, now_ms() + RESEND_CHECK_AFTER_MS)
+    return store.transactions.end(topic, half.msg_id, True, "dead-letter resend").msg_id
+
+
+RESEND_CHECK_AFTER_MS = 3_600_000
+"""A resent letter's transaction is committed as soon as it is prepared: no check-back is due meanwhile."""
 
 
 def _message(letter: StoredMessage, group: str) -> Message:

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from functions.logic import dead_letters
+from functions.logic.push import dead_letter
+from tidemq_protocol.api.dead_letters import ResendRequest
 from tidemq_protocol.errors import (
     MessageNotFound,
     MessageTypeMismatch,
@@ -23,7 +26,7 @@ from tidemq_protocol.errors import (
 )
 from tidemq_protocol.message import Message, MessageType
 from tidemq_protocol.record import MESSAGE_ID
-from tidemq_store import TopicConfig
+from tidemq_store import GroupConfig, TopicConfig
 from tidemq_store.pop.receive import PopConsumption
 from tidemq_store.transactions.api import TransactionState
 
@@ -226,3 +229,24 @@ def test_an_embedded_commit_killed_between_its_writes_is_finished_once_when_the_
     assert store.transactions.get("tx", msg_id).state is TransactionState.COMMITTED
     assert [m.msg_id for m in store.get("tx", 1, 0, 100).messages] == [msg_id]
     assert store.message_by_id(msg_id).body == b"paid"
+
+
+def test_a_dead_letter_of_a_committed_message_is_resent_to_its_transaction_topic_as_a_committed_message(store):
+    store.create_group(GroupConfig(name="billing"))
+    transaction = half(store, "poison")
+    store.transactions.end("tx", transaction.msg_id, True, "producer")
+    (message,) = pulled(store)
+    dead_letter(store, "billing", [message], 16, "not acked after 16 deliveries")
+    letters, next_offset = dead_letters.chosen(store, "billing", ResendRequest(from_offset=0))
+    stored: list[str] = []
+
+    class Notices:
+        def messages_stored(self, topic: str) -> None:
+            stored.append(topic)
+
+    (result,) = dead_letters.resend(store, "billing", letters, next_offset, Notices(), lambda topic: None).results
+    assert result.status == "resent" and stored == ["tx"]
+    again = store.transactions.get("tx", result.resent_msg_id)
+    assert (again.state, again.ended_by) == (TransactionState.COMMITTED, "dead-letter resend")
+    assert [m.body for m in pulled(store)] == [b"poison", b"poison"]
+    assert pulled(store)[1].msg_id == result.resent_msg_id

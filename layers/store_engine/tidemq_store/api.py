@@ -27,6 +27,7 @@ from tidemq_protocol.errors import QueuesCannotShrink
 from tidemq_protocol.message import Message, StoredMessage, TagFilter
 
 from .acl import UserRecord
+from .errors import StoreClosed
 from .kv.api import KeyValueStore
 from .model import (
     GetResult,
@@ -333,13 +334,16 @@ class MessageStore(ABC):
     # ---- transactional messages (transactions/) ---------------------------------------------------
 
     _transactions: TransactionLog | None = None
+    _transactions_closed = False
 
     @property
     def transactions(self) -> TransactionLog:
         """The transactions of the store's TRANSACTION topics (transactions/api.py), opened (and on the embedded
-        engine recovered) at first use."""
+        engine recovered) at first use; StoreClosed once closed (a timer racing the close never opens it again)."""
         if self._transactions is None:
             with _OPENING:
+                if self._transactions_closed:
+                    raise StoreClosed("the store is closed")
                 if self._transactions is None:
                     self._transactions = self.open_transactions()
         return self._transactions
@@ -350,9 +354,11 @@ class MessageStore(ABC):
 
     def close_transactions(self) -> None:
         """Close the transaction log if it was opened (each backend's `close` calls this first)."""
-        if self._transactions is not None:
-            self._transactions.close()
-            self._transactions = None
+        with _OPENING:
+            self._transactions_closed = True
+            if self._transactions is not None:
+                self._transactions.close()
+                self._transactions = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

@@ -22,9 +22,11 @@ from tests.gateways import gateway_as_admin, signed_http
 from tests.push_targets import Webhook, wait_for
 from tidemq import Admin, Consumer, Resolution, SimpleConsumer, TransactionProducer
 from tidemq.client import HttpClient
+from tidemq.credentials import Credentials
+from tidemq_protocol.acl import AclEntry
 from tidemq_protocol.api.transactions import TransactionCheck
 from tidemq_protocol.clock import now_ms
-from tidemq_protocol.errors import MessageTypeMismatch, TransactionConflict
+from tidemq_protocol.errors import AccessDenied, MessageTypeMismatch, TransactionConflict
 
 from .test_cli import command, environment
 
@@ -290,3 +292,36 @@ def test_a_transaction_topics_description_shows_the_check_back_settings(gateway)
         command(gateway.url, "topic", "describe", "tx-described"), capture_output=True, text=True, env=environment()
     ).stdout
     assert f"TRANSACTION transaction_check_max: {CHECK_MAX}" in shown
+
+
+def test_pub_on_the_topic_sends_ends_and_answers_check_backs_and_get_lists_them(gateway):
+    """Sending a half message, ending it and taking its group's check-backs are Pub on the topic; listing the
+    topic's transactions is Get; Sub alone does none of them."""
+    with Admin(gateway.url) as admin:
+        admin.create_topic("tx-acl", queues=1, message_type="TRANSACTION")
+        users = {
+            action: admin.create_user(
+                f"tx-{action.lower()}-{gateway.backend}", policies=[AclEntry(resource="Topic:tx-acl", actions=[action])]
+            )
+            for action in ("Pub", "Get", "Sub")
+        }
+    clients = {
+        action: HttpClient(gateway.url, credentials=Credentials(u.name, u.secret_key), retries=0)
+        for action, u in users.items()
+    }
+    publisher = TransactionProducer("tx-acl", "shop", client=clients["Pub"])
+    half = publisher.send(b"allowed")
+    assert publisher.take_checks() == [] and half.commit().state == "committed"
+    listed = clients["Get"].request("GET", "/v1/topics/tx-acl/transactions").json()["transactions"]
+    assert [t["msg_id"] for t in listed] == [half.msg_id]
+    for action in ("Get", "Sub"):
+        with pytest.raises(AccessDenied):
+            TransactionProducer("tx-acl", "shop", client=clients[action]).send(b"refused")
+        with pytest.raises(AccessDenied):
+            TransactionProducer("tx-acl", "shop", client=clients[action]).rollback(half.msg_id)
+        with pytest.raises(AccessDenied):
+            TransactionProducer("tx-acl", "shop", client=clients[action]).take_checks()
+    with pytest.raises(AccessDenied):
+        clients["Pub"].request("GET", "/v1/topics/tx-acl/transactions")
+    for client in clients.values():
+        client.close()

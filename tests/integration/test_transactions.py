@@ -18,6 +18,7 @@ import pytest
 from functions.logic import dead_letters
 from functions.logic.push import dead_letter
 from tidemq_protocol.api.dead_letters import ResendRequest
+from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import (
     MessageNotFound,
     MessageTypeMismatch,
@@ -250,3 +251,21 @@ def test_a_dead_letter_of_a_committed_message_is_resent_to_its_transaction_topic
     assert (again.state, again.ended_by) == (TransactionState.COMMITTED, "dead-letter resend")
     assert [m.body for m in pulled(store)] == [b"poison", b"poison"]
     assert pulled(store)[1].msg_id == result.resent_msg_id
+
+
+def test_a_serverless_half_message_too_old_for_its_file_is_rolled_back_not_committed(
+    aws_env, open_test_store, tmp_path
+):
+    """A segment file may be deleted once idle for efs_segment_grace_s: a half message older than half of that is
+    rolled back ("expired") rather than committed from a file that may be gone."""
+    store = open_test_store(
+        backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=f"x{now_ms()}", efs_segment_grace_s=0.01
+    )
+    store.create_topic(TopicConfig(name="tx", queues=1, message_type=MessageType.TRANSACTION))
+    transaction = half(store, "late")
+    while now_ms() <= transaction.prepared_ms + 5:  # older than half the grace (5 ms)
+        time.sleep(0.001)
+    with pytest.raises(TransactionConflict, match="it was rolled back \\(expired"):
+        store.transactions.end("tx", transaction.msg_id, True, "producer")
+    assert store.transactions.get("tx", transaction.msg_id).state is TransactionState.ROLLED_BACK
+    assert pulled(store) == []

@@ -30,7 +30,7 @@ from tidemq_protocol.errors import AccessDenied, MessageTypeMismatch, Transactio
 
 from .test_cli import command, environment
 
-TIMEOUT_MS, INTERVAL_MS, CHECK_MAX = 1_000, 500, 3
+TIMEOUT_MS, INTERVAL_MS, CHECK_MAX = 1_000, 1_000, 3
 SETTINGS = {
     "TIDEMQ_TRANSACTION_TIMEOUT_MS": str(TIMEOUT_MS),
     "TIDEMQ_TRANSACTION_CHECK_INTERVAL_MS": str(INTERVAL_MS),

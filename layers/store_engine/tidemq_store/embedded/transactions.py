@@ -24,6 +24,7 @@ and appends the record only if none is there.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import struct
@@ -263,8 +264,18 @@ class RocksTransactionLog(TransactionLog):
             return self._finish(self._save(stored, committing, synced=True)).transaction
 
     def _finish(self, stored: Stored) -> Stored:
-        """Complete a commit decided (see the module docstring); under the transaction's lock."""
+        """Complete a commit decided (see the module docstring); under the transaction's lock. A transaction whose
+        topic is gone, or was made again since (a deletion forgets its transactions, but without their locks: one
+        written meanwhile may outlive it), is dropped: TransactionNotFound."""
         transaction = stored.transaction
+        try:
+            if self.store.get_topic(transaction.topic).created_at > transaction.prepared_ms:
+                raise TopicNotFound(transaction.topic)
+        except TopicNotFound:
+            batch = WriteBatch(raw_mode=True)
+            self._delete(stored, batch)
+            self._rocks.db.write(batch, self._write)
+            raise TransactionNotFound(transaction.topic, transaction.msg_id) from None
         offset = self._find_committed(stored)
         if offset is None:
             record = self._views["half"].get(transaction.msg_id.encode())
@@ -292,19 +303,11 @@ class RocksTransactionLog(TransactionLog):
         return None
 
     def _finish_quietly(self, msg_id: str) -> None:
-        """Finish a commit the last process left half done; drop it if its topic is gone (deleted, or made again)."""
+        """Finish a commit the last process left half done (dropped if its topic is gone: `_finish`)."""
         stored = self._read(msg_id)
-        if stored is None or stored.committing_from is None:
-            return
-        try:
-            config = self.store.get_topic(stored.transaction.topic)
-            if config.created_at > stored.transaction.prepared_ms:
-                raise TopicNotFound(stored.transaction.topic)
-            self._finish(stored)
-        except TopicNotFound:
-            batch = WriteBatch(raw_mode=True)
-            self._delete(stored, batch)
-            self._rocks.db.write(batch, self._write)
+        if stored is not None and stored.committing_from is not None:
+            with contextlib.suppress(TransactionNotFound):
+                self._finish(stored)
 
     def _committing(self) -> list[Stored]:
         """Prepared transactions whose commit was decided and not recorded done."""

@@ -36,7 +36,7 @@ from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import InvalidArgument, OffsetConflict, OffsetOutOfRange, TopicExists, TopicNotFound
 from tidemq_protocol.message import Message, StoredMessage
 from tidemq_protocol.push_target import shown_target
-from tidemq_protocol.record import MESSAGE_GROUP, encode_properties, message_group_of
+from tidemq_protocol.record import MESSAGE_GROUP, addressed_to, encode_properties, message_group_of
 from tidemq_protocol.retry import RetryPolicy
 from tidemq_store import MessageStore, TopicConfig
 from tidemq_store.model import PushSubscription
@@ -159,18 +159,19 @@ def _deliver_queue(
         except OffsetOutOfRange as error:  # retention passed the offset since the pass began
             offset = error.min_offset
             continue
-        if batch.messages:
+        messages = [message for message in batch.messages if addressed_to(message.properties, group)]
+        if messages:
             attempt = (pending.attempts if pending else 0) + 1
             delivery = PushDelivery(
                 group=group,
                 topic=topic,
                 queue=queue,
                 attempt=attempt,
-                messages=[MessageView.of(m) for m in batch.messages],
+                messages=[MessageView.of(m) for m in messages],
             )
             try:
                 target(delivery)
-                report.delivered += len(batch.messages)
+                report.delivered += len(messages)
             except TargetFailed as error:
                 report.failed_calls += 1
                 logger.warning(
@@ -188,8 +189,8 @@ def _deliver_queue(
                     pending = retries.record(queue, offset, attempt, now_ms() + policy.delay_ms(attempt))
                     report.retry_due(pending.due_ms)
                     return True
-                dead_letter(store, group, batch.messages, attempt, str(error))
-                report.dead_lettered += len(batch.messages)
+                dead_letter(store, group, messages, attempt, str(error))
+                report.dead_lettered += len(messages)
         try:
             store.commit_offsets(group, topic, {queue: batch.next_offset}, expected={queue: position.committed})
         except OffsetConflict as moved:  # a reset (or another deliverer) moved the offset: go on from there

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle, OffsetOutOfRange
 from tidemq_protocol.message import MessageType, StoredMessage, TagFilter
-from tidemq_protocol.record import message_group_of
+from tidemq_protocol.record import addressed_to, message_group_of
 
 from ..api import MessageStore
 from .api import Claim, Entry, PopLedger, QueueLedger, Receipt, Settled, Settlement
@@ -300,7 +300,8 @@ class PopConsumption:
         return found[0] if found and found[0].queue_offset == offset else None
 
     def _new(self, asked: Asked, cursor: int, want: int) -> tuple[list[StoredMessage], int]:
-        """Up to `want` messages from the cursor, and where the cursor goes past them (and what the filter skipped)."""
+        """Up to `want` messages from the cursor, and where the cursor goes past them (and what the filter skipped, and
+        the messages resent for another group)."""
         if want <= 0:
             return [], cursor
         topic, queue, tag_filter = asked.topic, asked.queue, asked.tag_filter
@@ -310,7 +311,7 @@ class PopConsumption:
             if cursor >= error.min_offset:
                 raise
             result = self.store.get(topic, queue, error.min_offset, want, READ_BYTES, tag_filter)
-        return result.messages, result.next_offset
+        return [m for m in result.messages if addressed_to(m.properties, asked.group)], result.next_offset
 
     def ack(self, group: str, topic: str, handles: Sequence[str]) -> list[Settled]:
         """Ack each delivery a handle names: what became of each (an ack of an acked message succeeds again)."""

@@ -85,6 +85,16 @@ def message_group_of(properties: Mapping[str, str]) -> str | None:
     return properties.get(MESSAGE_GROUP)
 
 
+RESENT_FOR_GROUP = "RESENT_FOR_GROUP"
+"""Set on a dead letter put back on its origin topic (functions/logic/dead_letters.py): the one consumer group it was
+resent for. The broker's pop and push hand such a message to that group only; every other group passes over it."""
+
+
+def addressed_to(properties: Mapping[str, str], group: str) -> bool:
+    """Whether a message is for consumer `group`: every message is, but one resent for another group."""
+    return properties.get(RESENT_FOR_GROUP, group) == group
+
+
 def decode_properties(raw: bytes) -> tuple[tuple[str, ...], str | None, dict[str, str]]:
     """Split encoded properties into (keys, tag, user properties)."""
     if not raw:

@@ -34,7 +34,8 @@ from tidemq_protocol.errors import (
     OffsetOutOfRange,
     QueueOutOfRange,
 )
-from tidemq_protocol.message import Message, StoredMessage, TagFilter
+from tidemq_protocol.filter import MessageFilter, SqlFilter
+from tidemq_protocol.message import Message, StoredMessage
 from tidemq_protocol.record import decode_records, parse_message_id, read_by_id, rebase
 
 from ..acl import UserRecord
@@ -51,7 +52,7 @@ from ..model import (
     check_queue,
 )
 from ..pop.api import PopLedger
-from ..reads import DecodedRead, ReadRequest, check_read, matching
+from ..reads import DecodedRead, QueueRead, ReadRequest, RunsRead, check_read, matching
 from ..selection import scan_size
 from .appender import Appender
 from .arrivals import ArrivalWatch
@@ -201,39 +202,43 @@ class ServerlessMessageStore(MessageStore):
 
     # ---- get -------------------------------------------------------------------------------------
 
-    def read_queue(self, request: ReadRequest) -> DecodedRead:
+    def read_queue(self, request: ReadRequest) -> QueueRead:
         """Whole records with their real offsets, decoded (so `read_records` counts the messages that match): below the
         queue's hot boundary the cold tier's, read as the tiered store reads them, else the batches' in the segment
-        files, which are decoded to choose (no ConsumeQueue holds their tags). Messages this process knows are there
-        cost no request (known_queues.py); a segment file gone since is read again afresh."""
+        files, which are decoded to choose (no ConsumeQueue holds their tags). A SQL92-filtered cold read is the
+        embedded engine's (`RunsRead`: evaluated on the records where they lie). Messages this process knows are
+        there cost no request (known_queues.py); a segment file gone since is read again afresh."""
         topic, queue = request.topic, request.queue
         config = self._cached_topic(topic)
         try:
             check_queue(config, queue)
         except QueueOutOfRange:
             check_queue(config := self._cached_topic(topic, fresh=True), queue)
-        tag_filter = check_read(request, self.config.max_get_messages)
-        through = request.offset + scan_size(request.max_messages, tag_filter) if type(request.offset) is int else 0
+        chosen_by = check_read(request, self.config.max_get_messages)
+        through = request.offset + scan_size(request.max_messages, chosen_by) if type(request.offset) is int else 0
         try:
-            return self._read(request, tag_filter, self.index.readable(topic, queue, through, config.queues))
+            return self._read(request, chosen_by, self.index.readable(topic, queue, through, config.queues))
         except OSError:
             self.index.known.forget(topic, queue)
-            return self._read(request, tag_filter, self.index.readable(topic, queue, through, config.queues))
+            return self._read(request, chosen_by, self.index.readable(topic, queue, through, config.queues))
 
-    def _read(self, request: ReadRequest, tag_filter: TagFilter | None, known: KnownQueue) -> DecodedRead:
+    def _read(self, request: ReadRequest, chosen_by: MessageFilter | None, known: KnownQueue) -> QueueRead:
         topic, queue, offset, state = request.topic, request.queue, request.offset, known.state
         max_messages, max_bytes = request.max_messages, request.max_bytes
         low, high = self._min_offset(topic, queue, state), state.next_offset
         if type(offset) is not int or not low <= offset <= high:
             raise OffsetOutOfRange(topic, queue, offset, low, high)
         if offset < state.hot_offset and self.tier is not None:
-            cold = self.tier.read(topic, queue, offset, max_messages, max_bytes, tag_filter, state.hot_offset, high)
-            messages = decode_records(cold.records, None if tag_filter else (topic, queue, offset))
-            return DecodedRead(cold.records, matching(messages, tag_filter), cold.next_offset, low, high)
-        end = min(high, offset + scan_size(max_messages, tag_filter))
+            cold = self.tier.read(topic, queue, offset, max_messages, max_bytes, chosen_by, state.hot_offset, high)
+            if isinstance(chosen_by, SqlFilter):
+                return RunsRead(topic, queue, cold.selection, cold.block.records, chosen_by, low, high)
+            records = cold.records()
+            messages = decode_records(records, None if chosen_by else (topic, queue, offset))
+            return DecodedRead(records, matching(messages, chosen_by), cold.selection.next_offset, low, high)
+        end = min(high, offset + scan_size(max_messages, chosen_by))
         parts, messages, size, next_offset = [], [], 0, offset
         for message, record in self._segment_records(topic, queue, known, offset, end):
-            if tag_filter is None or tag_filter.matches(message.tag):
+            if chosen_by is None or chosen_by.accepts(message):
                 if messages and size + len(record) > max_bytes:
                     break
                 parts.append(record)

@@ -20,8 +20,8 @@ from pydantic_core import PydanticCustomError
 
 from tidemq_protocol import kv as kv_model
 from tidemq_protocol import names
+from tidemq_protocol.filter import MAX_EXPRESSION_LENGTH, TagFilter
 from tidemq_protocol.limits import DEFAULT_MAX_BATCH_MESSAGES, MAX_QUEUES
-from tidemq_protocol.message import TagFilter
 from tidemq_protocol.names import NAME_RULE
 from tidemq_protocol.record import MAX_MESSAGE_GROUP, MESSAGE_GROUP
 
@@ -128,6 +128,23 @@ TagFilterText = Annotated[
     AfterValidator(checked_tag_filter),
     WithJsonSchema(
         {"type": "string", "pattern": TAG_FILTER_PATTERN, "description": "Tag filter: `*`, or tags joined by `||`."}
+    ),
+]
+SQL_FORMAT = "rocketmq-sql92"
+"""The JSON Schema format of a SQL92 filter expression (`tidemq_protocol.filter.sql`'s grammar), which no pattern
+can say: the server parses it when the subscription is made, and refuses one that does not parse with a 400
+(InvalidFilterExpression, with the `position` where it goes wrong)."""
+SqlFilterText = Annotated[
+    str,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": SQL_FORMAT,
+            "minLength": 1,
+            "maxLength": MAX_EXPRESSION_LENGTH,
+            "description": "SQL92 filter over message properties (RocketMQ's), e.g. `region = 'eu' AND amount > 100`;"
+            " instead of a tag filter.",
+        }
     ),
 ]
 

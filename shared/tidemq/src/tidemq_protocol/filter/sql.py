@@ -1,0 +1,685 @@
+"""RocketMQ's SQL92 property filter (FilterType.SQL92): the grammar, parsed once with lark, and its evaluation.
+
+    expression := or
+    or         := and (OR and)*
+    and        := not (AND not)*
+    not        := NOT not | predicate
+    predicate  := value (= | <> | < | <= | > | >=) value
+                | value [NOT] BETWEEN value AND value
+                | value [NOT] IN (string, string, ...)
+                | value IS [NOT] NULL
+                | value [NOT] (CONTAINS | STARTSWITH | ENDSWITH) string
+                | TRUE | FALSE | ( expression )
+    value      := property | string | number | TRUE | FALSE | NULL
+
+Keywords are case-insensitive; a property is `[A-Za-z_$][A-Za-z0-9_$]*` and names a message property as stored
+(user properties, and `TAGS`, `KEYS`: the keys joined by spaces); strings are `'...'` with `''` for a quote;
+numbers are 64-bit integers (`5`, `5L`) or doubles (`5.0`, `.5`, `5e3`); `--` and `/* */` are comments.
+
+Evaluation is RocketMQ's (its `filter` module: ComparisonExpression, LogicExpression, UnaryExpression):
+- property values are strings; a comparison with a number reads the value as the number's type (an integer
+  constant: an integer, so `3.5 > 2` is a type mismatch; a decimal constant: a double), `<` `<=` `>` `>=` and
+  BETWEEN take numbers only (two properties are read as doubles), with TRUE / FALSE a value is true when it is
+  `true` in any case;
+- a missing property makes a comparison, BETWEEN, IN and their NOTs unknown (SQL's NULL): NOT unknown is unknown,
+  AND and OR are three-valued, and a filter whose result is unknown does not select the message; IS NULL is never
+  unknown; CONTAINS, STARTSWITH, ENDSWITH and their NOTs are false on a missing property (RocketMQ 5.2);
+- a type mismatch (a value that is not the number it is compared with) ends the evaluation: the filter does not
+  select the message. Terms are evaluated left to right, AND stopping at a false term and OR at a true one, as
+  RocketMQ does, so `b = 1 OR a > 2` selects a message with b = 1 whatever its a;
+- nothing is an error at read time: an expression that could be is refused when it is parsed (InvalidFilterExpression
+  with its position), e.g. `a > 'x'`, `a = NULL`, `'a' = 1`, `a BETWEEN 9 AND 1`, or a property alone.
+
+Two differences from RocketMQ's parser, both for expressions it takes and then never selects anything with:
+NOT binds looser than a comparison (`NOT a = 1` is `NOT (a = 1)`, as SQL and JMS have it; RocketMQ reads
+`(NOT a) = 1`), and a property alone is refused rather than read as a boolean. `a = b` with `b` missing is unknown
+(RocketMQ: false, so its NOT is true).
+
+Beyond RocketMQ: `needles` is what a message must carry in its encoded properties to be selected, derived from the
+expression (`name\\x01` for a property it needs, `name\\x01value\\x02` for an equality or an IN), so a read finds
+the few records that can match with one `bytes.find` over many records and evaluates only those.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from lark import Lark, Token, Transformer, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, v_args
+from lark.exceptions import VisitError
+
+from ..errors import InvalidFilterExpression
+from ..message import StoredMessage
+from ..record.properties import property_map
+
+MAX_EXPRESSION_LENGTH = 4096
+"""Characters of one SQL92 filter expression at most."""
+MAX_DEPTH = 64
+"""How deeply the parts of one expression may nest (NOT, AND within OR, ...): building and evaluating it recurse
+that deep."""
+
+GRAMMAR = r"""
+?start: or_
+?or_: and_ (_OR and_)*
+?and_: not_ (_AND not_)*
+?not_: NOT not_ -> negation
+     | predicate
+?predicate: value COMPARISON value -> comparison
+          | value NOT? _BETWEEN value _AND value -> between
+          | value NOT? _IN "(" STRING ("," STRING)* ")" -> in_list
+          | value _IS NOT? NULL -> is_null
+          | value NOT? TEXT_TEST STRING -> text_test
+          | "(" or_ ")"
+          | value -> alone
+?value: NAME -> property
+      | STRING -> string
+      | SIGN? INTEGER -> integer
+      | SIGN? DECIMAL -> decimal
+      | TRUE -> true
+      | FALSE -> false
+      | NULL -> null
+
+_OR: "OR"i
+_AND: "AND"i
+NOT: "NOT"i
+_BETWEEN: "BETWEEN"i
+_IN: "IN"i
+_IS: "IS"i
+NULL: "NULL"i
+TRUE: "TRUE"i
+FALSE: "FALSE"i
+TEXT_TEST: "CONTAINS"i | "STARTSWITH"i | "ENDSWITH"i
+COMPARISON: "=" | "<>" | "<=" | ">=" | "<" | ">"
+SIGN: "+" | "-"
+NAME: /[A-Za-z_$][A-Za-z0-9_$]*/
+STRING: /'(?:[^']|'')*'/
+DECIMAL.2: /(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+/
+INTEGER: /(?:0|[1-9][0-9]*)[lL]?/
+
+%ignore /[ \t\n\r\f]+/
+%ignore /--[^\n\r]*/
+%ignore /\/\*(?:[^*]|\*+[^*\/])*\*+\//
+"""
+
+KEYWORDS = frozenset(
+    ["AND", "OR", "NOT", "BETWEEN", "IN", "IS", "NULL", "TRUE", "FALSE", "CONTAINS", "STARTSWITH", "ENDSWITH"]
+)
+_PARSER = Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?")
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
+class Properties(Protocol):
+    """What a filter reads a message's properties through: a dict (`property_map`) or a record's
+    `record.PropertiesView`."""
+
+    def get(self, name: str, /) -> str | None: ...
+
+
+Truth = bool | None
+"""A condition's value: true, false, or unknown (None: SQL's NULL, from a missing property)."""
+Condition = Callable[[Properties], Truth]
+Needles = frozenset[bytes] | None
+"""What a condition's outcome needs in a message's encoded properties: one of these byte strings (an empty set:
+it never has that outcome), or None: nothing is known."""
+
+
+class _Mismatch(Exception):
+    """A value is not of the type it is compared with: the evaluation ends, and the filter selects nothing."""
+
+
+def _as_integer(text: str) -> int:
+    """A property read as an integer constant reads it (Java's Long.valueOf): a sign, digits, 64 bits."""
+    if _INTEGER_TEXT.fullmatch(text):
+        number = int(text)
+        if _LONG_MIN <= number <= _LONG_MAX:
+            return number
+    raise _Mismatch
+
+
+def _as_double(text: str) -> float:
+    """A property read as a decimal constant reads it (Java's Double.valueOf)."""
+    text = text.strip()
+    if _DECIMAL_TEXT.fullmatch(text):
+        return float(text.rstrip("fFdD").replace("Infinity", "inf"))
+    raise _Mismatch
+
+
+def _as_boolean(text: str) -> bool:
+    """A property compared with TRUE or FALSE (Java's Boolean.valueOf): true if it is `true` in any case."""
+    return text.lower() == "true"
+
+
+Constant = str | int | float | bool | None
+
+
+def _reader(constant: Constant) -> Callable[[str], Constant]:
+    """How a property's value is read to compare it with `constant`."""
+    if isinstance(constant, bool):
+        return _as_boolean
+    if isinstance(constant, int):
+        return _as_integer
+    if isinstance(constant, float):
+        return _as_double
+    return str
+
+
+_ORDER: dict[str, Callable[[object, object], bool]] = {
+    "=": lambda a, b: a == b,
+    "<>": lambda a, b: a != b,
+    "<": lambda a, b: a < b,  # type: ignore[operator]
+    "<=": lambda a, b: a <= b,  # type: ignore[operator]
+    ">": lambda a, b: a > b,  # type: ignore[operator]
+    ">=": lambda a, b: a >= b,  # type: ignore[operator]
+}
+_MIRRORED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+# ---- the expression as parsed ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A part of the expression, with where it starts in the text (for the errors that name it)."""
+
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Property(Node):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Literal(Node):
+    value: Constant
+
+
+Value = Property | Literal
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison(Node):
+    operator: str
+    left: Value
+    right: Value
+
+
+@dataclass(frozen=True, slots=True)
+class InList(Node):
+    operand: Property
+    values: frozenset[str]
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IsNull(Node):
+    operand: Value
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TextTest(Node):
+    test: str  # CONTAINS, STARTSWITH or ENDSWITH
+    operand: Value
+    text: str
+    negated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Not(Node):
+    operand: Expression
+
+
+@dataclass(frozen=True, slots=True)
+class Logic(Node):
+    operator: str  # AND or OR
+    operands: tuple[Expression, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BooleanConstant(Node):
+    value: bool
+
+
+Expression = Comparison | InList | IsNull | TextTest | Not | Logic | BooleanConstant
+
+
+def _refuse(message: str, position: int) -> InvalidFilterExpression:
+    return InvalidFilterExpression(f"SQL92 filter: {message} (at position {position})", position)
+
+
+def _unquoted(token: Token) -> str:
+    return token[1:-1].replace("''", "'")
+
+
+@v_args(meta=True)
+class _Builder(Transformer):
+    """The parse tree as `Node`s, refusing what RocketMQ refuses when it builds its expression, and a few more."""
+
+    def property(self, meta, children):
+        name = str(children[0])
+        if name.upper() in KEYWORDS:
+            raise _refuse(f"{name} is a keyword: a property cannot be named so here", meta.start_pos)
+        return Property(meta.start_pos, name)
+
+    def string(self, meta, children):
+        return Literal(meta.start_pos, _unquoted(children[0]))
+
+    def integer(self, meta, children):
+        text = "".join(children).rstrip("lL")
+        number = int(text)
+        if not _LONG_MIN <= number <= _LONG_MAX:
+            raise _refuse(f"{text} is outside the 64-bit integers", meta.start_pos)
+        return Literal(meta.start_pos, number)
+
+    def decimal(self, meta, children):
+        number = float("".join(children))
+        if math.isinf(number):
+            raise _refuse(f"{''.join(children)} is too large for a double", meta.start_pos)
+        return Literal(meta.start_pos, number)
+
+    def true(self, meta, _):
+        return Literal(meta.start_pos, True)
+
+    def false(self, meta, _):
+        return Literal(meta.start_pos, False)
+
+    def null(self, meta, _):
+        return Literal(meta.start_pos, None)
+
+    def comparison(self, meta, children):
+        left, operator, right = children
+        return _comparison(meta.start_pos, str(operator), left, right)
+
+    def between(self, meta, children):
+        negated = len(children) == 4
+        value, (low, high) = children[0], children[-2:]
+        for bound in (low, high):
+            if isinstance(bound, Literal) and bound.value is None:
+                raise _refuse("BETWEEN's bounds cannot be NULL", bound.position)
+        low_check = _comparison(meta.start_pos, "<" if negated else ">=", value, low)
+        high_check = _comparison(meta.start_pos, ">" if negated else "<=", value, high)
+        if isinstance(low, Literal) and isinstance(high, Literal) and low.value > high.value:  # type: ignore[operator]
+            raise _refuse(f"BETWEEN's low bound {low.value} is above its high bound {high.value}", low.position)
+        return Logic(meta.start_pos, "OR" if negated else "AND", (low_check, high_check))
+
+    def in_list(self, meta, children):
+        negated = isinstance(children[1], Token) and children[1].type == "NOT"
+        operand = children[0]
+        if not isinstance(operand, Property):
+            raise _refuse("IN takes a property on its left", meta.start_pos)
+        strings = children[2:] if negated else children[1:]
+        return InList(meta.start_pos, operand, frozenset(_unquoted(s) for s in strings), negated)
+
+    def is_null(self, meta, children):
+        operand = children[0]
+        return IsNull(meta.start_pos, _value(operand, "IS NULL"), len(children) == 3)
+
+    def text_test(self, meta, children):
+        negated = len(children) == 4
+        operand, test, text = children[0], children[-2], children[-1]
+        return TextTest(meta.start_pos, str(test).upper(), _value(operand, str(test).upper()), _unquoted(text), negated)
+
+    def negation(self, meta, children):
+        return Not(meta.start_pos, _condition(children[-1]))
+
+    def and_(self, meta, children):
+        return Logic(meta.start_pos, "AND", tuple(_condition(c) for c in children))
+
+    def or_(self, meta, children):
+        return Logic(meta.start_pos, "OR", tuple(_condition(c) for c in children))
+
+    def alone(self, meta, children):
+        return children[0]
+
+
+def _value(node: object, where: str) -> Value:
+    if not isinstance(node, Property | Literal):
+        raise _refuse(f"{where} takes a property or a literal, not a condition", node.position)  # type: ignore[attr-defined]
+    return node
+
+
+def _condition(node: Node) -> Expression:
+    """`node` as a condition: TRUE and FALSE are; another literal or a property alone is not."""
+    if isinstance(node, Literal):
+        if isinstance(node.value, bool):
+            return BooleanConstant(node.position, node.value)
+        raise _refuse(f"{_shown(node.value)} is not a condition", node.position)
+    if isinstance(node, Property):
+        raise _refuse(
+            f"property {node.name!r} alone is not a condition: compare it ({node.name} = 'x') or test it "
+            f"({node.name} IS NOT NULL)",
+            node.position,
+        )
+    return node  # type: ignore[return-value]
+
+
+def _shown(value: Constant) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _comparison(position: int, operator: str, left: object, right: object) -> Comparison:
+    """A comparison RocketMQ would build and evaluate without an error for some message."""
+    left, right = _value(left, operator), _value(right, operator)
+    for side in (left, right):
+        if isinstance(side, Literal):
+            if side.value is None:
+                raise _refuse(f"NULL cannot be compared with {operator}: use IS NULL or IS NOT NULL", side.position)
+            if operator not in ("=", "<>") and (isinstance(side.value, bool | str)):
+                raise _refuse(
+                    f"{_shown(side.value)} cannot be compared with {operator}: only numbers can", side.position
+                )
+    if isinstance(left, Literal) and isinstance(right, Literal) and not _comparable(left.value, right.value):
+        raise _refuse(f"{_shown(left.value)} cannot be compared with {_shown(right.value)}", left.position)
+    return Comparison(position, operator, left, right)
+
+
+def _comparable(a: Constant, b: Constant) -> bool:
+    numbers = (int, float)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool)
+    return isinstance(a, numbers) == isinstance(b, numbers) or _converts(a, b) or _converts(b, a)
+
+
+def _converts(text: Constant, number: Constant) -> bool:
+    if not isinstance(text, str):
+        return False
+    try:
+        _reader(number)(text)
+    except _Mismatch:
+        return False
+    return True
+
+
+# ---- evaluation -----------------------------------------------------------------------------------
+
+
+def _compile(node: Expression) -> Condition:
+    """A function of a message's properties giving the condition's value (raising _Mismatch)."""
+    if isinstance(node, Comparison):
+        return _compile_comparison(node)
+    if isinstance(node, InList):
+        return _compile_in(node)
+    if isinstance(node, IsNull):
+        return _compile_is_null(node)
+    if isinstance(node, TextTest):
+        return _compile_text_test(node)
+    if isinstance(node, Not):
+        inner = _compile(node.operand)
+
+        def negation(properties: Properties) -> Truth:
+            value = inner(properties)
+            return None if value is None else not value
+
+        return negation
+    if isinstance(node, Logic):
+        return _compile_logic(node.operator, tuple(_compile(operand) for operand in node.operands))
+    constant = node.value
+    return lambda _: constant
+
+
+def _compile_logic(operator: str, operands: tuple[Condition, ...]) -> Condition:
+    """RocketMQ's AND and OR, made n-ary: left to right, stopping at the term that decides."""
+    decisive = operator == "OR"  # OR stops at a true term, AND at a false one
+
+    def logic(properties: Properties) -> Truth:
+        unknown = False
+        for operand in operands:
+            value = operand(properties)
+            if value is None:
+                unknown = True
+            elif value is decisive:
+                return decisive
+        return None if unknown else not decisive
+
+    return logic
+
+
+def _compile_comparison(node: Comparison) -> Condition:
+    operator, left, right = node.operator, node.left, node.right
+    if isinstance(left, Literal) and isinstance(right, Property):
+        operator, left, right = _MIRRORED[operator], right, left
+    test = _ORDER[operator]
+    if isinstance(left, Literal) and isinstance(right, Literal):
+        folded = _compare_constants(test, left.value, right.value)
+        return lambda _: folded
+    if isinstance(right, Literal):
+        name, constant, read = left.name, right.value, _reader(right.value)  # type: ignore[union-attr]
+
+        def with_constant(properties: Properties) -> Truth:
+            value = properties.get(name)
+            return None if value is None else test(read(value), constant)
+
+        return with_constant
+    left_name, right_name = left.name, right.name  # type: ignore[union-attr]
+    read = str if operator in ("=", "<>") else _as_double
+
+    def between_properties(properties: Properties) -> Truth:
+        a, b = properties.get(left_name), properties.get(right_name)
+        if a is None or b is None:
+            return None
+        return test(read(a), read(b))
+
+    return between_properties
+
+
+def _compare_constants(test: Callable[[object, object], bool], a: Constant, b: Constant) -> bool:
+    if isinstance(a, str) and not isinstance(b, str):
+        a = _reader(b)(a)
+    elif isinstance(b, str) and not isinstance(a, str):
+        b = _reader(a)(b)
+    return test(a, b)
+
+
+def _compile_in(node: InList) -> Condition:
+    name, values, negated = node.operand.name, node.values, node.negated
+
+    def in_list(properties: Properties) -> Truth:
+        value = properties.get(name)
+        return None if value is None else (value in values) != negated
+
+    return in_list
+
+
+def _compile_is_null(node: IsNull) -> Condition:
+    negated = node.negated
+    if isinstance(node.operand, Literal):
+        folded = (node.operand.value is None) != negated
+        return lambda _: folded
+    name = node.operand.name
+
+    def is_null(properties: Properties) -> Truth:
+        return (properties.get(name) is None) != negated
+
+    return is_null
+
+
+_TEXT_TESTS: dict[str, Callable[[str, str], bool]] = {
+    "CONTAINS": str.__contains__,
+    "STARTSWITH": str.startswith,
+    "ENDSWITH": str.endswith,
+}
+
+
+def _compile_text_test(node: TextTest) -> Condition:
+    test, text, negated = _TEXT_TESTS[node.test], node.text, node.negated
+    if not text:  # RocketMQ: an empty search matches nothing, NOT or not
+        return lambda _: False
+    if isinstance(node.operand, Literal):
+        value = node.operand.value
+        folded = isinstance(value, str) and test(value, text) != negated
+        return lambda _: folded
+    name = node.operand.name
+
+    def text_test(properties: Properties) -> Truth:
+        value = properties.get(name)
+        return value is not None and test(value, text) != negated
+
+    return text_test
+
+
+# ---- what a message needs to be selected ------------------------------------------------------------
+
+
+def _present(name: str) -> frozenset[bytes]:
+    return frozenset({name.encode() + b"\x01"})
+
+
+def _best(needs: Iterable[Needles]) -> Needles:
+    """What a condition needs when it needs all of `needs`: the most telling one (any will do)."""
+    known = [need for need in needs if need is not None]
+    if not known:
+        return None
+    return min(known, key=_telling)
+
+
+def _telling(need: frozenset[bytes]) -> tuple[bool, int, int]:
+    """How rarely a record holds one of `need`, for ordering: needles of values (`name\x01value\x02`) before
+    needles of mere names (`name\x01`), then fewer of them, then longer ones."""
+    return (any(n.endswith(b"\x01") for n in need), len(need), -min((len(n) for n in need), default=0))
+
+
+def _any(needs: Iterable[Needles]) -> Needles:
+    """What a condition needs when it needs one of `needs`."""
+    joined: set[bytes] = set()
+    for need in needs:
+        if need is None:
+            return None
+        joined |= need
+    return frozenset(joined)
+
+
+def _needs(node: Expression, outcome: bool) -> Needles:
+    """What the encoded properties of a message for which `node` evaluates to `outcome` must hold."""
+    if isinstance(node, BooleanConstant):
+        return None if node.value == outcome else frozenset()
+    if isinstance(node, Not):
+        return _needs(node.operand, not outcome)
+    if isinstance(node, Logic):
+        parts = [_needs(operand, outcome) for operand in node.operands]
+        every = (node.operator == "AND") == outcome  # true AND, false OR: every term has the outcome
+        return _best(parts) if every else _any(parts)
+    if isinstance(node, IsNull):
+        if isinstance(node.operand, Literal) or (node.negated != outcome):
+            return None  # a missing property: no needle for it
+        return _present(node.operand.name)
+    if isinstance(node, TextTest):
+        if not node.text:  # false whatever the message
+            return None if not outcome else frozenset()
+        if isinstance(node.operand, Literal) or not outcome:  # false also for a missing property
+            return None
+        if node.test == "STARTSWITH" and not node.negated:
+            return frozenset({node.operand.name.encode() + b"\x01" + node.text.encode()})
+        return _present(node.operand.name)
+    names = [side.name for side in _sides(node) if isinstance(side, Property)]
+    if isinstance(node, InList) and outcome != node.negated:
+        return frozenset(node.operand.name.encode() + b"\x01" + v.encode() + b"\x02" for v in node.values)
+    if isinstance(node, Comparison) and _is_string_equality(node, outcome):
+        prop, literal = (node.left, node.right) if isinstance(node.left, Property) else (node.right, node.left)
+        return frozenset({prop.name.encode() + b"\x01" + literal.value.encode() + b"\x02"})  # type: ignore[union-attr]
+    return _best(_present(name) for name in names)  # a missing property makes it unknown: neither outcome
+
+
+def _sides(node: Comparison | InList) -> tuple[Value, ...]:
+    return (node.left, node.right) if isinstance(node, Comparison) else (node.operand,)
+
+
+def _is_string_equality(node: Comparison, outcome: bool) -> bool:
+    """A property equal to a string literal: its `name\\x01value\\x02` is in the properties (`=` true, `<>` false)."""
+    sides = {type(node.left), type(node.right)}
+    if sides != {Property, Literal} or (node.operator == "=") != outcome or node.operator not in ("=", "<>"):
+        return False
+    literal = node.right if isinstance(node.right, Literal) else node.left
+    return isinstance(literal.value, str)  # type: ignore[union-attr]
+
+
+# ---- the filter -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SqlFilter:
+    """A parsed SQL92 filter expression (`SqlFilter.parse`), evaluated on a message's properties: a decoded
+    message's (`accepts`) or a record's where it lies (`selects`, with a `record.PropertiesView`)."""
+
+    expression: str
+    needles: Needles = field(repr=False)
+    """A record is selected only if its encoded properties hold one of these (None: no such clue)."""
+    _condition: Condition = field(repr=False)
+
+    @classmethod
+    def parse(cls, expression: str) -> SqlFilter:
+        """The filter `expression` says, or InvalidFilterExpression saying where it goes wrong."""
+        return _parse(expression)
+
+    def selects(self, properties: Properties) -> bool:
+        """Whether the filter selects a message with these properties (stored names: KEYS and TAGS included)."""
+        try:
+            return self._condition(properties) is True
+        except _Mismatch:
+            return False
+
+    def accepts(self, message: StoredMessage) -> bool:
+        """Whether the filter selects `message` (decoded)."""
+        return self.selects(property_map(message.keys, message.tag, message.properties))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SqlFilter) and other.expression == self.expression
+
+    def __hash__(self) -> int:
+        return hash(self.expression)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(expression: str) -> SqlFilter:
+    """Parsed once per process for each expression a subscription sends again and again (RocketMQ caches 100)."""
+    if not isinstance(expression, str) or not expression.strip():
+        raise _refuse("the expression is empty", 0)
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise _refuse(f"the expression is longer than {MAX_EXPRESSION_LENGTH} characters", MAX_EXPRESSION_LENGTH)
+    try:
+        tree = _PARSER.parse(expression)
+    except UnexpectedInput as error:
+        raise _syntax_error(expression, error) from None
+    _check_depth(tree)
+    try:
+        node = _Builder().transform(tree)
+    except VisitError as error:  # lark wraps what a callback raises
+        if isinstance(error.orig_exc, InvalidFilterExpression):
+            raise error.orig_exc from None
+        raise
+    root = _condition(node)
+    return SqlFilter(expression, _needs(root, True), _compile(root))
+
+
+def _syntax_error(expression: str, error: UnexpectedInput) -> InvalidFilterExpression:
+    position = len(expression) if isinstance(error, UnexpectedEOF) else error.pos_in_stream
+    position = len(expression) if position is None or position < 0 else position
+    token = getattr(error, "token", None)
+    if isinstance(error, UnexpectedCharacters):
+        what = f"unexpected character {expression[position]!r}"
+    elif position >= len(expression) or (isinstance(token, Token) and token.type == "$END"):
+        what, position = "the expression ends too soon", len(expression)
+    else:
+        what = f"unexpected {str(token)!r}"
+    return _refuse(what, position)
+
+
+def _check_depth(tree: Tree) -> None:
+    """Refuse an expression nested deeper than MAX_DEPTH (walked without recursion: it is not checked yet)."""
+    stack: list[tuple[Tree | Token, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Tree):
+            if depth > MAX_DEPTH:
+                raise _refuse(f"the expression nests deeper than {MAX_DEPTH} levels", node.meta.start_pos)
+            stack.extend((child, depth + 1) for child in node.children)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .filter import MAX_EXPRESSION_LENGTH, MessageFilter, TagFilter, subscription_filter
+from .filter import MAX_EXPRESSION_LENGTH, MessageFilter, TagFilter, one_filter, subscription_filter
 from .names import TopicName
 
 LEGACY_RETRY_FIELDS = ("max_attempts", "backoff_base_ms", "backoff_max_ms")
@@ -40,8 +40,7 @@ class PushSpec(BaseModel):
 
     @model_validator(mode="after")
     def _one_filter(self) -> PushSpec:
-        if self.sql is not None and self.tag.strip() not in ("", "*"):
-            raise ValueError("a subscription filters by tag or by SQL92 expression, not both: give tag or sql")
+        one_filter(self.tag, self.sql)
         return self
 
     @property

@@ -136,6 +136,7 @@ can say: the server parses it when the subscription is made, and refuses one tha
 (InvalidFilterExpression, with the `position` where it goes wrong)."""
 SqlFilterText = Annotated[
     str,
+    Field(min_length=1, max_length=MAX_EXPRESSION_LENGTH),
     WithJsonSchema(
         {
             "type": "string",
@@ -147,6 +148,15 @@ SqlFilterText = Annotated[
         }
     ),
 ]
+
+ONE_FILTER = {
+    "not": {
+        "required": ["tag", "sql"],
+        "properties": {"sql": {"type": "string"}, "tag": {"type": "string", "not": {"pattern": f"^{_BLANK_OR_STAR}$"}}},
+    }
+}
+"""A body's JSON Schema where a subscription's filter is `tag` or `sql`, never both: a `sql` with a `tag` that
+filters (not blank or `*`) is refused (422; RocketMQ's subscription has one filter type): `filter.one_filter`."""
 
 
 def json_integer(value: Any) -> Any:
@@ -200,6 +210,9 @@ class ErrorBody(ApiModel):
     max_offset: int | None = None
     current_version: int | None = Field(default=None, description="412: the key's version now (absent: no key).")
     oldest_revision: int | None = Field(default=None, description="410: the oldest revision still kept.")
+    position: int | None = Field(
+        default=None, description="400 InvalidFilterExpression: where the expression goes wrong (0-based character)."
+    )
 
 
 class Health(ApiModel):

@@ -19,14 +19,18 @@ MessageFilter = TagFilter | SqlFilter
 """A subscription's filter; where one is optional, None selects every message."""
 
 
+def one_filter(tag: str | None, sql: str | None) -> None:
+    """InvalidArgument (a ValueError: a 422 in a body) when a subscription gives both a SQL92 expression and a tag
+    filter that filters (not blank or `*`): RocketMQ's subscription has one filter type."""
+    if sql is not None and tag is not None and tag.strip() not in ("", "*"):
+        raise InvalidArgument("a subscription filters by tag or by SQL92 expression, not both: give tag or sql")
+
+
 def subscription_filter(tag: str | None = None, sql: str | None = None) -> MessageFilter | None:
-    """The filter a subscription asks for with a tag expression or a SQL92 expression (None: every message).
-    Both at once are refused (InvalidArgument): RocketMQ's subscription has one filter type."""
-    if sql is not None:
-        if tag is not None:
-            raise InvalidArgument("a subscription filters by tag or by SQL92 expression, not both: give tag or sql")
-        return SqlFilter.parse(sql)
-    return TagFilter.parse(tag)
+    """The filter a subscription asks for with a tag expression or a SQL92 expression (None: every message);
+    InvalidArgument for both (`one_filter`), InvalidFilterExpression for an expression that does not parse."""
+    one_filter(tag, sql)
+    return TagFilter.parse(tag) if sql is None else SqlFilter.parse(sql)
 
 
 def message_filter(expression: str | MessageFilter | None) -> MessageFilter | None:
@@ -43,6 +47,7 @@ __all__ = [
     "SqlFilter",
     "TagFilter",
     "message_filter",
+    "one_filter",
     "selected_records",
     "subscription_filter",
 ]

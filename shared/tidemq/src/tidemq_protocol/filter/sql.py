@@ -12,7 +12,7 @@
                 | TRUE | FALSE | ( expression )
     value      := property | string | number | TRUE | FALSE | NULL
 
-Keywords are case-insensitive; a property is `[A-Za-z_$][A-Za-z0-9_$]*` and names a message property as stored
+Keywords are case-insensitive and reserved; a property is `[A-Za-z_$][A-Za-z0-9_$]*` and names a message property as stored
 (user properties, and `TAGS`, `KEYS`: the keys joined by spaces); strings are `'...'` with `''` for a quote;
 numbers are 64-bit integers (`5`, `5L`) or doubles (`5.0`, `.5`, `5e3`); `--` and `/* */` are comments.
 
@@ -72,7 +72,7 @@ GRAMMAR = r"""
           | value NOT? _BETWEEN value _AND value -> between
           | value NOT? _IN "(" STRING ("," STRING)* ")" -> in_list
           | value _IS NOT? NULL -> is_null
-          | value NOT? TEXT_TEST STRING -> text_test
+          | value NOT? (CONTAINS | STARTSWITH | ENDSWITH) STRING -> text_test
           | "(" or_ ")"
           | value -> alone
 ?value: NAME -> property
@@ -92,7 +92,9 @@ _IS: "IS"i
 NULL: "NULL"i
 TRUE: "TRUE"i
 FALSE: "FALSE"i
-TEXT_TEST: "CONTAINS"i | "STARTSWITH"i | "ENDSWITH"i
+CONTAINS: "CONTAINS"i
+STARTSWITH: "STARTSWITH"i
+ENDSWITH: "ENDSWITH"i
 COMPARISON: "=" | "<>" | "<=" | ">=" | "<" | ">"
 SIGN: "+" | "-"
 NAME: /[A-Za-z_$][A-Za-z0-9_$]*/
@@ -108,7 +110,7 @@ INTEGER: /(?:0|[1-9][0-9]*)[lL]?/
 KEYWORDS = frozenset(
     ["AND", "OR", "NOT", "BETWEEN", "IN", "IS", "NULL", "TRUE", "FALSE", "CONTAINS", "STARTSWITH", "ENDSWITH"]
 )
-_PARSER = Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+_PARSER = Lark(GRAMMAR, parser="lalr", lexer="basic", propagate_positions=True, maybe_placeholders=False)
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 _DECIMAL_TEXT = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?")
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
@@ -263,10 +265,7 @@ class _Builder(Transformer):
     """The parse tree as `Node`s, refusing what RocketMQ refuses when it builds its expression, and a few more."""
 
     def property(self, meta, children):
-        name = str(children[0])
-        if name.upper() in KEYWORDS:
-            raise _refuse(f"{name} is a keyword: a property cannot be named so here", meta.start_pos)
-        return Property(meta.start_pos, name)
+        return Property(meta.start_pos, str(children[0]))
 
     def string(self, meta, children):
         return Literal(meta.start_pos, _unquoted(children[0]))

@@ -9,8 +9,8 @@ from pydantic import ConfigDict, Field, model_validator
 
 from shared.settings import get_settings
 from tidemq_protocol.api.common import ONE_FILTER, ApiModel, SqlFilterText, TagFilterText
-from tidemq_protocol.filter import one_filter
 from tidemq_protocol.api.pop import MOST_ACKED, ReceiptHandle
+from tidemq_protocol.filter import one_filter
 
 LIMITS = get_settings()
 InvisibleMs = Annotated[int, Field(ge=LIMITS.pop_min_invisible_ms, le=LIMITS.pop_max_invisible_ms)]

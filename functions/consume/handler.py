@@ -1,5 +1,5 @@
-"""Consume function: read a queue from an offset, with a tag or SQL92 filter and long polling; or pop: receive messages held
-for an invisible time, and ack them, change their invisible time or give them back."""
+"""Consume function: read a queue from an offset, with a tag or SQL92 filter and long polling; or pop: receive
+messages held for an invisible time, and ack them, change their invisible time or give them back."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@
                 | TRUE | FALSE | ( expression )
     value      := property | string | number | TRUE | FALSE | NULL
 
-Keywords are case-insensitive and reserved; a property is `[A-Za-z_$][A-Za-z0-9_$]*` and names a message property as stored
-(user properties, and `TAGS`, `KEYS`: the keys joined by spaces); strings are `'...'` with `''` for a quote;
+Keywords are case-insensitive and reserved; a property is `[A-Za-z_$][A-Za-z0-9_$]*` and names a message property
+as stored (user properties, and `TAGS`, `KEYS`: the keys joined by spaces); strings are `'...'` with `''` for a quote;
 numbers are 64-bit integers (`5`, `5L`) or doubles (`5.0`, `.5`, `5e3`); `--` and `/* */` are comments.
 
 Evaluation is RocketMQ's (its `filter` module: ComparisonExpression, LogicExpression, UnaryExpression):

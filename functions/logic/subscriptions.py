@@ -1,10 +1,10 @@
 """A group's push subscription: set, show, clear (the admin side of push delivery).
 
-Setting one checks what can be checked before any delivery, and refuses the subscription, storing nothing,
-when a check fails: the group and topic exist, its SQL92 filter parses, the dead-letter topic's name is valid,
-the target is written as one and is allowed (`targets.TargetRules`: a Python target on the operator's allow-list, which imports; a
-webhook at an allowed address, which answers a signed ping with anything but a redirect). A webhook
-subscription gets a new signing secret, returned in the answer to this request only. A change is told to the
+Setting one checks what can be checked before any delivery, and refuses the subscription, storing nothing, when a check
+fails: the group and topic exist, its SQL92 filter parses, the dead-letter topic's name is valid, the target is written
+as one and is allowed (`targets.TargetRules`: a Python target on the operator's allow-list, which imports; a webhook at
+an allowed address, which answers a signed ping with anything but a redirect). A webhook subscription gets a new signing
+secret, returned in the answer to this request only. A change is told to the
 `PushNotifier` the caller gives, which sets delivery going for what the group has waiting, from its committed
 offsets (each queue's oldest message if it has none).
 

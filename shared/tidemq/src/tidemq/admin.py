@@ -150,12 +150,12 @@ class Admin(ApiClient):
         sql: str | None = None,
         batch_size: int | None = None,
     ) -> PushSubscribed:
-        """Push `topic`'s new messages to `target` for `group` (`lambda:<function>`, an http(s) webhook URL,
-        or locally `python:<module>:<callable>`, one the server's operator allows); options left None take the
-        server's defaults (tag `*`, batches of 1); `sql`, a SQL92 filter over message properties, instead of a
-        tag. A failed call is retried as the group's retry policy says (`create_group(retry=...)`, `set_retry_policy`). For a webhook, `.signing_secret` is the secret its
-        deliveries are signed with, returned this once: the receiver checks them with
-        `tidemq.verify_push_signature`. Raises InvalidArgument saying what is wrong with a target (or why the
+        """Push `topic`'s new messages to `target` for `group` (`lambda:<function>`, an http(s) webhook URL, or locally
+        `python:<module>:<callable>`, one the server's operator allows); options left None take the server's defaults
+        (tag `*`, batches of 1); `sql`, a SQL92 filter over message properties, instead of a tag. A failed call is
+        retried as the group's retry policy says (`create_group(retry=...)`, `set_retry_policy`). For a webhook,
+        `.signing_secret` is the secret its deliveries are signed with, returned this once: the receiver checks them
+        with `tidemq.verify_push_signature`. Raises InvalidArgument saying what is wrong with a target (or why the
         server will not push there), InvalidFilterExpression, TopicNotFound, GroupNotFound."""
         subscription_filter(tag, sql)  # raises before any request
         options = {"tag": tag, "sql": sql, "batch_size": batch_size}

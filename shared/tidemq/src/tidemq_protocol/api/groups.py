@@ -39,10 +39,10 @@ from .common import (
 
 
 class PushSubscription(push.PushSpec):
-    """A group's push delivery (RocketMQ's push consumer): new messages of `topic` its filter selects (`tag`, or a
-    SQL92 expression `sql`: not both) go to `target`, `batch_size` at a time, each queue in order; a failed call is
-    retried after the group's backoff, and after its `max_delivery_attempts` calls the batch goes to the group's dead-letter topic `%DLQ%<group>`
-    (the group's `retry` policy: set it when creating or changing the group)."""
+    """A group's push delivery (RocketMQ's push consumer): new messages of `topic` its filter selects (`tag`, or a SQL92
+    expression `sql`: not both) go to `target`, `batch_size` at a time, each queue in order; a failed call is retried
+    after the group's backoff, and after its `max_delivery_attempts` calls the batch goes to the group's dead-letter
+    topic `%DLQ%<group>` (the group's `retry` policy: set it when creating or changing the group)."""
 
     # What the API takes, and shows of the store's record (`ShownPush`): `target` checked against the
     # push-target grammar, so that a malformed one is a 422 naming the field.

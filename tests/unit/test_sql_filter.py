@@ -126,3 +126,29 @@ def test_a_subscription_filters_by_tag_or_by_sql_never_both():
     with pytest.raises(InvalidArgument, match="not both"):
         subscription_filter(tag="A", sql="a = 1")
     assert message_filter("A") == TagFilter(frozenset({"A"})) and message_filter(None) is None
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("amount = 5", {"five"}),
+        ("amount = '5'", {"five"}),
+        ("amount < 10", {"five"}),
+        ("amount IN ('5', '50')", {"five", "fifty"}),
+        ("amount = 5 OR region = 'eu'", {"five"}),
+        ("amount = 50 AND region IS NULL", {"fifty"}),
+    ],
+)
+def test_a_needle_in_a_body_or_at_the_end_of_a_longer_name_selects_nothing(expression, expected):
+    decoy = b"amount\x015\x02"  # what a selected record's properties hold, in bodies and longer names
+    messages = {
+        "body": Message(decoy * 3, properties={"amount": "500"}),
+        "name": Message(b"name", properties={"xamount": "5", "amount": "77"}),
+        "five": Message(b"five " + decoy, properties={"amount": "5"}),
+        "fifty": Message(decoy + b"fifty", properties={"xamount": "5", "amount": "50"}),
+        "none": Message(decoy),
+    }
+    data = run_of(messages)
+    sql = SqlFilter.parse(expression)
+    chosen = decode_records(b"".join(data[start:end] for start, end in selected_records(data, sql)))
+    assert {m.body.replace(decoy, b"").strip().decode() or "?" for m in chosen} == expected

@@ -1,4 +1,5 @@
-"""RocketMQ's SQL92 property filter (FilterType.SQL92): the grammar, parsed once with lark, and its evaluation.
+"""RocketMQ's SQL92 property filter (FilterType.SQL92): its grammar, parsed once with lark, and `SqlFilter`, the
+parsed filter (expression.py holds the parts parsed, evaluation.py evaluates them).
 
     expression := or
     or         := and (OR and)*
@@ -44,10 +45,7 @@ from __future__ import annotations
 
 import functools
 import math
-import re
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from lark import Lark, Token, Transformer, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, v_args
 from lark.exceptions import VisitError
@@ -55,6 +53,22 @@ from lark.exceptions import VisitError
 from ..errors import InvalidFilterExpression
 from ..message import StoredMessage
 from ..record.properties import property_map
+from .evaluation import Condition, Mismatch, Needles, Properties, compile_condition, names_read, needles, reader
+from .expression import (
+    BooleanConstant,
+    Comparison,
+    Constant,
+    Expression,
+    InList,
+    IsNull,
+    Literal,
+    Logic,
+    Node,
+    Not,
+    Property,
+    TextTest,
+    Value,
+)
 
 MAX_EXPRESSION_LENGTH = 4096
 """Characters of one SQL92 filter expression at most."""
@@ -107,149 +121,8 @@ INTEGER: /(?:0|[1-9][0-9]*)[lL]?/
 %ignore /\/\*(?:[^*]|\*+[^*\/])*\*+\//
 """
 
-KEYWORDS = frozenset(
-    ["AND", "OR", "NOT", "BETWEEN", "IN", "IS", "NULL", "TRUE", "FALSE", "CONTAINS", "STARTSWITH", "ENDSWITH"]
-)
 _PARSER = Lark(GRAMMAR, parser="lalr", lexer="basic", propagate_positions=True, maybe_placeholders=False)
-_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
-_DECIMAL_TEXT = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[fFdD]?")
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-
-
-class Properties(Protocol):
-    """What a filter reads a message's properties through: a dict (`property_map`) or a record's
-    `record.PropertiesView`."""
-
-    def get(self, name: str, /) -> str | None: ...
-
-
-Truth = bool | None
-"""A condition's value: true, false, or unknown (None: SQL's NULL, from a missing property)."""
-Condition = Callable[[Properties], Truth]
-Needles = frozenset[bytes] | None
-"""What a condition's outcome needs in a message's encoded properties: one of these byte strings (an empty set:
-it never has that outcome), or None: nothing is known."""
-
-
-class _Mismatch(Exception):
-    """A value is not of the type it is compared with: the evaluation ends, and the filter selects nothing."""
-
-
-def _as_integer(text: str) -> int:
-    """A property read as an integer constant reads it (Java's Long.valueOf): a sign, digits, 64 bits."""
-    if _INTEGER_TEXT.fullmatch(text):
-        number = int(text)
-        if _LONG_MIN <= number <= _LONG_MAX:
-            return number
-    raise _Mismatch
-
-
-def _as_double(text: str) -> float:
-    """A property read as a decimal constant reads it (Java's Double.valueOf)."""
-    text = text.strip()
-    if _DECIMAL_TEXT.fullmatch(text):
-        return float(text.rstrip("fFdD").replace("Infinity", "inf"))
-    raise _Mismatch
-
-
-def _as_boolean(text: str) -> bool:
-    """A property compared with TRUE or FALSE (Java's Boolean.valueOf): true if it is `true` in any case."""
-    return text.lower() == "true"
-
-
-Constant = str | int | float | bool | None
-
-
-def _reader(constant: Constant) -> Callable[[str], Constant]:
-    """How a property's value is read to compare it with `constant`."""
-    if isinstance(constant, bool):
-        return _as_boolean
-    if isinstance(constant, int):
-        return _as_integer
-    if isinstance(constant, float):
-        return _as_double
-    return str
-
-
-_ORDER: dict[str, Callable[[object, object], bool]] = {
-    "=": lambda a, b: a == b,
-    "<>": lambda a, b: a != b,
-    "<": lambda a, b: a < b,  # type: ignore[operator]
-    "<=": lambda a, b: a <= b,  # type: ignore[operator]
-    ">": lambda a, b: a > b,  # type: ignore[operator]
-    ">=": lambda a, b: a >= b,  # type: ignore[operator]
-}
-_MIRRORED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-
-# ---- the expression as parsed ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    """A part of the expression, with where it starts in the text (for the errors that name it)."""
-
-    position: int
-
-
-@dataclass(frozen=True, slots=True)
-class Property(Node):
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class Literal(Node):
-    value: Constant
-
-
-Value = Property | Literal
-
-
-@dataclass(frozen=True, slots=True)
-class Comparison(Node):
-    operator: str
-    left: Value
-    right: Value
-
-
-@dataclass(frozen=True, slots=True)
-class InList(Node):
-    operand: Property
-    values: frozenset[str]
-    negated: bool
-
-
-@dataclass(frozen=True, slots=True)
-class IsNull(Node):
-    operand: Value
-    negated: bool
-
-
-@dataclass(frozen=True, slots=True)
-class TextTest(Node):
-    test: str  # CONTAINS, STARTSWITH or ENDSWITH
-    operand: Value
-    text: str
-    negated: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Not(Node):
-    operand: Expression
-
-
-@dataclass(frozen=True, slots=True)
-class Logic(Node):
-    operator: str  # AND or OR
-    operands: tuple[Expression, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class BooleanConstant(Node):
-    value: bool
-
-
-Expression = Comparison | InList | IsNull | TextTest | Not | Logic | BooleanConstant
 
 
 def _refuse(message: str, position: int) -> InvalidFilterExpression:
@@ -394,215 +267,10 @@ def _converts(text: Constant, number: Constant) -> bool:
     if not isinstance(text, str):
         return False
     try:
-        _reader(number)(text)
-    except _Mismatch:
+        reader(number)(text)
+    except Mismatch:
         return False
     return True
-
-
-# ---- evaluation -----------------------------------------------------------------------------------
-
-
-def _compile(node: Expression) -> Condition:
-    """A function of a message's properties giving the condition's value (raising _Mismatch)."""
-    if isinstance(node, Comparison):
-        return _compile_comparison(node)
-    if isinstance(node, InList):
-        return _compile_in(node)
-    if isinstance(node, IsNull):
-        return _compile_is_null(node)
-    if isinstance(node, TextTest):
-        return _compile_text_test(node)
-    if isinstance(node, Not):
-        inner = _compile(node.operand)
-
-        def negation(properties: Properties) -> Truth:
-            value = inner(properties)
-            return None if value is None else not value
-
-        return negation
-    if isinstance(node, Logic):
-        return _compile_logic(node.operator, tuple(_compile(operand) for operand in node.operands))
-    constant = node.value
-    return lambda _: constant
-
-
-def _compile_logic(operator: str, operands: tuple[Condition, ...]) -> Condition:
-    """RocketMQ's AND and OR, made n-ary: left to right, stopping at the term that decides."""
-    decisive = operator == "OR"  # OR stops at a true term, AND at a false one
-
-    def logic(properties: Properties) -> Truth:
-        unknown = False
-        for operand in operands:
-            value = operand(properties)
-            if value is None:
-                unknown = True
-            elif value is decisive:
-                return decisive
-        return None if unknown else not decisive
-
-    return logic
-
-
-def _compile_comparison(node: Comparison) -> Condition:
-    operator, left, right = node.operator, node.left, node.right
-    if isinstance(left, Literal) and isinstance(right, Property):
-        operator, left, right = _MIRRORED[operator], right, left
-    test = _ORDER[operator]
-    if isinstance(left, Literal) and isinstance(right, Literal):
-        folded = _compare_constants(test, left.value, right.value)
-        return lambda _: folded
-    if isinstance(right, Literal):
-        name, constant, read = left.name, right.value, _reader(right.value)  # type: ignore[union-attr]
-
-        def with_constant(properties: Properties) -> Truth:
-            value = properties.get(name)
-            return None if value is None else test(read(value), constant)
-
-        return with_constant
-    left_name, right_name = left.name, right.name  # type: ignore[union-attr]
-    read = str if operator in ("=", "<>") else _as_double
-
-    def between_properties(properties: Properties) -> Truth:
-        a, b = properties.get(left_name), properties.get(right_name)
-        if a is None or b is None:
-            return None
-        return test(read(a), read(b))
-
-    return between_properties
-
-
-def _compare_constants(test: Callable[[object, object], bool], a: Constant, b: Constant) -> bool:
-    if isinstance(a, str) and not isinstance(b, str):
-        a = _reader(b)(a)
-    elif isinstance(b, str) and not isinstance(a, str):
-        b = _reader(a)(b)
-    return test(a, b)
-
-
-def _compile_in(node: InList) -> Condition:
-    name, values, negated = node.operand.name, node.values, node.negated
-
-    def in_list(properties: Properties) -> Truth:
-        value = properties.get(name)
-        return None if value is None else (value in values) != negated
-
-    return in_list
-
-
-def _compile_is_null(node: IsNull) -> Condition:
-    negated = node.negated
-    if isinstance(node.operand, Literal):
-        folded = (node.operand.value is None) != negated
-        return lambda _: folded
-    name = node.operand.name
-
-    def is_null(properties: Properties) -> Truth:
-        return (properties.get(name) is None) != negated
-
-    return is_null
-
-
-_TEXT_TESTS: dict[str, Callable[[str, str], bool]] = {
-    "CONTAINS": str.__contains__,
-    "STARTSWITH": str.startswith,
-    "ENDSWITH": str.endswith,
-}
-
-
-def _compile_text_test(node: TextTest) -> Condition:
-    test, text, negated = _TEXT_TESTS[node.test], node.text, node.negated
-    if not text:  # RocketMQ: an empty search matches nothing, NOT or not
-        return lambda _: False
-    if isinstance(node.operand, Literal):
-        value = node.operand.value
-        folded = isinstance(value, str) and test(value, text) != negated
-        return lambda _: folded
-    name = node.operand.name
-
-    def text_test(properties: Properties) -> Truth:
-        value = properties.get(name)
-        return value is not None and test(value, text) != negated
-
-    return text_test
-
-
-# ---- what a message needs to be selected ------------------------------------------------------------
-
-
-def _present(name: str) -> frozenset[bytes]:
-    return frozenset({name.encode() + b"\x01"})
-
-
-def _best(needs: Iterable[Needles]) -> Needles:
-    """What a condition needs when it needs all of `needs`: the most telling one (any will do)."""
-    known = [need for need in needs if need is not None]
-    if not known:
-        return None
-    return min(known, key=_telling)
-
-
-def _telling(need: frozenset[bytes]) -> tuple[bool, int, int]:
-    """How rarely a record holds one of `need`, for ordering: needles of values (`name\x01value\x02`) before
-    needles of mere names (`name\x01`), then fewer of them, then longer ones."""
-    return (any(n.endswith(b"\x01") for n in need), len(need), -min((len(n) for n in need), default=0))
-
-
-def _any(needs: Iterable[Needles]) -> Needles:
-    """What a condition needs when it needs one of `needs`."""
-    joined: set[bytes] = set()
-    for need in needs:
-        if need is None:
-            return None
-        joined |= need
-    return frozenset(joined)
-
-
-def _needs(node: Expression, outcome: bool) -> Needles:
-    """What the encoded properties of a message for which `node` evaluates to `outcome` must hold."""
-    if isinstance(node, BooleanConstant):
-        return None if node.value == outcome else frozenset()
-    if isinstance(node, Not):
-        return _needs(node.operand, not outcome)
-    if isinstance(node, Logic):
-        parts = [_needs(operand, outcome) for operand in node.operands]
-        every = (node.operator == "AND") == outcome  # true AND, false OR: every term has the outcome
-        return _best(parts) if every else _any(parts)
-    if isinstance(node, IsNull):
-        if isinstance(node.operand, Literal) or (node.negated != outcome):
-            return None  # a missing property: no needle for it
-        return _present(node.operand.name)
-    if isinstance(node, TextTest):
-        if not node.text:  # false whatever the message
-            return None if not outcome else frozenset()
-        if isinstance(node.operand, Literal) or not outcome:  # false also for a missing property
-            return None
-        if node.test == "STARTSWITH" and not node.negated:
-            return frozenset({node.operand.name.encode() + b"\x01" + node.text.encode()})
-        return _present(node.operand.name)
-    names = [side.name for side in _sides(node) if isinstance(side, Property)]
-    if isinstance(node, InList) and outcome != node.negated:
-        return frozenset(node.operand.name.encode() + b"\x01" + v.encode() + b"\x02" for v in node.values)
-    if isinstance(node, Comparison) and _is_string_equality(node, outcome):
-        prop, literal = (node.left, node.right) if isinstance(node.left, Property) else (node.right, node.left)
-        return frozenset({prop.name.encode() + b"\x01" + literal.value.encode() + b"\x02"})  # type: ignore[union-attr]
-    return _best(_present(name) for name in names)  # a missing property makes it unknown: neither outcome
-
-
-def _sides(node: Comparison | InList) -> tuple[Value, ...]:
-    return (node.left, node.right) if isinstance(node, Comparison) else (node.operand,)
-
-
-def _is_string_equality(node: Comparison, outcome: bool) -> bool:
-    """A property equal to a string literal: its `name\\x01value\\x02` is in the properties (`=` true, `<>` false)."""
-    sides = {type(node.left), type(node.right)}
-    if sides != {Property, Literal} or (node.operator == "=") != outcome or node.operator not in ("=", "<>"):
-        return False
-    literal = node.right if isinstance(node.right, Literal) else node.left
-    return isinstance(literal.value, str)  # type: ignore[union-attr]
-
-
-# ---- the filter -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -613,6 +281,8 @@ class SqlFilter:
     expression: str
     needles: Needles = field(repr=False)
     """A record is selected only if its encoded properties hold one of these (None: no such clue)."""
+    reads: frozenset[str] = field(repr=False)
+    """The properties the expression reads."""
     _condition: Condition = field(repr=False)
 
     @classmethod
@@ -624,7 +294,7 @@ class SqlFilter:
         """Whether the filter selects a message with these properties (stored names: KEYS and TAGS included)."""
         try:
             return self._condition(properties) is True
-        except _Mismatch:
+        except Mismatch:
             return False
 
     def accepts(self, message: StoredMessage) -> bool:
@@ -657,7 +327,7 @@ def _parse(expression: str) -> SqlFilter:
             raise error.orig_exc from None
         raise
     root = _condition(node)
-    return SqlFilter(expression, _needs(root, True), _compile(root))
+    return SqlFilter(expression, needles(root), names_read(root), compile_condition(root))
 
 
 def _syntax_error(expression: str, error: UnexpectedInput) -> InvalidFilterExpression:

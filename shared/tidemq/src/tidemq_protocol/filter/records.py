@@ -4,11 +4,12 @@ or cold) and any other reader of commit-log records use to pass over the records
 A run of records is walked by its size fields alone (`record.record_starts`). When the filter has needles (what a
 selected record's encoded properties must hold: evaluation.py), one `bytes.find` per needle over the whole run finds
 the few records that can be selected, and only those are evaluated; otherwise each record is, on its encoded
-properties where they lie (`record.PropertiesView`), reading only the properties the expression names. An
-expression that reads one property (`amount < 10`, `region IN (...)`) is evaluated on the value right after each
-needle found, before anything else of the record is read, once per distinct value of a run, and only a needle that
-lies in its record's properties, at a name's start, can select the record. Nothing here checks a record's CRC: the records chosen are checked as
-every record is, by whoever decodes them (the broker's `get`, or the client of `read_records`).
+properties where they lie (`record.PropertiesView`), reading only the properties the expression names. An expression
+that reads one property (`amount < 10`, `region IN (...)`) is evaluated on the value right after each needle found,
+before anything else of the record is read, once per distinct value of a run, and only a needle that lies in its
+record's properties, at a name's start, can select the record. Nothing here checks a record's CRC: the records
+chosen are checked as every record is, by whoever decodes them (the broker's `get`, or the client of
+`read_records`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A SQL92 property filter evaluated by the broker against the same filter evaluated by the client.
 
-Produces N messages (S-byte bodies) to a topic of Q queues, each with properties `region` (r0..r99, in turn) and
-`amount` (0..999, in turn), then reads the whole topic twice per expression, timing each:
+Produces N messages (S-byte bodies) to a topic of Q queues, each with properties `region` (r0..r99, in turn),
+`amount` (0..999, in turn) and `n` (its number, 0..N-1), then reads the whole topic twice per expression, timing
+each:
 
 - broker-side: a `Consumer(sql=...)`, which receives only the messages the expression selects (the broker
   evaluates it on each record's encoded properties and passes over the rest);
@@ -9,8 +10,9 @@ Produces N messages (S-byte bodies) to a topic of Q queues, each with properties
   (`SqlFilter.accepts`, the same evaluator) selects.
 
 Both must find the same messages. Each expression selects 1% of the messages: `region = 'r7'` (an equality, which
-the broker finds with its needles without evaluating the other 99%) and `amount < 10` (a range: every record is
-evaluated, reading only `amount` of its properties). Prints one JSON line per expression and run, and one with the
+the broker finds with its needles without evaluating the other 99%), `amount < 10` (a range: every record's amount
+is read, and evaluated once per distinct value of a read) and `n < N/100` (a range over values that never repeat:
+every record is evaluated). Prints one JSON line per expression and run, and one with the
 medians per expression ("run": "median"):
   {"bench": "sql_filter", "expression": ..., "messages": N, "selected": ..., "broker_side_s": ...,
    "client_side_s": ..., "filter_vs_client_side": client_side_s / broker_side_s, ...}
@@ -35,7 +37,8 @@ from servers.process import running_gateway
 from tidemq import Admin, Consumer, Producer
 from tidemq_protocol.filter import SqlFilter
 
-EXPRESSIONS = ("region = 'r7'", "amount < 10")
+def expressions(n: int) -> tuple[str, ...]:
+    return ("region = 'r7'", "amount < 10", f"n < {n // 100}")
 TOPIC = "sql-bench"
 
 
@@ -46,7 +49,8 @@ def produce(url: str, n: int, size: int, queues: int, batch: int) -> float:
     def producer(queue: int) -> None:
         with Producer(TOPIC, url=url, batch_size=batch) as sender:
             for i in range(queue, n, queues):
-                sender.add(body, queue=queue, properties={"region": f"r{i % 100}", "amount": str(i % 1000)})
+                properties = {"region": f"r{i % 100}", "amount": str(i % 1000), "n": str(i)}
+                sender.add(body, queue=queue, properties=properties)
 
     began = time.perf_counter()
     with ThreadPoolExecutor(queues) as pool:
@@ -107,9 +111,9 @@ def main() -> None:
             admin.create_topic(TOPIC, queues=args.queues)
         produce_s = produce(url, args.messages, args.size, args.queues, args.batch)
         print(json.dumps({"bench": "sql_filter_produce", "seconds": round(produce_s, 2), **settings}), flush=True)
-        runs: dict[str, list[dict]] = {expression: [] for expression in EXPRESSIONS}
+        runs: dict[str, list[dict]] = {expression: [] for expression in expressions(args.messages)}
         for run in range(1, args.repeat + 1):
-            for expression in EXPRESSIONS:
+            for expression in runs:
                 result = run_once(url, expression, args.messages)
                 runs[expression].append(result)
                 print(json.dumps({**result, "run": run}), flush=True)

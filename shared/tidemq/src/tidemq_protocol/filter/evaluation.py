@@ -239,6 +239,34 @@ def _compile_text_test(node: TextTest) -> Condition:
     return text_test
 
 
+def compile_integer_test(node: Expression) -> Callable[[int], bool] | None:
+    """For an expression that only compares one property with integer constants (`n < 10`, `n BETWEEN 1 AND 5`,
+    their AND, OR and NOT), its verdict on a message whose property is a decimal integer, as a function of that
+    integer (no value is then missing or mismatched: the logic is two-valued); None for any other expression. What a
+    read evaluates on a value's bytes without decoding it (filter/records.py)."""
+    if isinstance(node, Comparison):
+        operator, left, right = node.operator, node.left, node.right
+        if isinstance(left, Literal):
+            operator, left, right = _MIRRORED[operator], right, left
+        if not isinstance(left, Property) or not isinstance(right, Literal):
+            return None
+        constant = right.value
+        if type(constant) is not int:
+            return None
+        test = _ORDER[operator]
+        return lambda value: test(value, constant)
+    if isinstance(node, Not):
+        inner = compile_integer_test(node.operand)
+        return None if inner is None else lambda value: not inner(value)
+    if isinstance(node, Logic):
+        tests = [compile_integer_test(operand) for operand in node.operands]
+        if any(test is None for test in tests):
+            return None
+        combine = all if node.operator == "AND" else any
+        return lambda value: combine(test(value) for test in tests)  # type: ignore[misc]
+    return None
+
+
 # ---- what a message needs to be selected ------------------------------------------------------------
 
 

@@ -63,7 +63,7 @@ def _by_one_property(data: bytes, starts: list[int], sql: SqlFilter) -> list[int
     (a needle can lie in a body, or end a longer name)."""
     (name,) = sql.reads
     value_at = len(name.encode()) + 1
-    find, selects = data.find, sql.selects
+    find, selects, as_integer = data.find, sql.selects, sql.integer_test
     verdicts: dict[bytes, bool] = {}  # the same value, the same verdict: values repeat (regions, amounts, flags)
     chosen: set[int] = set()
     for hit in _hits(data, sql.needles or frozenset()):
@@ -72,9 +72,12 @@ def _by_one_property(data: bytes, starts: list[int], sql: SqlFilter) -> list[int
         if value_end < 0:
             continue
         raw = data[value:value_end]
-        verdict = verdicts.get(raw)
-        if verdict is None:
-            verdict = verdicts[raw] = selects({name: raw.decode(errors="replace")})
+        if as_integer is not None and raw.isdigit() and len(raw) < 19:  # ASCII digits, within 64 bits
+            verdict = as_integer(int(raw))
+        else:
+            verdict = verdicts.get(raw)
+            if verdict is None:
+                verdict = verdicts[raw] = selects({name: raw.decode(errors="replace")})
         if not verdict:
             continue
         index = bisect_right(starts, hit) - 1

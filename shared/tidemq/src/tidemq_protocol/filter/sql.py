@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lark import Lark, Token, Transformer, Tree, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, v_args
@@ -53,7 +54,17 @@ from lark.exceptions import VisitError
 from ..errors import InvalidFilterExpression
 from ..message import StoredMessage
 from ..record.properties import property_map
-from .evaluation import Condition, Mismatch, Needles, Properties, compile_condition, names_read, needles, reader
+from .evaluation import (
+    Condition,
+    Mismatch,
+    Needles,
+    Properties,
+    compile_condition,
+    compile_integer_test,
+    names_read,
+    needles,
+    reader,
+)
 from .expression import (
     BooleanConstant,
     Comparison,
@@ -283,6 +294,9 @@ class SqlFilter:
     """A record is selected only if its encoded properties hold one of these (None: no such clue)."""
     reads: frozenset[str] = field(repr=False)
     """The properties the expression reads."""
+    integer_test: Callable[[int], bool] | None = field(repr=False)
+    """For an expression comparing one property with integers only: its verdict on a message whose property is a
+    decimal integer, as a function of the integer (`evaluation.compile_integer_test`)."""
     _condition: Condition = field(repr=False)
 
     @classmethod
@@ -327,7 +341,9 @@ def _parse(expression: str) -> SqlFilter:
             raise error.orig_exc from None
         raise
     root = _condition(node)
-    return SqlFilter(expression, needles(root), names_read(root), compile_condition(root))
+    reads = names_read(root)
+    integer_test = compile_integer_test(root) if len(reads) == 1 else None
+    return SqlFilter(expression, needles(root), reads, integer_test, compile_condition(root))
 
 
 def _syntax_error(expression: str, error: UnexpectedInput) -> InvalidFilterExpression:

@@ -18,24 +18,35 @@ from ..sql_filter_table import MESSAGES, SELECTS, selected_names
 from .test_tier import tier_options
 
 
-def cold_store(backend: str, open_test_store, tmp_path) -> MessageStore:
-    if backend == "embedded":
-        return open_test_store(**tier_options())
-    bucket, prefix = f"tier-{uuid.uuid4().hex[:12]}", f"q{uuid.uuid4().hex[:8]}"
-    return open_test_store(
-        backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=prefix, tier="s3", tier_bucket=bucket
-    )
+@pytest.fixture(params=["embedded", "serverless"])
+def store(request, aws_env, open_test_store, tmp_path) -> MessageStore:
+    """A store of the backend with a cold tier on S3 (the moto server), holding topic `t` of 2 queues."""
+    if request.param == "embedded":
+        opened = open_test_store(**tier_options())
+    else:
+        bucket, prefix = f"tier-{uuid.uuid4().hex[:12]}", f"q{uuid.uuid4().hex[:8]}"
+        opened = open_test_store(
+            backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=prefix, tier="s3", tier_bucket=bucket
+        )
+    opened.create_topic(TopicConfig(name="t", queues=2))
+    return opened
 
 
-def make_cold(store: MessageStore, topic: str) -> None:
-    """Move every message of queue 0 to the cold tier, and out of the hot one."""
+def make_cold(store: MessageStore, count: int) -> None:
+    """Move the `count` messages of topic t's queue 0 to the cold tier, and out of the hot one (the embedded
+    engine's: once queue 1's filler rolled queue 0's last commit-log segment over)."""
     if hasattr(store, "maintenance"):  # serverless: the maintenance run uploads, and reads go cold past it
         store.maintenance().run()
-    else:  # embedded: upload, then remove the hot segments (queue 1's filler rolled queue 0's segment over)
-        store.upload_now(topic)
+    else:  # embedded: upload, then remove the hot segments
+        store.upload_now("t")
         store.clean_expired()
-    status = store.tier_status(topic)[0]
-    assert status.hot_min_offset >= len(MESSAGES) and status.cold_max_offset == len(MESSAGES), status
+    status = store.tier_status("t")[0]
+    assert status.hot_min_offset >= count and status.cold_max_offset == count, status
+
+
+def roll_segments(store: MessageStore) -> None:
+    """Filler on queue 1: the commit log moves on to a new segment, so queue 0's can be removed."""
+    store.put("t", [Message(b"x" * 1024, queue=1, properties={"a": "5"}) for _ in range(100)])
 
 
 def read_names(store: MessageStore, topic: str, sql: SqlFilter) -> tuple[set[str], set[str]]:
@@ -62,17 +73,12 @@ def read_names(store: MessageStore, topic: str, sql: SqlFilter) -> tuple[set[str
 
 
 @pytest.mark.local_aws
-@pytest.mark.parametrize("backend", ["embedded", "serverless"])
-def test_every_expression_of_the_table_selects_the_same_messages_hot_and_cold(
-    backend, aws_env, open_test_store, tmp_path
-):
-    store = cold_store(backend, open_test_store, tmp_path)
-    store.create_topic(TopicConfig(name="t", queues=2))
+def test_every_expression_of_the_table_selects_the_same_messages_hot_and_cold(store):
     store.put("t", list(MESSAGES.values()))  # queue 0
-    store.put("t", [Message(b"x" * 1024, queue=1, properties={"a": "5"}) for _ in range(100)])  # rolls segments
+    roll_segments(store)
 
     hot = {expression: read_names(store, "t", SqlFilter.parse(expression)) for expression, _ in SELECTS}
-    make_cold(store, "t")
+    make_cold(store, len(MESSAGES))
     cold = {expression: read_names(store, "t", SqlFilter.parse(expression)) for expression, _ in SELECTS}
 
     for expression, expected in SELECTS:
@@ -81,12 +87,7 @@ def test_every_expression_of_the_table_selects_the_same_messages_hot_and_cold(
 
 
 @pytest.mark.local_aws
-@pytest.mark.parametrize("backend", ["embedded", "serverless"])
-def test_a_selective_filter_returns_its_matches_a_few_at_a_time_and_moves_past_what_it_skipped(
-    backend, aws_env, open_test_store, tmp_path
-):
-    store = cold_store(backend, open_test_store, tmp_path)
-    store.create_topic(TopicConfig(name="t", queues=2))
+def test_a_selective_filter_returns_its_matches_a_few_at_a_time_and_moves_past_what_it_skipped(store):
     count = 2 * SCAN_LIMIT + 100
     for start in range(0, count, 1000):
         store.put(
@@ -108,20 +109,10 @@ def test_a_selective_filter_returns_its_matches_a_few_at_a_time_and_moves_past_w
     assert [int(m.body) for m in long_way.messages] == matches[:4]  # one scan's worth, at most SCAN_LIMIT
     assert long_way.next_offset == SCAN_LIMIT
 
-    if backend == "embedded":
-        store.put("t", [Message(b"x" * 1024, queue=1) for _ in range(100)])  # rolls queue 0's last segment
-    make_cold_all(store, "t", count)
+    roll_segments(store)
+    make_cold(store, count)
     cold = store.read_records("t", 0, 0, max_messages=3, message_filter=eu)
     assert [int(m.body) for m in decode_records(cold.records)] == matches[:3]
     assert cold.next_offset == matches[2] + 1
     everything = SqlFilter.parse("n >= 0")
     assert len(store.get("t", 0, 0, max_messages=50, message_filter=everything).messages) == 50
-
-
-def make_cold_all(store: MessageStore, topic: str, count: int) -> None:
-    if hasattr(store, "maintenance"):
-        store.maintenance().run()
-    else:
-        store.upload_now(topic)
-        store.clean_expired()
-    assert store.tier_status(topic)[0].hot_min_offset == count

@@ -19,9 +19,9 @@ numbers are 64-bit integers (`5`, `5L`) or doubles (`5.0`, `.5`, `5e3`); `--` an
 
 Evaluation is RocketMQ's (its `filter` module: ComparisonExpression, LogicExpression, UnaryExpression):
 - property values are strings; a comparison with a number reads the value as the number's type (an integer
-  constant: an integer, so `3.5 > 2` is a type mismatch; a decimal constant: a double), `<` `<=` `>` `>=` and
-  BETWEEN take numbers only (two properties are read as doubles), with TRUE / FALSE a value is true when it is
-  `true` in any case;
+  constant: a 64-bit integer, so a value `3.5` compared with `2` is a type mismatch; a decimal constant: a double),
+  `<` `<=` `>` `>=` and BETWEEN take numbers only (two properties are read as doubles), with TRUE / FALSE a value is
+  true when it is `true` in any case;
 - a missing property makes a comparison, BETWEEN, IN and their NOTs unknown (SQL's NULL): NOT unknown is unknown,
   AND and OR are three-valued, and a filter whose result is unknown does not select the message; IS NULL is never
   unknown; CONTAINS, STARTSWITH, ENDSWITH and their NOTs are false on a missing property (RocketMQ 5.2);
@@ -31,10 +31,10 @@ Evaluation is RocketMQ's (its `filter` module: ComparisonExpression, LogicExpres
 - nothing is an error at read time: an expression that could be is refused when it is parsed (InvalidFilterExpression
   with its position), e.g. `a > 'x'`, `a = NULL`, `'a' = 1`, `a BETWEEN 9 AND 1`, or a property alone.
 
-Two differences from RocketMQ's parser, both for expressions it takes and then never selects anything with:
-NOT binds looser than a comparison (`NOT a = 1` is `NOT (a = 1)`, as SQL and JMS have it; RocketMQ reads
-`(NOT a) = 1`), and a property alone is refused rather than read as a boolean. `a = b` with `b` missing is unknown
-(RocketMQ: false, so its NOT is true).
+Differences from RocketMQ (docs/filters.md says why): NOT binds looser than a comparison (`NOT a = 1` is
+`NOT (a = 1)`, as SQL and JMS have it; RocketMQ reads `(NOT a) = 1`, which selects nothing), a property alone is
+refused rather than read as a boolean (false for every string), `a = b` with `b` missing is unknown (RocketMQ:
+false, so its NOT is true), and integers are 64-bit wherever they are compared.
 
 Beyond RocketMQ: `needles` is what a message must carry in its encoded properties to be selected, derived from the
 expression (`name\\x01` for a property it needs, `name\\x01value\\x02` for an equality or an IN), so a read finds

@@ -37,9 +37,12 @@ from servers.process import running_gateway
 from tidemq import Admin, Consumer, Producer
 from tidemq_protocol.filter import SqlFilter
 
-def expressions(n: int) -> tuple[str, ...]:
-    return ("region = 'r7'", "amount < 10", f"n < {n // 100}")
 TOPIC = "sql-bench"
+
+
+def expressions(n: int) -> tuple[str, ...]:
+    """Three expressions, each selecting 1% of `n` messages (the docstring says how each is evaluated)."""
+    return ("region = 'r7'", "amount < 10", f"n < {n // 100}")
 
 
 def produce(url: str, n: int, size: int, queues: int, batch: int) -> float:

@@ -1,7 +1,7 @@
 """Push delivery of one group (RocketMQ's push consumer): one pass over the queues of its topic.
 
 For each queue, from the group's committed offset (the queue's oldest message if it has none): read up to
-`batch_size` messages its tag filter selects, call the target, and commit past them only after the target
+`batch_size` messages its filter (tag or SQL92) selects, call the target, and commit past them only after the target
 succeeded. A failed call is retried after the group's backoff (its retry policy, tidemq_protocol.retry); once
 `max_delivery_attempts` calls of a batch have failed, the batch is put to the group's dead-letter topic
 `%DLQ%<group>` (created with one queue if missing; each message keeps its body, keys and tag, and gets its
@@ -155,7 +155,7 @@ def _deliver_queue(
         if not keep_going():
             return False
         try:
-            batch = store.get(topic, queue, offset, subscription.batch_size, tag_filter=subscription.tag)
+            batch = store.get(topic, queue, offset, subscription.batch_size, message_filter=subscription.message_filter)
         except OffsetOutOfRange as error:  # retention passed the offset since the pass began
             offset = error.min_offset
             continue

@@ -11,7 +11,8 @@ logs, tier segments and serverless files stay readable.
     reader.py      every read, of either version: the version told by the magic byte once, every record checked
                    once (magic, sizes, CRCs), then decoded; recovery's scan
     produced.py    the broker's check of what a producer sends
-    properties.py  a record's properties: keys, tag, message group and user properties
+    properties.py  a record's properties: keys, tag, message group and user properties, and a view of them
+                   read where a record lies (what a SQL92 filter reads)
     ids.py         message ids: a record's position and size
 
 Importers use this package's names (`tidemq_protocol.record.decode_records`); version 1's constants are here with
@@ -32,12 +33,14 @@ from .properties import (
     RESERVED_PROPERTIES,
     TAGS,
     CheckedProperties,
+    PropertiesView,
     addressed_to,
     check_message_group,
     check_properties,
     decode_properties,
     encode_properties,
     message_group_of,
+    property_map,
 )
 from .reader import (
     SHORTEST_HEADER,
@@ -46,9 +49,12 @@ from .reader import (
     decode_message,
     decode_records,
     decode_run,
+    properties_at,
+    queue_offset_at,
     read_by_id,
     read_header,
     rebase,
+    record_starts,
     scan_batches,
     size_at,
     store_timestamp_at,
@@ -111,6 +117,7 @@ __all__ = [
     "CheckedProperties",
     "PendingRecord",
     "ProducedRecords",
+    "PropertiesView",
     "RecordHeader",
     "VerifiedRecords",
     "addressed_to",
@@ -129,10 +136,14 @@ __all__ = [
     "message_group_of",
     "message_id",
     "parse_message_id",
+    "properties_at",
+    "property_map",
+    "queue_offset_at",
     "read_by_id",
     "read_header",
     "rebase",
     "record_size",
+    "record_starts",
     "scan_batches",
     "size_at",
     "stamp",

@@ -123,3 +123,42 @@ def check_properties(raw: bytes) -> CheckedProperties:
     if encode_properties(keys, tag, properties) != raw:
         raise InvalidArgument("properties are not encoded as tidemq_protocol.record.encode_properties encodes them")
     return CheckedProperties(keys, tag, message_group_of(properties))
+
+
+def property_map(keys: tuple[str, ...], tag: str | None, properties: Mapping[str, str]) -> dict[str, str]:
+    """A decoded message's properties by the names they are stored under, KEYS and TAGS included (what
+    `PropertiesView` reads from a record's bytes): the properties a SQL92 filter sees."""
+    found = dict(properties)
+    if keys:
+        found[KEYS] = " ".join(keys)
+    if tag is not None:
+        found[TAGS] = tag
+    return found
+
+
+_NAME_END, _VALUE_END = _NAME_SEP.encode(), _PROP_SEP.encode()[0]
+
+
+class PropertiesView:
+    """A record's encoded properties read where they lie, `data[start:end]`, one name at a time and by the name it
+    is stored under (KEYS and TAGS included): what a SQL92 filter reads of a record it may pass over, without
+    decoding the record, or even all of its properties. `get` is a `Mapping.get` of `property_map`'s result."""
+
+    __slots__ = ("data", "end", "start")
+
+    def __init__(self, data: bytes, start: int, end: int) -> None:
+        self.data, self.start, self.end = data, start, end
+
+    def get(self, name: str) -> str | None:
+        """The value of property `name`, or None if the record has none."""
+        data, start, end = self.data, self.start, self.end
+        key = name.encode() + _NAME_END
+        found = data.find(key, start, end)
+        while found >= 0:
+            if found == start or data[found - 1] == _VALUE_END:  # a whole name, not the end of a longer one
+                value = found + len(key)
+                value_end = data.find(_VALUE_END, value, end)
+                # unchecked bytes: a damaged one decodes to U+FFFD; a record chosen by it is checked when read
+                return data[value : value_end if value_end >= 0 else end].decode(errors="replace")
+            found = data.find(key, found + 1, end)
+        return None

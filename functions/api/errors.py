@@ -39,6 +39,7 @@ from tidemq_protocol.errors import (
     GroupNotFound,
     InvalidArgument,
     InvalidBatch,
+    InvalidFilterExpression,
     InvalidReceiptHandle,
     KeyNotFound,
     MessageNotFound,
@@ -158,6 +159,8 @@ def client_error_response(error: ClientError, url_parameters: Mapping[str, str] 
         body.current_version = error.current
     elif isinstance(error, RevisionCompacted):
         body.oldest_revision = error.oldest
+    elif isinstance(error, InvalidFilterExpression):
+        body.position = error.position
     return error_response(status_of(error, url_parameters), body)
 
 

@@ -4,8 +4,9 @@ ones, by id or a range of offsets, each to the topic it came from (its RETRY_TOP
 A resent message is its dead letter's body, keys, tag and own properties (the origin properties the letter got
 are left out; ORIGIN_MESSAGE_ID names the first message, DLQ_MESSAGE_ID the letter, RESENT_FOR_GROUP the group),
 stored on its origin queue when the topic still has it: a new message at a new offset, so a consumer receives it
-with attempt 1 and the group's retry policy counts its deliveries from 0. Every group consuming that topic
-receives it, not only this one (TideMQ has no per-group retry topic): RESENT_FOR_GROUP lets the others tell.
+with attempt 1 and the group's retry policy counts its deliveries from 0. It is resent for this group only: pop and
+push hand a message with RESENT_FOR_GROUP to that group alone, and every other group passes over it
+(tidemq_protocol/record/properties.py `addressed_to`). Readers by offset, which have no group, see it.
 
 Resends are recorded, durably, so that a dead letter is not resent twice by accident: a second resend of it is
 answered `already_resent` (with when it was), sends nothing, and is not an error, so a range resend cut short
@@ -40,7 +41,7 @@ from tidemq_protocol.errors import (
     TopicNotFound,
 )
 from tidemq_protocol.message import Message, MessageType, StoredMessage
-from tidemq_protocol.record import MESSAGE_GROUP
+from tidemq_protocol.record import MESSAGE_GROUP, RESENT_FOR_GROUP
 from tidemq_store import MessageStore
 from tidemq_store.pop.api import Claim, Entry, PopLedger, Receipt, Settlement
 from tidemq_store.pop.receive import new_nonce, now_ms
@@ -66,7 +67,6 @@ ORIGIN_PROPERTIES = (
     ORIGIN_MESSAGE_GROUP,
 )
 DLQ_MESSAGE_ID = "DLQ_MESSAGE_ID"  # the dead letter a resent message was made from
-RESENT_FOR_GROUP = "RESENT_FOR_GROUP"  # the group whose dead letter it was
 READ_BYTES = 4 * 1024 * 1024
 RECORD_TRIES = 16
 """Records of one resend tried, each lost only to another resend recording meanwhile."""

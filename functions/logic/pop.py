@@ -12,6 +12,7 @@ from functions.logic.groups import check_may_pop, retry_policy
 from functions.logic.push import dead_letter
 from shared.settings import Settings
 from tidemq_protocol.errors import InvalidArgument
+from tidemq_protocol.filter import MessageFilter
 from tidemq_protocol.message import StoredMessage
 from tidemq_store import GroupConfig, MessageStore
 from tidemq_store.pop.api import Settled
@@ -53,11 +54,11 @@ def receive(
     max_messages: int,
     invisible_ms: int | None,
     wait_ms: int,
-    tag_filter: str | None,
+    message_filter: MessageFilter | None,
 ) -> list[Popped]:
     """Up to `max_messages` messages of `topic` for pop group `group`, waiting up to `wait_ms` for one: in order
     per message group if the group is FIFO and the topic too."""
-    return ack_and_receive(store, settings, group, topic, (), max_messages, invisible_ms, wait_ms, tag_filter)[1]
+    return ack_and_receive(store, settings, group, topic, (), max_messages, invisible_ms, wait_ms, message_filter)[1]
 
 
 def ack_and_receive(
@@ -69,7 +70,7 @@ def ack_and_receive(
     max_messages: int,
     invisible_ms: int | None,
     wait_ms: int,
-    tag_filter: str | None,
+    message_filter: MessageFilter | None,
 ) -> tuple[list[str], list[Popped]]:
     """Ack the deliveries `handles` name (as `ack`), then receive (as `receive`): a consumer acks its last batch as
     it asks for the next, in one request. What each ack became, and what was received. The request is checked
@@ -86,7 +87,7 @@ def ack_and_receive(
     acks = [ACK_STATUS[settled] for settled in pop.ack(group, topic, handles)] if handles else []
     deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
     while True:
-        popped = pop.receive(group, topic, max_messages, invisible_ms, tag_filter, fifo=fifo)
+        popped = pop.receive(group, topic, max_messages, invisible_ms, message_filter, fifo=fifo)
         # a receive slow enough (a loaded server) that a delivery's invisible time ended before the answer hands
         # out no hold: another consumer may have it by now. It is left to come back, attempt + 1, as if its
         # consumer had died.

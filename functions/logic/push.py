@@ -1,7 +1,7 @@
 """Push delivery of one group (RocketMQ's push consumer): one pass over the queues of its topic.
 
 For each queue, from the group's committed offset (the queue's oldest message if it has none): read up to
-`batch_size` messages its tag filter selects, call the target, and commit past them only after the target
+`batch_size` messages its filter (tag or SQL92) selects, call the target, and commit past them only after the target
 succeeded. A failed call is retried after the group's backoff (its retry policy, tidemq_protocol.retry); once
 `max_delivery_attempts` calls of a batch have failed, the batch is put to the group's dead-letter topic
 `%DLQ%<group>` (created with one queue if missing; each message keeps its body, keys and tag, and gets its
@@ -36,7 +36,7 @@ from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import InvalidArgument, OffsetConflict, OffsetOutOfRange, TopicExists, TopicNotFound
 from tidemq_protocol.message import Message, StoredMessage
 from tidemq_protocol.push_target import shown_target
-from tidemq_protocol.record import MESSAGE_GROUP, encode_properties, message_group_of
+from tidemq_protocol.record import MESSAGE_GROUP, addressed_to, encode_properties, message_group_of
 from tidemq_protocol.retry import RetryPolicy
 from tidemq_store import MessageStore, TopicConfig
 from tidemq_store.model import PushSubscription
@@ -155,22 +155,23 @@ def _deliver_queue(
         if not keep_going():
             return False
         try:
-            batch = store.get(topic, queue, offset, subscription.batch_size, tag_filter=subscription.tag)
+            batch = store.get(topic, queue, offset, subscription.batch_size, message_filter=subscription.message_filter)
         except OffsetOutOfRange as error:  # retention passed the offset since the pass began
             offset = error.min_offset
             continue
-        if batch.messages:
+        messages = [message for message in batch.messages if addressed_to(message.properties, group)]
+        if messages:
             attempt = (pending.attempts if pending else 0) + 1
             delivery = PushDelivery(
                 group=group,
                 topic=topic,
                 queue=queue,
                 attempt=attempt,
-                messages=[MessageView.of(m) for m in batch.messages],
+                messages=[MessageView.of(m) for m in messages],
             )
             try:
                 target(delivery)
-                report.delivered += len(batch.messages)
+                report.delivered += len(messages)
             except TargetFailed as error:
                 report.failed_calls += 1
                 logger.warning(
@@ -188,8 +189,8 @@ def _deliver_queue(
                     pending = retries.record(queue, offset, attempt, now_ms() + policy.delay_ms(attempt))
                     report.retry_due(pending.due_ms)
                     return True
-                dead_letter(store, group, batch.messages, attempt, str(error))
-                report.dead_lettered += len(batch.messages)
+                dead_letter(store, group, messages, attempt, str(error))
+                report.dead_lettered += len(messages)
         try:
             store.commit_offsets(group, topic, {queue: batch.next_offset}, expected={queue: position.committed})
         except OffsetConflict as moved:  # a reset (or another deliverer) moved the offset: go on from there

@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tidemq_protocol.errors import QueuesCannotShrink
-from tidemq_protocol.message import Message, StoredMessage, TagFilter
+from tidemq_protocol.filter import MessageFilter
+from tidemq_protocol.message import Message, StoredMessage
 
 from .acl import UserRecord
 from .errors import StoreClosed
@@ -216,11 +217,14 @@ class MessageStore(ABC):
         offset: int,
         max_messages: int = 32,
         max_bytes: int = 4 * 1024 * 1024,
-        tag_filter: str | TagFilter | None = None,
+        message_filter: str | MessageFilter | None = None,
     ) -> GetResult:
-        """Read up to `max_messages`/`max_bytes` from `offset`; raises OffsetOutOfRange outside
-        [min_offset, max_offset]. At `max_offset` the result is empty."""
-        return self.read_queue(ReadRequest(topic, queue, offset, max_messages, max_bytes, tag_filter)).get_result()
+        """Read up to `max_messages`/`max_bytes` from `offset` of the messages `message_filter` selects (a tag or
+        SQL92 filter, a tag expression, or None: every message); raises OffsetOutOfRange outside
+        [min_offset, max_offset]. At `max_offset` the result is empty; `next_offset` is past every message the
+        read examined, selected or not."""
+        read = ReadRequest(topic, queue, offset, max_messages, max_bytes, message_filter)
+        return self.read_queue(read).get_result()
 
     def read_records(
         self,
@@ -229,10 +233,11 @@ class MessageStore(ABC):
         offset: int,
         max_messages: int = 1000,
         max_bytes: int = 4 * 1024 * 1024,
-        tag_filter: str | TagFilter | None = None,
+        message_filter: str | MessageFilter | None = None,
     ) -> RecordBatch:
         """Like `get`, but the records as stored, undecoded: what bulk consumers are sent."""
-        return self.read_queue(ReadRequest(topic, queue, offset, max_messages, max_bytes, tag_filter)).record_batch()
+        read = ReadRequest(topic, queue, offset, max_messages, max_bytes, message_filter)
+        return self.read_queue(read).record_batch()
 
     @abstractmethod
     def read_queue(self, request: ReadRequest) -> QueueRead:

@@ -156,20 +156,20 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
 
     def read_queue(self, request: ReadRequest) -> RunsRead:
         """Choose what a read returns: runs of adjacent records in the commit log, from ConsumeQueue
-        entries alone (tag codes filter here; bodies are not touched)."""
+        entries alone (tag codes filter here; bodies are not touched; a SQL92 filter is evaluated as they are read)."""
         topic, queue, offset = request.topic, request.queue, request.offset
         check_queue(self.get_topic(topic), queue)
-        tag_filter = check_read(request, self.config.max_get_messages)
+        message_filter = check_read(request, self.config.max_get_messages)
         min_offset, max_offset = self.cq.min_offset(topic, queue), self.max_offset(topic, queue)
         if type(offset) is not int or not min_offset <= offset <= max_offset:
             raise OffsetOutOfRange(topic, queue, offset, min_offset, max_offset)
-        scan_end = min(max_offset, offset + scan_size(request.max_messages, tag_filter))
+        scan_end = min(max_offset, offset + scan_size(request.max_messages, message_filter))
         entries = self.cq.entries(topic, queue, offset, scan_end)
         if len(entries) != scan_end - offset:
             self._raced_with_cleaner(topic, queue, offset, max_offset)
         readable = self.commitlog.readable_position
-        selection = select_runs(entries, offset, request.max_messages, request.max_bytes, tag_filter, readable)
-        return RunsRead(topic, queue, selection, self.commitlog.read, tag_filter, min_offset, max_offset)
+        selection = select_runs(entries, offset, request.max_messages, request.max_bytes, message_filter, readable)
+        return RunsRead(topic, queue, selection, self.commitlog.read, message_filter, min_offset, max_offset)
 
     def _raced_with_cleaner(self, topic: str, queue: int, offset: int, max_offset: int) -> None:
         min_offset = self.cq.min_offset(topic, queue)

@@ -35,9 +35,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from tidemq_protocol import filter as filters
 from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle, OffsetOutOfRange
-from tidemq_protocol.message import MessageType, StoredMessage, TagFilter
-from tidemq_protocol.record import message_group_of
+from tidemq_protocol.filter import MessageFilter
+from tidemq_protocol.message import MessageType, StoredMessage
+from tidemq_protocol.record import addressed_to, message_group_of
 
 from ..api import MessageStore
 from .api import Claim, Entry, PopLedger, QueueLedger, Receipt, Settled, Settlement
@@ -62,7 +64,7 @@ class Asked:
     want: int
     now: int
     until: int
-    tag_filter: TagFilter | None
+    message_filter: MessageFilter | None
 
 
 @dataclass(slots=True)
@@ -153,25 +155,27 @@ class PopConsumption:
         topic: str,
         max_messages: int,
         invisible_ms: int,
-        tag_filter: str | TagFilter | None = None,
+        message_filter: str | MessageFilter | None = None,
         now: int | None = None,
         fifo: bool = False,
     ) -> list[Popped]:
         """Up to `max_messages` messages of `topic` the group holds none of, each held for `invisible_ms`; `fifo`
-        (the group's flag) on a FIFO topic: in order per message group (see the module docstring)."""
+        (the group's flag) on a FIFO topic: in order per message group (see the module docstring).
+        `message_filter` is the subscription's (tag or SQL92; a string is a tag expression), as `MessageStore.get`
+        takes it."""
         if max_messages < 1 or invisible_ms < 1:
             raise InvalidArgument(f"max_messages and invisible_ms must be positive, got {max_messages}, {invisible_ms}")
         config = self.store.cached_topic(topic)
         queues, ordered = config.queues, fifo and config.message_type is MessageType.FIFO
         now = now_ms() if now is None else now
-        tag_filter = TagFilter.parse(tag_filter) if isinstance(tag_filter, str) else tag_filter
+        selector = filters.message_filter(message_filter)
         first = next(self._turn)
         popped: list[Popped] = []
         for index in range(queues):
             if len(popped) == max_messages:
                 break
             queue = (first + index) % queues
-            asked = Asked(group, topic, queue, max_messages - len(popped), now, now + invisible_ms, tag_filter)
+            asked = Asked(group, topic, queue, max_messages - len(popped), now, now + invisible_ms, selector)
             popped += self._receive_queue(asked, ordered)
         return popped
 
@@ -300,17 +304,18 @@ class PopConsumption:
         return found[0] if found and found[0].queue_offset == offset else None
 
     def _new(self, asked: Asked, cursor: int, want: int) -> tuple[list[StoredMessage], int]:
-        """Up to `want` messages from the cursor, and where the cursor goes past them (and what the filter skipped)."""
+        """Up to `want` messages from the cursor, and where the cursor goes past them (and what the filter skipped, and
+        the messages resent for another group)."""
         if want <= 0:
             return [], cursor
-        topic, queue, tag_filter = asked.topic, asked.queue, asked.tag_filter
+        topic, queue, chosen_by = asked.topic, asked.queue, asked.message_filter
         try:
-            result = self.store.get(topic, queue, cursor, want, READ_BYTES, tag_filter)
+            result = self.store.get(topic, queue, cursor, want, READ_BYTES, chosen_by)
         except OffsetOutOfRange as error:  # retention went past the cursor: go on from what is left
             if cursor >= error.min_offset:
                 raise
-            result = self.store.get(topic, queue, error.min_offset, want, READ_BYTES, tag_filter)
-        return result.messages, result.next_offset
+            result = self.store.get(topic, queue, error.min_offset, want, READ_BYTES, chosen_by)
+        return [m for m in result.messages if addressed_to(m.properties, asked.group)], result.next_offset
 
     def ack(self, group: str, topic: str, handles: Sequence[str]) -> list[Settled]:
         """Ack each delivery a handle names: what became of each (an ack of an acked message succeeds again)."""

@@ -277,6 +277,16 @@ class DiskQuotaExceeded(ClientError):
     copy of its oldest segments): it takes no new messages until space is freed (RIP-31's logical disk space)."""
 
 
+class InvalidFilterExpression(InvalidArgument):
+    """A subscription's filter expression that does not parse, or means nothing (RocketMQ's
+    ILLEGAL_FILTER_EXPRESSION), refused where the subscription is made, never at read time. `position` is the
+    0-based index of the character in the expression where it goes wrong (HTTP: 400, `position` in the body)."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
 # ---- transactional messages (tidemq_store/transactions) ------------------------------------------
 
 

@@ -17,7 +17,7 @@ STATES = ("prepared", "committed", "rolled_back")
 
 @click.group()
 def tx() -> None:
-    """Transactional messages: half messages, commit or rollback, check-backs, outcomes."""
+    """Transactional messages: send half messages, commit or roll back, check-backs, outcomes."""
 
 
 def _producer(client: HttpClient, topic: str, group: str = "") -> TransactionProducer:

@@ -11,7 +11,8 @@ logs, tier segments and serverless files stay readable.
     reader.py      every read, of either version: the version told by the magic byte once, every record checked
                    once (magic, sizes, CRCs), then decoded; recovery's scan
     produced.py    the broker's check of what a producer sends
-    properties.py  a record's properties: keys, tag, message group and user properties
+    properties.py  a record's properties: keys, tag, message group and user properties, and a view of them
+                   read where a record lies (what a SQL92 filter reads)
     ids.py         message ids: a record's position and size
 
 Importers use this package's names (`tidemq_protocol.record.decode_records`); version 1's constants are here with
@@ -29,14 +30,18 @@ from .properties import (
     MAX_PROPERTIES_BYTES,
     MESSAGE_GROUP,
     MESSAGE_ID,
+    RESENT_FOR_GROUP,
     RESERVED_PROPERTIES,
     TAGS,
     CheckedProperties,
+    PropertiesView,
+    addressed_to,
     check_message_group,
     check_properties,
     decode_properties,
     encode_properties,
     message_group_of,
+    property_map,
     with_message_id,
 )
 from .reader import (
@@ -46,9 +51,12 @@ from .reader import (
     decode_message,
     decode_records,
     decode_run,
+    properties_at,
+    queue_offset_at,
     read_by_id,
     read_header,
     rebase,
+    record_starts,
     scan_batches,
     size_at,
     store_timestamp_at,
@@ -104,6 +112,7 @@ __all__ = [
     "PHYSICAL_AT",
     "QUEUE_AT",
     "QUEUE_OFFSET_AT",
+    "RESENT_FOR_GROUP",
     "RESERVED_PROPERTIES",
     "SHORTEST_HEADER",
     "STORE_TIMESTAMP_AT",
@@ -111,8 +120,10 @@ __all__ = [
     "CheckedProperties",
     "PendingRecord",
     "ProducedRecords",
+    "PropertiesView",
     "RecordHeader",
     "VerifiedRecords",
+    "addressed_to",
     "check_message_group",
     "check_produced",
     "check_properties",
@@ -128,10 +139,14 @@ __all__ = [
     "message_group_of",
     "message_id",
     "parse_message_id",
+    "properties_at",
+    "property_map",
+    "queue_offset_at",
     "read_by_id",
     "read_header",
     "rebase",
     "record_size",
+    "record_starts",
     "scan_batches",
     "size_at",
     "stamp",

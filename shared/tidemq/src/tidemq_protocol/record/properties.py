@@ -11,6 +11,12 @@ group (a FIFO topic takes only messages with one, any other topic only messages 
 All of it encoded fits in properties_length's 2 bytes, less its sign as RocketMQ has it (MAX_PROPERTIES_BYTES). A
 producer encodes them (`encode_properties`) and the broker takes only what that would have made
 (`check_properties`).
+
+MESSAGE_ID (RocketMQ's `UNIQ_KEY`, the message id a client sees) is the broker's alone: a record that carries it
+has that id rather than its position's (ids.py), so a message the broker moves keeps the id it was given (the
+embedded engine's committed transactional messages, tidemq_store/transactions). Readers take it out of the
+properties into the message's id (reader.py); a producer's properties may not name it (`encode_properties` refuses
+it: it would forge an id), and the broker adds it with `with_message_id`.
 """
 
 from __future__ import annotations
@@ -97,6 +103,16 @@ def message_group_of(properties: Mapping[str, str]) -> str | None:
     return properties.get(MESSAGE_GROUP)
 
 
+RESENT_FOR_GROUP = "RESENT_FOR_GROUP"
+"""Set on a dead letter put back on its origin topic (functions/logic/dead_letters.py): the one consumer group it was
+resent for. The broker's pop and push hand such a message to that group only; every other group passes over it."""
+
+
+def addressed_to(properties: Mapping[str, str], group: str) -> bool:
+    """Whether a message is for consumer `group`: every message is, but one resent for another group."""
+    return properties.get(RESENT_FOR_GROUP, group) == group
+
+
 def decode_properties(raw: bytes) -> tuple[tuple[str, ...], str | None, dict[str, str]]:
     """Split encoded properties into (keys, tag, user properties)."""
     if not raw:
@@ -125,3 +141,42 @@ def check_properties(raw: bytes) -> CheckedProperties:
     if encode_properties(keys, tag, properties) != raw:
         raise InvalidArgument("properties are not encoded as tidemq_protocol.record.encode_properties encodes them")
     return CheckedProperties(keys, tag, message_group_of(properties))
+
+
+def property_map(keys: tuple[str, ...], tag: str | None, properties: Mapping[str, str]) -> dict[str, str]:
+    """A decoded message's properties by the names they are stored under, KEYS and TAGS included (what
+    `PropertiesView` reads from a record's bytes): the properties a SQL92 filter sees."""
+    found = dict(properties)
+    if keys:
+        found[KEYS] = " ".join(keys)
+    if tag is not None:
+        found[TAGS] = tag
+    return found
+
+
+_NAME_END, _VALUE_END = _NAME_SEP.encode(), _PROP_SEP.encode()[0]
+
+
+class PropertiesView:
+    """A record's encoded properties read where they lie, `data[start:end]`, one name at a time and by the name it
+    is stored under (KEYS and TAGS included): what a SQL92 filter reads of a record it may pass over, without
+    decoding the record, or even all of its properties. `get` is a `Mapping.get` of `property_map`'s result."""
+
+    __slots__ = ("data", "end", "start")
+
+    def __init__(self, data: bytes, start: int, end: int) -> None:
+        self.data, self.start, self.end = data, start, end
+
+    def get(self, name: str) -> str | None:
+        """The value of property `name`, or None if the record has none."""
+        data, start, end = self.data, self.start, self.end
+        key = name.encode() + _NAME_END
+        found = data.find(key, start, end)
+        while found >= 0:
+            if found == start or data[found - 1] == _VALUE_END:  # a whole name, not the end of a longer one
+                value = found + len(key)
+                value_end = data.find(_VALUE_END, value, end)
+                # unchecked bytes: a damaged one decodes to U+FFFD; a record chosen by it is checked when read
+                return data[value : value_end if value_end >= 0 else end].decode(errors="replace")
+            found = data.find(key, found + 1, end)
+        return None

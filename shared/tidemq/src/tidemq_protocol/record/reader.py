@@ -37,6 +37,7 @@ SHORTEST_HEADER = v1.HEADER_SIZE
 """Every record's header is at least this long, and holds its size, magic, physical offset and store time."""
 _SIZE = struct.Struct("<I")
 _OFFSET = struct.Struct("<Q")
+_LENGTHS = struct.Struct("<BH")  # topic_length, properties_length (TOPIC_LENGTH_AT of either version)
 _unpack_v2, _unpack_v1 = v2.HEADER.unpack_from, v1.HEADER.unpack_from
 _id_bytes = ID.pack
 _READ_PAST_END = (IndexError, struct.error)  # what a record that ends too soon raises: no magic byte, or no header
@@ -189,6 +190,39 @@ def _peeked_version(buf: bytes, pos: int) -> ModuleType:
 def store_timestamp_at(buf: bytes, pos: int = 0) -> int:
     """The store timestamp in the header of the record at `pos` (unverified)."""
     return _OFFSET.unpack_from(buf, pos + _peeked_version(buf, pos).STORE_TIMESTAMP_AT)[0]
+
+
+def queue_offset_at(buf: bytes, pos: int = 0) -> int:
+    """The queue offset in the header of the record at `pos` (unverified)."""
+    return _OFFSET.unpack_from(buf, pos + _peeked_version(buf, pos).QUEUE_OFFSET_AT)[0]
+
+
+def properties_at(buf: bytes, pos: int = 0) -> tuple[int, int]:
+    """Where the properties of the record at `pos` lie in `buf`, [start, end) (unverified): for
+    `properties.PropertiesView`, which reads them there."""
+    version = _peeked_version(buf, pos)
+    topic_length, properties_length = _LENGTHS.unpack_from(buf, pos + version.TOPIC_LENGTH_AT)
+    start = pos + version.HEADER_SIZE + topic_length
+    return start, start + properties_length
+
+
+def record_starts(data: bytes) -> list[int]:
+    """Where each of the records back to back in `data` starts, read from their size fields alone. A peek that
+    checks only that the sizes tile `data` exactly (CorruptStore otherwise): for a reader that chooses among
+    records by what it peeks at (a SQL92-filtered read, tidemq_store/reads.py) and checks those it chose, as every
+    reader does, before it uses them."""
+    starts: list[int] = []
+    append, size_of = starts.append, _SIZE.unpack_from
+    position, end = 0, len(data)
+    while position < end:
+        size = size_of(data, position)[0] if end - position >= SHORTEST_HEADER else 0
+        if size < SHORTEST_HEADER:
+            raise CorruptStore(f"record at byte {position} is cut short or has size {size}")
+        append(position)
+        position += size
+    if position != end:
+        raise CorruptStore(f"record at byte {starts[-1]} runs past the end of the records read")
+    return starts
 
 
 def _physical_at(head: bytes) -> int:

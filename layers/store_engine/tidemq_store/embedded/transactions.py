@@ -2,7 +2,8 @@
 with its WAL, `<home>/transactions`, every change one WriteBatch made under the lock of its transaction (this process
 alone opens the store: no other writer can come between). The WAL is fsync'd as the store's metadata is
 (`metadata_sync`: a process crash never loses a write, a power loss may lose the latest unless it is set), but a
-commit's decision always: it must be on disk before the message it lets into the commit log is.
+commit's decision always: it must be on disk before the message it lets into the commit log is; and a half message
+as the commit log's messages are (under SYNC, before it is acknowledged).
 
     tx       msg_id                                  -> the transaction (JSON: `Stored`)
     half     msg_id                                  -> its half message: the record its commit appends
@@ -55,6 +56,7 @@ from tidemq_protocol.record import (
 )
 
 from ..batch import ValidatedBatch, validate_batch
+from ..config import FlushDiskType
 from ..model import Page
 from ..rocks import Families
 from ..transactions.api import (
@@ -133,6 +135,7 @@ class RocksTransactionLog(TransactionLog):
         self._views, self._handles = self._rocks.views, self._rocks.handles
         self._write, self._synced = WriteOptions(), WriteOptions()
         self._write.sync, self._synced.sync = sync, True
+        self._half_synced = store.config.flush_disk_type is FlushDiskType.SYNC
         self._locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._counter = threading.Lock()
         for stored in self._committing():  # a commit the last process left half done
@@ -230,7 +233,8 @@ class RocksTransactionLog(TransactionLog):
             stored = Stored(transaction, None, batch.tag_codes[0], tuple(batch.keys[0]))
             counted = WriteBatch(raw_mode=True)
             counted.put(b"next", U64.pack(number + 1), self._handles["meta"])
-            return self._save(None, stored, record, counted).transaction
+            # a half message is a message: on disk before it is acknowledged, as the commit log's are under SYNC
+            return self._save(None, stored, record, counted, synced=self._half_synced).transaction
 
     def get(self, topic: str, msg_id: str) -> Transaction:
         return self._stored(topic, msg_id).transaction

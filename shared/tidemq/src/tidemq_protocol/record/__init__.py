@@ -23,6 +23,7 @@ from __future__ import annotations
 from .ids import message_id, parse_message_id
 from .produced import ProducedRecords, check_produced
 from .properties import (
+    CLIENT_MESSAGE_ID,
     KEYS,
     MAX_MESSAGE_GROUP,
     MAX_PROPERTIES,
@@ -84,6 +85,7 @@ from .v2 import (
 __all__ = [
     "ANY_QUEUE",
     "BROKER_CRC_AT",
+    "CLIENT_MESSAGE_ID",
     "CRC_AT",
     "CRC_START",
     "CRC_START_V1",

@@ -85,6 +85,11 @@ def message_group_of(properties: Mapping[str, str]) -> str | None:
     return properties.get(MESSAGE_GROUP)
 
 
+CLIENT_MESSAGE_ID = "UNIQ_KEY"
+"""A producer's own id of a message, under the name RocketMQ keeps it by (`UNIQ_KEY`): a RocketMQ 5 client names
+each message it sends (the gRPC proxy keeps the name here, and gives it back as the message's id to consumers), where
+the store gives every message an id of its own (`msg_id`)."""
+
 RESENT_FOR_GROUP = "RESENT_FOR_GROUP"
 """Set on a dead letter put back on its origin topic (functions/logic/dead_letters.py): the one consumer group it was
 resent for. The broker's pop and push hand such a message to that group only; every other group passes over it."""

@@ -367,3 +367,32 @@ def test_a_received_message_is_acked_once_and_its_old_handle_is_refused(proxy):
 
     assert ack(old) == pb.INVALID_RECEIPT_HANDLE
     assert ack(new) == pb.OK
+
+
+def test_the_cli_snippet_runs_as_pasted(proxy, tmp_path):
+    """`tidemq grpc endpoint` prints a client program that works against the proxy as it is."""
+    create(proxy, "orders", "billing")
+    port = proxy.endpoint.rpartition(":")[2]
+    environment = {
+        **os.environ,
+        "TIDEMQ_URL": str(proxy.http.base_url).rstrip("/"),
+        "TIDEMQ_CREDENTIALS_FILE": str(proxy.home / "credentials"),
+        "HOME": str(tmp_path),
+    }
+    tidemq = Path(sys.executable).with_name("tidemq")
+    printed = subprocess.run(
+        [str(tidemq), "grpc", "endpoint", "--port", port, "--show-secret"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert printed.startswith(f"# RocketMQ 5 gRPC endpoint: {proxy.endpoint}")
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(printed)
+    ran = subprocess.run(
+        [sys.executable, str(snippet)], env=environment, capture_output=True, text=True, timeout=DEADLINE_S
+    )
+    assert ran.returncode == 0, ran.stderr
+    message_id, body = ran.stdout.split()
+    assert body == "b'hello'" and stored(proxy, "orders")[message_id]["body"] == "hello"

@@ -396,3 +396,12 @@ def test_the_cli_snippet_runs_as_pasted(proxy, tmp_path):
     assert ran.returncode == 0, ran.stderr
     message_id, body = ran.stdout.split()
     assert body == "b'hello'" and stored(proxy, "orders")[message_id]["body"] == "hello"
+
+
+def test_a_setting_turns_the_proxy_off(tmp_path):
+    port = free_port()
+    with gateway_as_admin(tmp_path / "data", TIDEMQ_GRPC_PORT=str(port), TIDEMQ_GRPC_ENABLED="false"):
+        log = (tmp_path / "data" / "gateway.log").read_text()
+        assert "gRPC proxy" not in log
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel, pytest.raises(grpc.FutureTimeoutError):
+            grpc.channel_ready_future(channel).result(timeout=2)

@@ -195,8 +195,14 @@ class MessagingService:
     ) -> rpc.TelemetryCommand:
         if who is None:  # refused at the stream's open
             return rpc.TelemetryCommand(status=status_of(refusal or Exception()), settings=asked)
+
+        def answer() -> pb.Settings:
+            if asked.HasField("subscription"):  # the group's settings are the group's: Sub or Get on it
+                require_any(acl.group(group_name(asked.subscription.group)), Action.SUB, Action.GET)
+            return client_settings.answer(asked, self.store(), self.settings)
+
         try:
-            answered = await self.run(lambda: client_settings.answer(asked, self.store(), self.settings), who)
+            answered = await self.run(answer, who)
         except Exception as error:  # a consumer of a group the store does not have, ...
             return rpc.TelemetryCommand(status=status_of(error), settings=asked)
         return rpc.TelemetryCommand(status=OK, settings=answered)

@@ -7,8 +7,10 @@
 
 With `TIDEMQ_PUSH_MODE=local` (the default) the process also runs the push worker (`functions.push.worker`), where
 AWS would invoke the push function: started here, it is the push notifier the handlers give the produce and
-subscription logic. It runs the maintenance schedule (with the embedded engine, only its transactions job), and it
-starts the local AWS (`TIDEMQ_LOCAL_AWS`) that its settings ask for.
+subscription logic. Beside HTTP it serves RocketMQ 5's gRPC protocol (`servers.grpc_proxy`, on TIDEMQ_GRPC_PORT:
+8081 unless TIDEMQ_GRPC_ENABLED=false) on the same event loop and store. It runs the maintenance schedule (with the
+embedded engine, only its transactions job), and it starts the local AWS (`TIDEMQ_LOCAL_AWS`) that its settings ask
+for.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from servers.adapter import (
     to_event,
 )
 from servers.bootstrap import check_exposure, first_super_user
+from servers.grpc_proxy import server as grpc_proxy
+from servers.grpc_proxy.server import RunningProxy
 from shared.settings import InvalidConfiguration, PushMode, get_settings
 from tidemq_store import Backend
 
@@ -57,10 +61,20 @@ def _start_schedule():
     ).start()
 
 
+async def _start_grpc_proxy() -> RunningProxy | None:
+    """The RocketMQ 5 gRPC proxy beside the HTTP API, on this event loop (None: TIDEMQ_GRPC_ENABLED=false)."""
+    settings = get_settings()
+    if not settings.grpc_enabled:
+        return None
+    proxy = await grpc_proxy.start(settings)
+    print(f"RocketMQ 5 gRPC proxy on {settings.host}:{proxy.port} (a client snippet: tidemq grpc endpoint)", flush=True)
+    return proxy
+
+
 async def app(scope, receive, send) -> None:
     """The ASGI application uvicorn serves."""
     if scope["type"] == "lifespan":
-        schedule = None
+        schedule = proxy = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -80,8 +94,11 @@ async def app(scope, receive, send) -> None:
                 if get_settings().push_mode is PushMode.LOCAL:
                     await asyncio.to_thread(trigger.start_worker, store)  # the notifier; it catches up
                 schedule = _start_schedule()
+                proxy = await _start_grpc_proxy()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if proxy is not None:
+                    await proxy.stop()
                 if schedule is not None:
                     await asyncio.to_thread(schedule.stop)
                 await asyncio.to_thread(trigger.stop_worker)

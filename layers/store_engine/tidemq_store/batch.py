@@ -35,6 +35,7 @@ from tidemq_protocol.record import (
     encode_record,
     message_group_of,
     stamp,
+    with_message_id,
 )
 
 from .config import StoreConfig
@@ -140,9 +141,11 @@ def validate_batch(
             raise QueueOutOfRange(config.name, queue, queues)
         check_message_type(config, index, message_group_of(message.properties), queue, half)
         props = b""
-        if keys or tag is not None or message.properties:
+        if keys or tag is not None or message.properties or message.msg_id is not None:
             try:
                 props = encode_properties(keys, tag, message.properties)
+                if message.msg_id is not None:
+                    props = with_message_id(props, message.msg_id)
             except InvalidArgument as error:
                 raise InvalidArgument(f"message {index}: {error}") from None
         size = len(body) + len(props)

@@ -281,17 +281,42 @@ class PopConsumption:
         """Whether the entry, due again, was delivered its last time."""
         return self.max_attempts is not None and entry.attempt >= self.max_attempts
 
-    def _dead_letter(self, asked: Asked, entry: Entry, message: StoredMessage) -> bool:
-        """Put a spent entry's message to the dead letters, once, and delete the entry; False (nothing done) if
-        another receive does it. First the entry is held for this receive, on its nonce (of receives that read it
-        spent, one wins), then the message is put, then the entry deleted on the nonce it was held with. A crash
-        between leaves the entry held: when its hold ends it is lettered again (at least once, never lost)."""
-        assert self.dead_letters is not None and self.max_attempts is not None  # _spent said so
+    def dead_letter(self, group: str, topic: str, handle: str, hold_ms: int, now: int | None = None) -> None:
+        """Put the message of the delivery `handle` names to the dead letters now, its consumer having given up on
+        it (RocketMQ's ForwardMessageToDeadLetterQueue), and settle the delivery, as a spent entry is
+        (`_dead_letter`: held for `hold_ms` meanwhile); InvalidReceiptHandle if the handle names no current one."""
+        if self.dead_letters is None:
+            raise InvalidArgument("this pop consumption has no dead letters to forward a message to")
+        receipt = Receipt.of(handle)
+        current = self._current(group, topic, receipt, handle)
+        now = now_ms() if now is None else now
+        asked = Asked(group, topic, receipt.queue, 1, now, now + hold_ms, None)
+        message = self._message_at(asked, receipt.offset)
+        if message is None:  # gone from the queue (retention): nothing to letter
+            self.ledger.settle(group, topic, [Settlement(receipt)])
+        elif not self._dead_letter(asked, current, message, current.attempt):
+            raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
+
+    def _current(self, group: str, topic: str, receipt: Receipt, handle: str) -> Entry:
+        """The entry `receipt` names, if it is the delivery the handle was given for (InvalidReceiptHandle if not)."""
+        ledger = self.ledger.read(group, topic, receipt.queue)
+        current = next((entry for entry in ledger.entries if entry.offset == receipt.offset), None)
+        if current is None or current.nonce != receipt.nonce:
+            raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
+        return current
+
+    def _dead_letter(self, asked: Asked, entry: Entry, message: StoredMessage, attempts: int | None = None) -> bool:
+        """Put a spent entry's message to the dead letters (as delivered `attempts` times, default the most), once,
+        and delete the entry; False (nothing done) if another receive does it. First the entry is held for this
+        receive, on its nonce (of receives that read it spent, one wins), then the message is put, then the entry
+        deleted on the nonce it was held with. A crash between leaves the entry held: when its hold ends it is
+        lettered again (at least once, never lost)."""
+        assert self.dead_letters is not None and self.max_attempts is not None  # _spent, or dead_letter, said so
         mine = Entry(entry.offset, entry.attempt, new_nonce(), asked.until, entry.group)
         held = Settlement(Receipt(asked.queue, entry.offset, entry.nonce), mine)
         if self.ledger.settle(asked.group, asked.topic, [held]) != [Settled.DONE]:
             return False
-        self.dead_letters(asked.group, [message], self.max_attempts)
+        self.dead_letters(asked.group, [message], attempts or self.max_attempts)
         self.ledger.settle(asked.group, asked.topic, [Settlement(Receipt(asked.queue, entry.offset, mine.nonce))])
         return True
 
@@ -336,10 +361,7 @@ class PopConsumption:
 
     def _hold(self, group: str, topic: str, handle: str, hold_ms: int | None, now: int | None) -> str:
         receipt = Receipt.of(handle)
-        ledger = self.ledger.read(group, topic, receipt.queue)
-        current = next((entry for entry in ledger.entries if entry.offset == receipt.offset), None)
-        if current is None or current.nonce != receipt.nonce:
-            raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
+        current = self._current(group, topic, receipt, handle)
         if hold_ms is None:
             hold_ms = self.backoff(current.attempt) if self.backoff else 0
         until = (now_ms() if now is None else now) + hold_ms

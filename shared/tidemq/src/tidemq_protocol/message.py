@@ -29,6 +29,10 @@ class Message:
     tag: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
     born_timestamp: int | None = None
+    msg_id: str | None = None
+    """The id the message is to keep (record.MESSAGE_ID, RocketMQ's UNIQ_KEY) instead of one from where it is stored:
+    set by the broker's own paths only (the gRPC proxy carries a RocketMQ client's id here); the HTTP API has no
+    field for it."""
 
 
 @dataclass(slots=True)

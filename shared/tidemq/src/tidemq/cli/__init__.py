@@ -27,6 +27,7 @@ SUBCOMMANDS = {
         "tidemq.cli.dlq:dlq", "Dead letters of a consumer group: list them, resend them to their origin topic."
     ),
     "group": Subcommand("tidemq.cli.group:group", "Consumer groups: lag, offsets, lifecycle."),
+    "grpc": Subcommand("tidemq.cli.grpc_endpoint:grpc", "RocketMQ 5 clients: the gRPC endpoint and a client snippet."),
     "kv": Subcommand(
         "tidemq.cli.kv:kv", "KV namespaces: keys with versioned values, conditional writes, watches and snapshots."
     ),

@@ -14,9 +14,10 @@ producer encodes them (`encode_properties`) and the broker takes only what that 
 
 MESSAGE_ID (RocketMQ's `UNIQ_KEY`, the message id a client sees) is the broker's alone: a record that carries it
 has that id rather than its position's (ids.py), so a message the broker moves keeps the id it was given (the
-embedded engine's committed transactional messages, tidemq_store/transactions). Readers take it out of the
-properties into the message's id (reader.py); a producer's properties may not name it (`encode_properties` refuses
-it: it would forge an id), and the broker adds it with `with_message_id`.
+embedded engine's committed transactional messages, tidemq_store/transactions), and a message a RocketMQ 5 client
+sent through the gRPC proxy has the id the client gave it (`Message.msg_id`), as RocketMQ has it. Readers take it out
+of the properties into the message's id (reader.py); a producer's properties may not name it (`encode_properties`
+refuses it: it would forge an id), and the broker adds it with `with_message_id`.
 """
 
 from __future__ import annotations

@@ -210,7 +210,8 @@ class Settings(StoreConfig):
 
     @model_validator(mode="after")
     def _grpc_polls(self) -> Settings:
-        if not self.grpc_min_long_polling_ms <= self.grpc_max_long_polling_ms <= self.max_get_wait_ms:
+        polls = self.grpc_min_long_polling_ms <= self.grpc_max_long_polling_ms <= self.max_get_wait_ms
+        if self.grpc_enabled and not polls:
             raise ValueError(
                 "TIDEMQ_GRPC_MIN_LONG_POLLING_MS <= TIDEMQ_GRPC_MAX_LONG_POLLING_MS <= TIDEMQ_MAX_GET_WAIT_MS must hold"
             )

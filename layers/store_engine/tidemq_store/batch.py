@@ -7,12 +7,14 @@ version 2 records (record.py) that only need the broker's fields written.
 Either way each message must fit its topic's message type (RocketMQ 5's, `MessageType`): on a FIFO topic every
 message carries a message group and is in its group's queue (`key_queue`: a record that lets the broker choose
 goes there), so a group's messages are in one queue in the order they were put; on any other topic none carries
-one. A message that does not fit refuses its batch (MessageTypeMismatch, naming the topic's type).
+one. On a DELAY topic every message says when it is due (TIMER_DELIVER_MS or TIMER_DELAY_MS: tidemq_protocol.timer),
+and on any other none does. A message that does not fit refuses its batch (MessageTypeMismatch, naming the topic's
+type). UNIQ_KEY, the id of a message the broker put again, is the broker's alone: a producer's is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tidemq_protocol.clock import now_ms
@@ -27,6 +29,7 @@ from tidemq_protocol.message import Message, MessageType, key_queue, tag_hash
 from tidemq_protocol.record import (
     ANY_QUEUE,
     HEADER_SIZE,
+    UNIQ_KEY,
     check_produced,
     check_properties,
     encode_properties,
@@ -34,6 +37,7 @@ from tidemq_protocol.record import (
     message_group_of,
     stamp,
 )
+from tidemq_protocol.timer import has_delivery
 
 from .config import StoreConfig
 from .model import TopicConfig
@@ -86,10 +90,12 @@ def _check_total(limits: StoreConfig, total: int) -> None:
         raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
 
 
-def check_message_type(config: TopicConfig, index: int, group: str | None, queue: int) -> None:
-    """MessageTypeMismatch unless message `index` (of message group `group`, in `queue`) fits the topic's type (see
-    the module docstring)."""
+def check_message_type(config: TopicConfig, index: int, group: str | None, queue: int, delivery: bool = False) -> None:
+    """MessageTypeMismatch unless message `index` (of message group `group`, in `queue`, saying when it is due or
+    not: `delivery`) fits the topic's type (see the module docstring)."""
     kind = config.message_type
+    if delivery != (kind is MessageType.DELAY):
+        _check_delivery(config, index, delivery)
     if kind is MessageType.FIFO:
         if group is None:
             raise MessageTypeMismatch(
@@ -105,6 +111,23 @@ def check_message_type(config: TopicConfig, index: int, group: str | None, queue
             f"message {index} has message_group {group!r}; topic {config.name!r} is {kind.value}: only a FIFO"
             " topic takes message groups"
         )
+
+
+def _check_delivery(config: TopicConfig, index: int, delivery: bool) -> None:
+    if delivery:
+        raise MessageTypeMismatch(
+            f"message {index} has a delivery time; topic {config.name!r} is {config.message_type.value}: only a DELAY"
+            " topic takes delay messages"
+        )
+    raise MessageTypeMismatch(
+        f"message {index} has no delivery time; topic {config.name!r} is DELAY: each of its messages needs one"
+        " (delivery_time_ms or delay_ms)"
+    )
+
+
+def _check_broker_properties(index: int, properties: Mapping[str, str]) -> None:
+    if UNIQ_KEY in properties:
+        raise InvalidArgument(f"message {index}: property name {UNIQ_KEY!r} is the broker's")
 
 
 def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[Message]) -> ValidatedBatch:
@@ -125,7 +148,12 @@ def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[
             body = bytes(body)
         if type(queue) is not int or not 0 <= queue < queues:
             raise QueueOutOfRange(config.name, queue, queues)
-        check_message_type(config, index, message_group_of(message.properties), queue)
+        properties = message.properties
+        if properties:
+            _check_broker_properties(index, properties)
+        check_message_type(
+            config, index, message_group_of(properties), queue, bool(properties) and has_delivery(properties)
+        )
         props = b""
         if keys or tag is not None or message.properties:
             try:
@@ -165,15 +193,17 @@ def validate_records(limits: StoreConfig, config: TopicConfig, records: bytes, d
             raise MessageTooLarge(
                 f"message {index} is {size - fixed} bytes (body and properties); the limit is {max_size}"
             )
-        message_keys, tag, group = (), None, None
+        message_keys, tag, group, delivery = (), None, None, False
         if props:
             try:
-                message_keys, tag, group = check_properties(props)
+                message_keys, tag, group, properties = check_properties(props)
             except InvalidArgument as error:
                 raise InvalidArgument(f"record {index}: {error}") from None
+            _check_broker_properties(index, properties)
+            delivery = has_delivery(properties)
         if queue == ANY_QUEUE:
             queue = default_queue if group is None else key_queue(group, queues)
-        check_message_type(config, index, group, queue)
+        check_message_type(config, index, group, queue, delivery)
         chosen.append(queue)
         tag_codes.append(tag_hash(tag) if tag else 0)
         keys.append(message_keys)

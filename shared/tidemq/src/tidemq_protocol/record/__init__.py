@@ -12,7 +12,7 @@ logs, tier segments and serverless files stay readable.
                    once (magic, sizes, CRCs), then decoded; recovery's scan
     produced.py    the broker's check of what a producer sends
     properties.py  a record's properties: keys, tag, message group and user properties
-    ids.py         message ids: a record's position and size
+    ids.py         message ids: a record's position and size; timer ids
 
 Importers use this package's names (`tidemq_protocol.record.decode_records`); version 1's constants are here with
 the suffix _V1 (MAGIC_V1, HEADER_SIZE_V1, ...), version 2's without.
@@ -20,7 +20,7 @@ the suffix _V1 (MAGIC_V1, HEADER_SIZE_V1, ...), version 2's without.
 
 from __future__ import annotations
 
-from .ids import message_id, parse_message_id
+from .ids import is_timer_id, message_id, new_timer_id, parse_message_id, timer_due_ms
 from .produced import ProducedRecords, check_produced
 from .properties import (
     KEYS,
@@ -30,6 +30,9 @@ from .properties import (
     MESSAGE_GROUP,
     RESERVED_PROPERTIES,
     TAGS,
+    TIMER_DELAY_MS,
+    TIMER_DELIVER_MS,
+    UNIQ_KEY,
     CheckedProperties,
     check_message_group,
     check_properties,
@@ -105,6 +108,9 @@ __all__ = [
     "SHORTEST_HEADER",
     "STORE_TIMESTAMP_AT",
     "TAGS",
+    "TIMER_DELAY_MS",
+    "TIMER_DELIVER_MS",
+    "UNIQ_KEY",
     "CheckedProperties",
     "PendingRecord",
     "ProducedRecords",
@@ -121,9 +127,11 @@ __all__ = [
     "encode_properties",
     "encode_record",
     "encode_stored",
+    "is_timer_id",
     "max_record_size",
     "message_group_of",
     "message_id",
+    "new_timer_id",
     "parse_message_id",
     "read_by_id",
     "read_header",
@@ -133,5 +141,6 @@ __all__ = [
     "size_at",
     "stamp",
     "store_timestamp_at",
+    "timer_due_ms",
     "verify_records",
 ]

@@ -8,6 +8,10 @@ message group (RocketMQ 5's messageGroup, SQS's MessageGroupId), under the name 
 (`__SHARDINGKEY`), so a record carries its group in every encoding (JSON produce, frames, records) and to every
 reader. Its value is at most MAX_MESSAGE_GROUP characters, none a control character; a message without one has no
 group (a FIFO topic takes only messages with one, any other topic only messages without: tidemq_store/batch.py).
+A delay message (a DELAY topic's) carries its delivery time as TIMER_DELIVER_MS or TIMER_DELAY_MS, RocketMQ's
+names (tidemq_protocol.timer says how). UNIQ_KEY is the broker's alone, refused from producers: a message the
+broker put again under the id it had (a timer message, once due) carries that id there, and readers report it
+as the message's id (reader.py; RocketMQ's client message id property).
 All of it encoded fits in properties_length's 2 bytes, less its sign as RocketMQ has it (MAX_PROPERTIES_BYTES). A
 producer encodes them (`encode_properties`) and the broker takes only what that would have made
 (`check_properties`).
@@ -28,6 +32,9 @@ TAGS = "TAGS"
 RESERVED_PROPERTIES = frozenset({KEYS, TAGS})
 MESSAGE_GROUP = "__SHARDINGKEY"
 MAX_MESSAGE_GROUP = 128  # SQS's bound on a MessageGroupId
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # a delay message's delivery time, ms since the epoch (tidemq_protocol.timer)
+TIMER_DELAY_MS = "TIMER_DELAY_MS"  # ... or its delay after the broker receives it; the broker keeps TIMER_DELIVER_MS
+UNIQ_KEY = "UNIQ_KEY"  # the id of a message the broker put again under its first id (a timer's, once due): the broker's
 _NAME_SEP, _PROP_SEP = "\x01", "\x02"
 
 
@@ -95,11 +102,12 @@ def decode_properties(raw: bytes) -> tuple[tuple[str, ...], str | None, dict[str
 
 
 class CheckedProperties(NamedTuple):
-    """What the broker keeps of a producer's properties besides their bytes."""
+    """What the broker keeps of a producer's properties besides their bytes (`properties`: the user properties)."""
 
     keys: tuple[str, ...]
     tag: str | None
     message_group: str | None
+    properties: dict[str, str]
 
 
 def check_properties(raw: bytes) -> CheckedProperties:
@@ -112,4 +120,4 @@ def check_properties(raw: bytes) -> CheckedProperties:
         raise InvalidArgument("properties are not `name\\x01value\\x02` pairs of UTF-8 text") from None
     if encode_properties(keys, tag, properties) != raw:
         raise InvalidArgument("properties are not encoded as tidemq_protocol.record.encode_properties encodes them")
-    return CheckedProperties(keys, tag, message_group_of(properties))
+    return CheckedProperties(keys, tag, message_group_of(properties), properties)

@@ -91,7 +91,7 @@ def list_topics(after: After = None, limit: Limit = 100) -> TopicList:
 @app.get("/v1/topics/<topic>", tags=["topics"], responses=responses(404))
 def describe_topic(topic: TopicInPath) -> TopicDescription:
     require_any(acl.topic(topic), Action.GET, Action.PUB, Action.SUB)  # producers and consumers learn its queues
-    return topics.describe_topic(get_store(), topic)
+    return topics.describe_topic(get_store(), topic, get_settings().timer_max_delay_ms)
 
 
 @app.patch("/v1/topics/<topic>", tags=["topics"], responses=responses(415, 400, 404, 409))

@@ -39,8 +39,9 @@ from tidemq_protocol.errors import (
     Overloaded,
     TopicNotFound,
 )
-from tidemq_protocol.message import Message, StoredMessage
+from tidemq_protocol.message import Message, MessageType, StoredMessage
 from tidemq_protocol.record import MESSAGE_GROUP
+from tidemq_protocol.timer import delivery_properties
 from tidemq_store import MessageStore
 from tidemq_store.pop.api import Claim, Entry, PopLedger, Receipt, Settlement
 from tidemq_store.pop.receive import new_nonce, now_ms
@@ -221,17 +222,21 @@ def _put(
     sent = {}
     for topic in sorted({origins[letter.queue_offset] for letter in letters}):
         batch = [letter for letter in letters if origins[letter.queue_offset] == topic]
-        queues = store.get_topic(topic).queues
-        frames = [ProduceFrame(_message(letter, group), _origin_queue(letter, queues), None) for letter in batch]
+        config = store.get_topic(topic)
+        at_once = delivery_properties(delay=0) if config.message_type is MessageType.DELAY else {}  # due: at once
+        frames = [
+            ProduceFrame(_message(letter, group, at_once), _origin_queue(letter, config.queues), None)
+            for letter in batch
+        ]
         results = produce_frames(store, topic, frames, notifier)
         sent |= {letter.queue_offset: result.msg_id for letter, result in zip(batch, results, strict=True)}
     return sent
 
 
-def _message(letter: StoredMessage, group: str) -> Message:
+def _message(letter: StoredMessage, group: str, more: dict[str, str]) -> Message:
     own = {name: value for name, value in letter.properties.items() if name not in ORIGIN_PROPERTIES}
     origin = letter.properties.get(ORIGIN_MESSAGE_ID, letter.msg_id)
-    properties = {**own, ORIGIN_MESSAGE_ID: origin, DLQ_MESSAGE_ID: letter.msg_id, RESENT_FOR_GROUP: group}
+    properties = {**own, ORIGIN_MESSAGE_ID: origin, DLQ_MESSAGE_ID: letter.msg_id, RESENT_FOR_GROUP: group, **more}
     if ORIGIN_MESSAGE_GROUP in letter.properties:  # a FIFO message's group, back from where the letter kept it
         properties[MESSAGE_GROUP] = letter.properties[ORIGIN_MESSAGE_GROUP]
     return Message(letter.body, 0, letter.keys, letter.tag, properties, letter.born_timestamp)

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from tidemq_protocol.api.topics import QueueRange, TopicChange, TopicDescription, TopicList, TopicSpec, TopicView
+from tidemq_protocol.api.topics import (
+    DelaySettings,
+    QueueRange,
+    TopicChange,
+    TopicDescription,
+    TopicList,
+    TopicSpec,
+    TopicView,
+)
 from tidemq_protocol.kv import is_kv_topic
+from tidemq_protocol.message import MessageType
 from tidemq_store import MessageStore, TopicConfig
 from tidemq_store.api import UNSET
 
@@ -22,12 +31,14 @@ def list_topics(store: MessageStore, after: str | None, limit: int) -> TopicList
     )
 
 
-def describe_topic(store: MessageStore, name: str) -> TopicDescription:
+def describe_topic(store: MessageStore, name: str, max_delay_ms: int) -> TopicDescription:
+    """The topic, its queues' ranges, and its type's settings (a DELAY topic's: the longest delay, `max_delay_ms`)."""
     config = store.get_topic(name)
     ranges = [
         QueueRange(queue=q.queue, min_offset=q.min_offset, max_offset=q.max_offset) for q in store.queue_offsets(name)
     ]
-    return TopicDescription(**config.model_dump(), queue_offsets=ranges)
+    delay = DelaySettings(max_delay_ms=max_delay_ms) if config.message_type is MessageType.DELAY else None
+    return TopicDescription(**config.model_dump(), queue_offsets=ranges, delay=delay)
 
 
 def change_topic(store: MessageStore, name: str, change: TopicChange) -> TopicView:

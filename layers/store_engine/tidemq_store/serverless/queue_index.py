@@ -119,6 +119,15 @@ class QueueState(NamedTuple):
 EMPTY = QueueState(0, 0, 0, 0, [], False)
 
 
+Extra = Callable[[TransactWrite], None]
+"""Adds writes of other items to a sequencing's transaction (`QueueIndex.sequence`)."""
+
+
+class Withdrawn(Exception):
+    """A condition of the writes a sequencing was to make with it failed: nothing was written (the batch's records
+    lie in their file, referenced by nothing)."""
+
+
 class QueueMissing(Exception):
     """These queues have no item yet (made on the first put) or their topic was deleted."""
 
@@ -152,14 +161,15 @@ class QueueIndex:
             if not is_conditional(error):
                 raise
 
-    def sequence(self, topic: str, parts: dict[int, BatchRef]) -> dict[int, int]:
+    def sequence(self, topic: str, parts: dict[int, BatchRef], also: Extra | None = None) -> dict[int, int]:
         """Step 1 (and, when its turn, 3) of the protocol for a batch whose part in queue q is `parts[q]`: every
         part gets its offsets, or none does; return each part's first offset. QueueMissing names the queues
-        that have no item yet."""
-        if len(parts) == 1:
+        that have no item yet. `also` adds writes of other items to the sequencing, made with it or not at all (in
+        its transaction, whatever the batch's queues): Withdrawn if one of their conditions fails."""
+        if len(parts) == 1 and also is None:
             ((queue, batch),) = parts.items()
             return {queue: self._sequence_alone(topic, queue, batch)}
-        return self._sequence_together(topic, parts)
+        return self._sequence_together(topic, parts, also)
 
     def _sequence_alone(self, topic: str, queue: int, batch: BatchRef) -> int:
         queues = self.tables.queues
@@ -178,8 +188,9 @@ class QueueIndex:
             self._index_quietly(topic, queue, int(item.indexed), item.pending)
         return int(item.next_offset) - batch.count
 
-    def _sequence_together(self, topic: str, parts: dict[int, BatchRef]) -> dict[int, int]:
-        """Sequence a batch spread over several queues in one transaction (see the module docstring)."""
+    def _sequence_together(self, topic: str, parts: dict[int, BatchRef], also: Extra | None) -> dict[int, int]:
+        """Sequence a batch spread over several queues in one transaction (see the module docstring), with the
+        writes `also` adds."""
         queues = self.tables.queues
         for attempt in itertools.count():
             states = self._states(topic, list(parts))
@@ -195,7 +206,14 @@ class QueueIndex:
                         transaction.update(
                             queues(queue_key(topic, queue)), actions, condition=queues.next_offset == seen
                         )
+                    if also is not None:
+                        also(transaction)
             except TransactWriteError as error:
+                reasons = error.cancellation_reasons or []
+                if also is not None and any(
+                    reason is not None and reason.code == "ConditionalCheckFailed" for reason in reasons[len(parts) :]
+                ):
+                    raise Withdrawn(topic) from None
                 if not raced(error):
                     raise
                 time.sleep(random.uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2**attempt)))  # step back, more each time

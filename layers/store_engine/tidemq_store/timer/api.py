@@ -102,6 +102,10 @@ class TimerStore(ABC):
         """The timer message `msg_id`: as it will be delivered while it is pending (queue_offset -1, its store
         timestamp when it was sent), as it is on its topic once delivered; MessageNotFound otherwise."""
 
+    def asked(self, topic: str) -> None:  # noqa: B027 (the embedded mover needs no asking)
+        """A consumer of `topic` asks for messages: a backend whose timers move only when something asks (the
+        serverless one) moves the topic's due timers now, at most every TIDEMQ_TIMER_POLL_MS."""
+
     def add_moved_listener(self, listener: MovedListener) -> None:
         """Call `listener` after every move of due timers to a topic (in the mover's thread: it must be quick)."""
         self._moved_listeners.append(listener)

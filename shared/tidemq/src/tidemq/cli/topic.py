@@ -81,6 +81,8 @@ def describe(client: HttpClient, name: str) -> None:
     """Show topic NAME: its settings and each queue's offset range [min, max)."""
     view = Admin(client=client).describe_topic(name)
     stdout.print(f"topic {view.name!r}: {settings(view)}, created {timestamp(view.created_at)}")
+    if view.delay is not None:
+        stdout.print(f"  delay messages: due at most {duration(view.delay.max_delay_ms)} after they are sent")
     for attribute, value in sorted(view.attributes.items()):
         stdout.print(f"  {attribute} = {value}")
     rows = table(

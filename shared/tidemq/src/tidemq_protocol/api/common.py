@@ -23,7 +23,7 @@ from tidemq_protocol import names
 from tidemq_protocol.limits import DEFAULT_MAX_BATCH_MESSAGES, MAX_QUEUES
 from tidemq_protocol.message import TagFilter
 from tidemq_protocol.names import NAME_RULE
-from tidemq_protocol.record import MAX_MESSAGE_GROUP, MESSAGE_GROUP
+from tidemq_protocol.record import MAX_MESSAGE_GROUP, MESSAGE_GROUP, TIMER_DELAY_MS, TIMER_DELIVER_MS, UNIQ_KEY
 
 BodyEncoding = Literal["utf-8", "base64"]
 
@@ -51,10 +51,17 @@ TAG_PATTERN = f"^(?!{_BLANK_OR_STAR}$)(?![^{_CONTROL}]*\\|\\|)[^{_CONTROL}]+$"
 _FILTER_PART = f"(?!{_BLANK_OR_STAR}(?:\\|\\||$))(?:[^|]|\\|(?!\\|))+"
 TAG_FILTER_PATTERN = f"^(?:{_BLANK_OR_STAR}|{_FILTER_PART}(?:\\|\\|{_FILTER_PART})*)$"
 """A tag filter (`TagFilter.parse`): blank or `*` (every message), or tags joined by `||`, none blank or `*`."""
-PROPERTY_NAME_SCHEMA = {"pattern": f"^[^{_CONTROL}]+$", "not": {"enum": sorted(("KEYS", "TAGS", MESSAGE_GROUP))}}
+JSON_RESERVED_PROPERTIES = (MESSAGE_GROUP, TIMER_DELIVER_MS, TIMER_DELAY_MS, UNIQ_KEY)
+"""Property names a JSON message does not give: its fields set them (`message_group`, `delivery_time_ms`,
+`delay_ms`), or the broker does (UNIQ_KEY)."""
+PROPERTY_NAME_SCHEMA = {
+    "pattern": f"^[^{_CONTROL}]+$",
+    "not": {"enum": sorted(("KEYS", "TAGS", *JSON_RESERVED_PROPERTIES))},
+}
 PROPERTY_VALUE_PATTERN = "^[^\\x01\\x02]*$"
-"""Property names carry no control character and are not the reserved KEYS and TAGS, nor the message group's
-(`message_group` sets it); values carry no \\x01 or \\x02 (RocketMQ's separators in the stored properties)."""
+"""Property names carry no control character and are not the reserved KEYS and TAGS, nor one a field sets or the
+broker does (JSON_RESERVED_PROPERTIES); values carry no \\x01 or \\x02 (RocketMQ's separators in the stored
+properties)."""
 MessageGroup = Annotated[
     str,
     Field(

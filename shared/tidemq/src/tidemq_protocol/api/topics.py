@@ -43,8 +43,15 @@ class QueueRange(ApiModel):
     max_offset: int
 
 
+class DelaySettings(ApiModel):
+    """What bounds a DELAY topic's messages (the server's settings)."""
+
+    max_delay_ms: int = Field(description="A delay message is due at most this long after it is sent.")
+
+
 class TopicDescription(TopicView):
     queue_offsets: list[QueueRange]
+    delay: DelaySettings | None = Field(default=None, description="A DELAY topic's bounds (null: not DELAY).")
 
 
 class TierQueueView(ApiModel):

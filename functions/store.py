@@ -72,8 +72,16 @@ def process_store() -> MessageStore:
                 if settings.tier is TierMedium.S3 or settings.backend is Backend.SERVERLESS:
                     _aws = aws.connect(settings.local_aws, settings.home, _local_aws)
                 _store = open_store(settings)
+                _store.timers.add_moved_listener(_tell_push)
                 atexit.register(_store.close)
     return _store
+
+
+def _tell_push(topic: str, count: int) -> None:
+    """Due timer messages were put on `topic` (tidemq_store/timer): set its push delivery going, as a produce does."""
+    from functions.push.trigger import push_notifier
+
+    push_notifier().messages_stored(topic)
 
 
 def aws_endpoint() -> AwsEndpoint | None:

@@ -209,6 +209,13 @@ class Settings(StoreConfig):
         description="The Python (major.minor) of the application's image that runs the jobs.",
     )
 
+    timer_job_interval_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="serverless, locally: how often the maintenance function's timers job moves due timer messages "
+        "(AWS: every minute).",
+    )
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

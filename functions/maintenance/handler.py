@@ -6,6 +6,9 @@
                    since the last run it returns at once, without a request to DynamoDB or S3. Its metric
                    TierUploadLagSeconds is the age of the oldest message it found not yet uploaded
     every hour     the constant input {"job": "retention"}: topic retention
+    every minute   the constant input {"job": "timers"}: every DELAY topic's due timer messages put on their topic
+                   (tidemq_store/serverless/timers.py; a consumer reading a DELAY topic moves them sooner). Its
+                   metric TimerMessagesMoved counts them
 
 The embedded engine does both in its own threads; there a run reports `skipped`.
 """
@@ -27,7 +30,7 @@ class MaintenanceEvent(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    job: Literal["upload", "retention"] = "upload"
+    job: Literal["upload", "retention", "timers"] = "upload"
 
 
 @event_parser(model=MaintenanceEvent)
@@ -41,6 +44,10 @@ def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
             "segments_deleted": cleaned.segments_deleted,
             "messages_expired": cleaned.messages_expired,
         }
+    elif event.job == "timers":
+        moved = store.timers.move_due()  # each topic's push delivery is set going as they move (functions.store)
+        metrics.add_metric(name="TimerMessagesMoved", unit=MetricUnit.Count, value=sum(moved.values()))
+        result = {"job": "timers", "moved": sum(moved.values()), "topics": len(moved)}
     else:
         report = store.maintain()
         metrics.add_metric(name="MessagesUploaded", unit=MetricUnit.Count, value=report.messages_uploaded)
@@ -58,7 +65,7 @@ def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
         }
     if result.get("failed"):
         logger.warning("maintenance left queues for the next run", extra=result)
-    elif result.get("queues") or result.get("files_deleted") or result.get("messages_expired"):
+    elif result.get("queues") or result.get("files_deleted") or result.get("messages_expired") or result.get("moved"):
         logger.info("maintenance done", extra=result)
     return result
 

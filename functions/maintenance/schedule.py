@@ -3,6 +3,7 @@ invokes the maintenance function's handler as EventBridge would, with the same e
 
     every `maintenance_interval_s`  the scheduled event (events/maintenance_scheduled.json)
     every `clean_interval_s`        {"job": "retention"} (events/maintenance_retention.json)
+    every `timer_job_interval_s`    {"job": "timers"} (events/maintenance_timers.json)
 
 A run that finds nothing new costs a directory scan (handler.py), so the timer firing is no load at rest.
 """
@@ -41,9 +42,12 @@ class LocalSchedule:
     """Runs the maintenance handler on its schedules in a daemon thread until `stop`; `context` makes the
     Lambda context object of each invocation (the local gateway's LocalContext)."""
 
-    def __init__(self, upload_every_s: float, retention_every_s: float, context: Callable[[str], Any]) -> None:
+    def __init__(
+        self, upload_every_s: float, retention_every_s: float, context: Callable[[str], Any], timers_every_s: float
+    ) -> None:
         self.context = context
         self.jobs = [(upload_every_s, scheduled_event), (retention_every_s, lambda: {"job": "retention"})]
+        self.jobs.append((timers_every_s, lambda: {"job": "timers"}))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="maintenance-schedule", daemon=True)
 

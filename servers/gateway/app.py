@@ -44,13 +44,15 @@ from tidemq_store import Backend
 
 def _start_schedule():
     """With the serverless backend, what AWS runs on EventBridge schedules runs here on timers (the maintenance
-    function: upload to the cold tier, clean-up, retention); None with the embedded engine, which does its own."""
+    function: upload to the cold tier, clean-up, retention, due timer messages); None with the embedded engine, which
+    does its own."""
     settings = get_settings()
     if settings.backend is not Backend.SERVERLESS:
         return None
     from functions.maintenance.schedule import LocalSchedule
 
-    return LocalSchedule(settings.maintenance_interval_s, settings.clean_interval_s, LocalContext).start()
+    every = (settings.maintenance_interval_s, settings.clean_interval_s)
+    return LocalSchedule(*every, LocalContext, settings.timer_job_interval_s).start()
 
 
 async def app(scope, receive, send) -> None:

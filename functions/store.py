@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import atexit
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -72,16 +72,22 @@ def process_store() -> MessageStore:
                 if settings.tier is TierMedium.S3 or settings.backend is Backend.SERVERLESS:
                     _aws = aws.connect(settings.local_aws, settings.home, _local_aws)
                 _store = open_store(settings)
-                _store.timers.add_moved_listener(_tell_push)
                 atexit.register(_store.close)
+                for hook in _open_hooks:
+                    hook(_store)
     return _store
 
 
-def _tell_push(topic: str, count: int) -> None:
-    """Due timer messages were put on `topic` (tidemq_store/timer): set its push delivery going, as a produce does."""
-    from functions.push.trigger import push_notifier
+_open_hooks: list[Callable[[MessageStore], None]] = []
 
-    push_notifier().messages_stored(topic)
+
+def when_opened(hook: Callable[[MessageStore], None]) -> None:
+    """Call `hook` with the process's store once it is opened (at once if it is open already)."""
+    with _lock:
+        _open_hooks.append(hook)
+        opened = _store
+    if opened is not None:
+        hook(opened)
 
 
 def aws_endpoint() -> AwsEndpoint | None:

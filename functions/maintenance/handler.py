@@ -22,7 +22,10 @@ from aws_lambda_powertools.utilities.parser import event_parser
 from pydantic import BaseModel, ConfigDict
 
 from functions.observability import instrumented, logger, metrics
+from functions.push.trigger import watch_moved_timers
 from functions.store import get_store
+
+watch_moved_timers()  # the timers job moves due timers
 
 
 class MaintenanceEvent(BaseModel):

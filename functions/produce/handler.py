@@ -13,7 +13,7 @@ from functions.api.params import TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import produce
 from functions.observability import metrics
-from functions.push.trigger import push_notifier
+from functions.push.trigger import push_notifier, watch_moved_timers
 from functions.store import get_store
 from shared.settings import get_settings
 from tidemq_protocol import acl, codec
@@ -22,6 +22,7 @@ from tidemq_protocol.api.messages import ProduceRequest, ProduceResponse, Recall
 from tidemq_protocol.errors import InvalidArgument
 
 app = new_resolver()
+watch_moved_timers()  # the embedded engine's mover runs in this process
 
 
 @app.post("/v1/topics/<topic>/messages", tags=["messages"], responses=responses(415, 400, 404, 409, 413, 503))

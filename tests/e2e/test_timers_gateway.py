@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.gateways import signed_http
+from tests.push_targets import Webhook, wait_for
 from tidemq import Admin, Consumer, Producer
 from tidemq.client import HttpClient
 from tidemq.credentials import Credentials
@@ -166,3 +167,16 @@ def test_a_delay_on_a_normal_topic_is_refused_by_the_sdk_too(gateway, admin):
     admin.create_topic(plain, queues=1)
     with Producer(plain, url=gateway.url) as producer, pytest.raises(MessageTypeMismatch, match="NORMAL"):
         producer.send(b"x", delay=5)
+
+
+def test_a_push_group_of_a_delay_topic_is_pushed_each_message_once_it_is_due(gateway, admin, delay_topic):
+    """Nothing produces to the topic after the send: the move itself sets push delivery going (the embedded mover;
+    on the serverless backend, the maintenance function's timers job)."""
+    with Webhook() as webhook:
+        group = unique("pushed")
+        admin.create_group(group)
+        admin.set_push(group, delay_topic, webhook.url)
+        with Producer(delay_topic, url=gateway.url) as producer:
+            sent = producer.send(b"pushed when due", delay=500)
+        wait_for(lambda: list(webhook.messages()), "the push of the delay message")
+        assert [m["msg_id"] for m in webhook.messages()] == [sent.msg_id]

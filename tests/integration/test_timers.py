@@ -4,7 +4,11 @@ never delivered; bad input is refused and changes nothing."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -159,3 +163,27 @@ def test_pending_timers_survive_a_reopen_and_are_delivered_after_it(reopen):
     store.close()
     store = reopen()
     assert sorted(m.msg_id for m in received(store, "later", 5)) == sorted(r.msg_id for r in sent)
+
+
+MOVER = Path(__file__).with_name("timer_crash_mover.py")
+
+
+@pytest.mark.parametrize("step", ["intent", "appended"])
+def test_a_move_cut_by_a_crash_at_either_step_delivers_each_timer_exactly_once(open_test_store, tmp_path, step):
+    """The embedded mover killed between its intent and its append, or between its append and the timers'
+    deletion: after the restart each timer is on its queue once (and none was early)."""
+    store = open_test_store(home=tmp_path / "store", timer_max_delay_ms=3_600_000)
+    store.create_topic(TopicConfig(name="later", queues=2, message_type=MessageType.DELAY))
+    sent = store.put("later", [delayed(f"m{n}".encode(), delay_ms=1_000, queue=n % 2) for n in range(20)])
+    store.close()
+    time.sleep(1.1)  # due now: the child's mover moves them as it opens the store
+    child = subprocess.run(
+        [sys.executable, str(MOVER), str(tmp_path / "store"), step], capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    store = open_test_store(home=tmp_path / "store")
+    messages = received(store, "later", 20)
+    assert sorted(m.msg_id for m in messages) == sorted(r.msg_id for r in sent)  # each once
+    assert all(m.store_timestamp >= int(m.properties[TIMER_DELIVER_MS]) for m in messages)
+    store.timers.move_due()
+    assert len(received(store, "later", 21, deadline_s=0)) == 20

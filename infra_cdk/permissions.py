@@ -42,11 +42,21 @@ OPEN, READ, WRITE = TableUse.OPEN, TableUse.READ, TableUse.WRITE
 FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
     # produce: the topic (cached), who pushes from it (groups), the caller (users); sequencing and indexing a
     # batch write the queue's item and the batch items
-    "produce": {"topics": READ, "groups": READ, "users": READ, "queues": WRITE, "batches": WRITE},
+    "produce": {
+        "topics": READ,
+        "groups": READ,
+        "users": READ,
+        "queues": WRITE,
+        "batches": WRITE,
+        # a DELAY topic's messages sent for later, and recalls of them (serverless/timers.py: transactions)
+        "timers": WRITE,
+        "timer_outcomes": WRITE,
+    },
     # consume: the queue's item and batch items, read; long polls BatchGetItem the queues' items; pop consumption's
     # receives and acks read the group (its retry policy) and claim and settle in its ledgers (pop/receive.py:
     # conditional transactions); a message past its last delivery is put to the group's dead letters, which it may
-    # create
+    # create; a read of a DELAY topic moves its due timers (their items deleted, their outcomes written, with the
+    # sequencing of their messages)
     "consume": {
         "topics": WRITE,
         "groups": READ,
@@ -54,11 +64,18 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
         "queues": WRITE,
         "batches": WRITE,
         "pop_ledger": WRITE,
+        "timers": WRITE,
+        "timer_outcomes": WRITE,
     },
     # admin: every route of the admin API (topics, groups, users, offsets, tier upload now); deleting a topic or a
     # group deletes its pop ledgers (found through the table's indexes); a dead-letter resend records itself in the
-    # group's ledger of its dead letters and puts the messages to their topics
-    "admin": {name: WRITE for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger")},
+    # group's ledger of its dead letters and puts the messages to their topics; deleting a DELAY topic deletes its
+    # pending timers, and a message looked up by a timer id is found through the timers' index or their outcomes
+    "admin": {
+        **{name: WRITE for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger")},
+        "timers": WRITE,
+        "timer_outcomes": READ,
+    },
     # kv: the caller (users), and the KV namespaces, their keys and their changes (conditional transactions)
     "kv": {"users": READ, "kv_namespaces": WRITE, "kv_entries": WRITE, "kv_changes": WRITE},
     # push: reads the group and what it delivers, commits offsets (a transaction conditioned on the group's item),
@@ -71,10 +88,13 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
         "queues": WRITE,
         "batches": WRITE,
         "pop_ledger": WRITE,
+        "timers": WRITE,  # its reads of a DELAY topic move due timers, as consume's do
+        "timer_outcomes": WRITE,
     },
     # maintenance: each dirty queue's item (lease, hot boundary), its batch items (indexing, retention), topics'
-    # retention
-    "maintenance": {"topics": READ, "queues": WRITE, "batches": WRITE},
+    # retention; the timers job moves every DELAY topic's due timers, and a segment file a pending timer's record is
+    # in stays (the timers' by_file index)
+    "maintenance": {"topics": READ, "queues": WRITE, "batches": WRITE, "timers": WRITE, "timer_outcomes": WRITE},
     # the authorizer: the caller's user record
     "authorizer": {"users": READ},
     # bootstrap: lists users, and makes the first (a create-only put)

@@ -100,14 +100,20 @@ def _due_bound(due_ms: int) -> bytes:
     return POSITION.pack(0) if due_ms < 0 else ((due_ms + 1) << 16).to_bytes(8, "big")
 
 
-def _options() -> Options:
+def _options(cache: Cache) -> Options:
+    """Bytes keys and values, memtables of WRITE_BUFFER_BYTES (all of them at most twice that), and one block
+    cache for every family that holds their index and filter blocks too: memory stays bounded however many timers
+    are pending."""
     options = Options(raw_mode=True)
     options.create_if_missing(True)
     options.create_missing_column_families(True)
     options.set_write_buffer_size(WRITE_BUFFER_BYTES)
     options.set_max_write_buffer_number(2)
+    options.set_db_write_buffer_size(2 * WRITE_BUFFER_BYTES)
     table = BlockBasedOptions()
-    table.set_block_cache(Cache(BLOCK_CACHE_BYTES))
+    table.set_block_cache(cache)
+    table.set_cache_index_and_filter_blocks(True)
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
     table.set_bloom_filter(10, False)
     options.set_block_based_table_factory(table)
     return options
@@ -120,9 +126,8 @@ class RocksTimers(TimerStore):
     def __init__(self, store: EmbeddedMessageStore, path: Path, sync: bool) -> None:
         super().__init__()
         self.store = store
-        options = _options()
-        families = {name: _options() for name in FAMILIES}
-        self._db = _Db(path, options, families)
+        cache = Cache(BLOCK_CACHE_BYTES)
+        self._db = _Db(path, _options(cache), {name: _options(cache) for name in FAMILIES})
         self._pending, self._outcomes, self._moving_cf = (self._db.views[name] for name in FAMILIES)
         self._handles = self._db.handles
         self._write = WriteOptions()

@@ -25,9 +25,10 @@ When moves happen, and how late a timer is delivered:
   TIDEMQ_TIMER_JOB_INTERVAL_S inside `make run`) moves every DELAY topic's due timers. With nobody reading a topic,
   a timer reaches its queue within that period plus the job's run: up to a minute late in AWS;
 - whenever a consumer of the topic asks (a pull, a pop receive, a push delivery, each read of one of its queues):
-  the reading process moves the topic's due timers first, at most every TIDEMQ_TIMER_POLL_MS (100 ms) per topic,
-  and a long poll waiting on a DELAY topic moves them every TIDEMQ_TIMER_POLL_MS while it waits. With a consumer
-  polling, a timer is delivered within about that period plus a Query and a transaction (tens of ms in AWS).
+  the reading process moves the topic's due timers first, at most every TIDEMQ_TIMER_POLL_MS (100 ms) per topic
+  and for at most ASKED_MOST_S (a backlog goes on at the next reads), and a long poll waiting on a DELAY topic
+  moves them every TIDEMQ_TIMER_POLL_MS while it waits. With a consumer polling, a timer is delivered within about
+  that period plus a Query and a transaction (tens of ms in AWS).
 A topic's timers are one partition's items (DynamoDB's 1,000 writes a second per partition bounds how many a topic
 can send or move a second); a move takes at most MOVE_MOST, and goes on while more are due.
 """
@@ -62,6 +63,8 @@ from .tables import Tables
 
 log = logging.getLogger("tidemq.timers")
 
+ASKED_MOST_S = 1.0
+"""The longest a consumer's read moves due timers before it reads (a backlog is moved by later reads, and the job)."""
 MOVE_MOST = 45
 """Timers one move takes: with its outcome each is two of a transaction's 100 items, beside the queues' own."""
 
@@ -88,7 +91,8 @@ class DynamoTimers(TimerStore):
         super().__init__()
         self.config, self.tables, self.metadata = config, tables, metadata
         self.writer, self.segments, self.appender, self._located = writer, segments, appender, located
-        self._asked: dict[str, float] = {}  # topic -> when this process last moved its due timers (monotonic)
+        self._asked: dict[str, float] = {}  # topic -> when a consumer here last had its due timers moved (monotonic)
+        self._busy: dict[str, threading.Lock] = {}  # topic -> held while this process moves its due timers
         self._asking = threading.Lock()
 
     # ---- schedule --------------------------------------------------------------------------------
@@ -165,42 +169,57 @@ class DynamoTimers(TimerStore):
         topics = [topic] if topic is not None else [c.name for c in self._delay_topics()]
         moved: dict[str, int] = {}
         for name in topics:
-            count = self._move_topic(name)
+            with self._moving(name):
+                count = self._move_topic(name, float("inf"))
             if count:
                 moved[name] = count
-                self._moved(name, count)
         return moved
 
     def asked(self, topic: str) -> None:
         """A consumer of `topic` asks for messages: move its due timers, unless this process did within
-        TIDEMQ_TIMER_POLL_MS (a failure is logged: the read goes on, and the next one tries again)."""
+        TIDEMQ_TIMER_POLL_MS or is doing it now, for at most ASKED_MOST_S (a read waits no longer; the next one goes
+        on). A failure is logged: the read goes on, and the next one tries again."""
         now = time.monotonic()
         with self._asking:
             if now - self._asked.get(topic, -1e9) < self.config.timer_poll_ms / 1000:
                 return
             self._asked[topic] = now
+            busy = self._busy.setdefault(topic, threading.Lock())
+        if not busy.acquire(blocking=False):
+            return
         try:
-            self.move_due(topic)
+            self._move_topic(topic, time.monotonic() + ASKED_MOST_S)
         except Exception:
             log.warning("moving the due timers of %s for a consumer failed", topic, exc_info=True)
+        finally:
+            busy.release()
+
+    def _moving(self, topic: str) -> threading.Lock:
+        """The lock of this process's moves of `topic` (a scheduled move waits for a consumer's to end)."""
+        with self._asking:
+            return self._busy.setdefault(topic, threading.Lock())
 
     def _delay_topics(self) -> Iterator[TopicConfig]:
         return (config for config in self.metadata.all_topics() if config.message_type is MessageType.DELAY)
 
-    def _move_topic(self, topic: str) -> int:
-        """Move `topic`'s due timers, MOVE_MOST at a time, until none is due (see the module docstring)."""
+    def _move_topic(self, topic: str, until: float) -> int:
+        """Move `topic`'s due timers, MOVE_MOST at a time, until none is due or `until` (monotonic) has passed (see
+        the module docstring); how many moved (the listeners told)."""
         timers, moved = self.tables.timers, 0
         while True:
             now = clock.now_ms()
             due = list(timers.query(topic, timers.id < _due_bound(now), consistent_read=True, limit=MOVE_MOST))
             if not due:
-                return moved
+                break
             try:
                 moved += self._move(topic, due)
             except Withdrawn:  # another mover (or a recall) took some of them: read again
                 continue
-            if len(due) < MOVE_MOST:
-                return moved
+            if len(due) < MOVE_MOST or time.monotonic() > until:
+                break
+        if moved:
+            self._moved(topic, moved)
+        return moved
 
     def _move(self, topic: str, due: list) -> int:
         try:

@@ -99,3 +99,20 @@ class RestartedGateway:
     def stop(self) -> None:
         if self.process is not None:
             stop_server(self.process)
+
+
+@contextlib.contextmanager
+def restarted_gateway(request, tmp_path: Path, backend: str, **settings: str) -> Iterator[RestartedGateway]:
+    """A RestartedGateway of `backend` (serverless: on the session's local AWS, tables of its own), started, with
+    this process signing as its super user; stopped at the end."""
+    settings = {"TIDEMQ_BACKEND": backend, **settings}
+    if backend == "serverless":
+        prefix = f"kill{uuid.uuid4().hex[:8]}"
+        settings |= {**request.getfixturevalue("local_aws").env, "TIDEMQ_DYNAMODB_PREFIX": prefix}
+    gateway = RestartedGateway(tmp_path / "data", **settings)
+    try:
+        gateway.start()
+        with signing_with(gateway.home / "credentials"):
+            yield gateway
+    finally:
+        gateway.stop()

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import random
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.gateways import RestartedGateway, signing_with
+from tests.gateways import RestartedGateway, restarted_gateway
 from tests.pop_consumer import ConsumerProcesses
 from tests.pop_deliveries import ACKED, Delivery, acked_bodies, by_message, exclusivity_faults, now_ms
 from tests.pop_producer import ProducerProcess
@@ -43,17 +42,8 @@ STARTUP_KILL_EVERY = 3  # every third kill lands at any moment of the start-up, 
 
 @pytest.fixture(params=["embedded", "serverless"])
 def gateway(request, tmp_path) -> Iterator[RestartedGateway]:
-    settings = {"TIDEMQ_BACKEND": request.param, "TIDEMQ_POP_MIN_INVISIBLE_MS": "1000"}
-    if request.param == "serverless":
-        prefix = f"kill{uuid.uuid4().hex[:8]}"
-        settings |= {**request.getfixturevalue("local_aws").env, "TIDEMQ_DYNAMODB_PREFIX": prefix}
-    gateway = RestartedGateway(tmp_path / "data", **settings)
-    try:
-        gateway.start()
-        with signing_with(gateway.home / "credentials"):
-            yield gateway
-    finally:
-        gateway.stop()
+    with restarted_gateway(request, tmp_path, request.param, TIDEMQ_POP_MIN_INVISIBLE_MS="1000") as gateway:
+        yield gateway
 
 
 @pytest.mark.slow

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import random
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
-from tests.gateways import RestartedGateway, signing_with
+from tests.gateways import RestartedGateway, restarted_gateway
 from tidemq import Consumer, Producer
 from tidemq.client import HttpClient
 from tidemq.errors import ServerUnreachable
@@ -45,17 +44,8 @@ class Sent:
 
 @pytest.fixture(params=["embedded", "serverless"])
 def gateway(request, tmp_path) -> Iterator[RestartedGateway]:
-    settings = {"TIDEMQ_BACKEND": request.param, "TIDEMQ_TIMER_JOB_INTERVAL_S": "1"}
-    if request.param == "serverless":
-        prefix = f"timer{uuid.uuid4().hex[:8]}"
-        settings |= {**request.getfixturevalue("local_aws").env, "TIDEMQ_DYNAMODB_PREFIX": prefix}
-    gateway = RestartedGateway(tmp_path / "data", **settings)
-    try:
-        gateway.start()
-        with signing_with(gateway.home / "credentials"):
-            yield gateway
-    finally:
-        gateway.stop()
+    with restarted_gateway(request, tmp_path, request.param, TIDEMQ_TIMER_JOB_INTERVAL_S="1") as gateway:
+        yield gateway
 
 
 @pytest.mark.slow

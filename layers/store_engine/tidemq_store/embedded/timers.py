@@ -69,6 +69,7 @@ from tidemq_protocol.record import decode_message, decode_records, message_id, t
 
 from ..errors import StoreClosed
 from ..model import PutResult
+from ..rocks import Families
 from ..threads import background_thread
 from ..timer.api import Outcome, Recalled, TimerBatch, TimerIdTaken, TimerStore
 from ..timer.plan import NOT_ON_ITS_QUEUE, due_batch
@@ -105,8 +106,6 @@ def _options(cache: Cache) -> Options:
     cache for every family that holds their index and filter blocks too: memory stays bounded however many timers
     are pending."""
     options = Options(raw_mode=True)
-    options.create_if_missing(True)
-    options.create_missing_column_families(True)
     options.set_write_buffer_size(WRITE_BUFFER_BYTES)
     options.set_max_write_buffer_number(2)
     options.set_db_write_buffer_size(2 * WRITE_BUFFER_BYTES)
@@ -127,7 +126,7 @@ class RocksTimers(TimerStore):
         super().__init__()
         self.store = store
         cache = Cache(BLOCK_CACHE_BYTES)
-        self._db = _Db(path, _options(cache), {name: _options(cache) for name in FAMILIES})
+        self._db = Families(path, FAMILIES, tuned=lambda: _options(cache))
         self._pending, self._outcomes, self._moving_cf = (self._db.views[name] for name in FAMILIES)
         self._handles = self._db.handles
         self._write = WriteOptions()
@@ -159,7 +158,7 @@ class RocksTimers(TimerStore):
                 if self._pending.get(key) is not None or self._outcomes.get(key) is not None:
                     raise TimerIdTaken(timer.msg_id)
                 write.put(key, head + timer.record)
-            self._db.write(write, self._write)
+            self._db.db.write(write, self._write)
         earliest = min(timer.due_ms for timer in batch.timers)
         with self._wake:
             self._puts += 1
@@ -183,7 +182,7 @@ class RocksTimers(TimerStore):
                 write.delete(key, self._handles["pending"])
                 outcome = _outcome(Outcome.RECALLED, clock.now_ms(), NO_LOCATION, topic)
                 write.put(key, outcome, self._handles["outcomes"])
-                self._db.write(write, self._write)
+                self._db.db.write(write, self._write)
                 return Recalled(msg_id, topic, due)
             outcome = self._outcomes.get(key)
         if outcome is None or _outcome_topic(outcome) != topic:
@@ -286,7 +285,7 @@ class RocksTimers(TimerStore):
             write.delete(key, self._handles["pending"])
             write.put(key, _outcome(kind, now, location, topic), self._handles["outcomes"])
         write.delete(MOVING_KEY, self._handles["moving"])
-        self._db.write(write, self._write)
+        self._db.db.write(write, self._write)
 
     def _settle(self) -> None:
         """Settle a move a crash left in flight (see the module docstring)."""
@@ -393,24 +392,3 @@ def _outcome(kind: int, at_ms: int, location: bytes, topic: str) -> bytes:
 
 def _outcome_topic(value: bytes) -> str:
     return value[OUTCOME_HEAD.size :].decode()
-
-
-class _Db:
-    """The timers' RocksDB with its families (rocks.Families with options of its own: small memtables and cache)."""
-
-    def __init__(self, path: Path, options: Options, families: dict[str, Options]) -> None:
-        from rocksdict import Rdict
-
-        self.db = Rdict(str(path), options, column_families=families)
-        self.views = {name: self.db.get_column_family(name) for name in families}
-        self.handles = {name: self.db.get_column_family_handle(name) for name in families}
-
-    def write(self, batch: WriteBatch, options: WriteOptions) -> None:
-        self.db.write(batch, options)
-
-    def close(self) -> None:
-        for view in self.views.values():
-            view.close()
-        self.views.clear()
-        self.handles.clear()
-        self.db.close()

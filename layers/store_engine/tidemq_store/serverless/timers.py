@@ -122,13 +122,10 @@ class DynamoTimers(TimerStore):
     # ---- recall ----------------------------------------------------------------------------------
 
     def recall(self, topic: str, msg_id: str) -> Recalled:
-        timers, outcomes, due = self.tables.timers, self.tables.timer_outcomes, timer_due_ms(msg_id)
-        now, purge_at = clock.now_ms(), self._purge(due)
-        outcome = outcomes(msg_id, topic=topic, outcome=Outcome.RECALLED, at_ms=now, purge_at=purge_at)
+        outcomes, due = self.tables.timer_outcomes, timer_due_ms(msg_id)
         try:
             with TransactWrite(connection=self.tables.connection) as transaction:
-                transaction.delete(timers(topic, msg_id), condition=timers.id.exists())
-                transaction.save(outcome)
+                self._settle(transaction, topic, msg_id, Outcome.RECALLED)
             return Recalled(msg_id, topic, due)
         except TransactWriteError as error:
             if not any(reason is not None and reason.code == "ConditionalCheckFailed" for reason in _reasons(error)):
@@ -230,24 +227,11 @@ class DynamoTimers(TimerStore):
             self._drop(topic, due)
             return 0
         records = [read_segment(self.segments, item.file, int(item.position), int(item.length)) for item in due]
-        timers, outcomes = self.tables.timers, self.tables.timer_outcomes
 
         def deletions(locations: list[str]):
-            now = clock.now_ms()
-
             def add(transaction: TransactWrite) -> None:
                 for item, location in zip(due, locations, strict=True):
-                    transaction.delete(timers(topic, item.id), condition=timers.id.exists())
-                    transaction.save(
-                        outcomes(
-                            item.id,
-                            topic=topic,
-                            outcome=Outcome.DELIVERED,
-                            at_ms=now,
-                            location=location,
-                            purge_at=self._purge(timer_due_ms(item.id)),
-                        )
-                    )
+                    self._settle(transaction, topic, item.id, Outcome.DELIVERED, location)
 
             return add
 
@@ -256,23 +240,25 @@ class DynamoTimers(TimerStore):
 
     def _drop(self, topic: str, due: list) -> None:
         """Drop timers whose topic is gone (or was made again since they were sent)."""
-        timers, outcomes, now = self.tables.timers, self.tables.timer_outcomes, clock.now_ms()
         for item in due:
             try:
                 with TransactWrite(connection=self.tables.connection) as transaction:
-                    transaction.delete(timers(topic, item.id), condition=timers.id.exists())
-                    transaction.save(
-                        outcomes(
-                            item.id,
-                            topic=topic,
-                            outcome=Outcome.DROPPED,
-                            at_ms=now,
-                            purge_at=self._purge(timer_due_ms(item.id)),
-                        )
-                    )
+                    self._settle(transaction, topic, item.id, Outcome.DROPPED)
             except TransactWriteError:
                 continue  # moved or recalled meanwhile
         log.warning("dropped %d timer message(s) of topic %s: it was deleted", len(due), topic)
+
+    def _settle(
+        self, transaction: TransactWrite, topic: str, msg_id: str, outcome: int, location: str | None = None
+    ) -> None:
+        """Add to `transaction` the pending timer's item deleted, on condition it is there, and its outcome."""
+        timers = self.tables.timers
+        transaction.delete(timers(topic, msg_id), condition=timers.id.exists())
+        purge_at = self._purge(timer_due_ms(msg_id))
+        record = self.tables.timer_outcomes(
+            msg_id, topic=topic, outcome=outcome, at_ms=clock.now_ms(), location=location, purge_at=purge_at
+        )
+        transaction.save(record)
 
     # ---- what the rest of the store asks ---------------------------------------------------------
 

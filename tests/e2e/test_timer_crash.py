@@ -92,6 +92,7 @@ def run_through_kills(gateway: RestartedGateway, timers: int, kills: int, window
     while now_ms() <= last_due:
         time.sleep(0.2)
     recalled = {s.msg_id for s in sent if s.recall == "recalled"}
+    assert recalled, "no recall was answered: the timers came due before the kills"
     expected = {s.msg_id: s for s in sent if s.msg_id not in recalled}
     delivered = read_all(gateway.url, len(expected))
     ids = [m.msg_id for m in delivered]
@@ -113,8 +114,13 @@ def run_through_kills(gateway: RestartedGateway, timers: int, kills: int, window
 
 
 def send(url: str, count: int, window_s: float) -> list[Sent]:
-    """`count` timers due at a steady rate over `window_s`, from 3 s from now, sent 100 to a put."""
-    start, step = now_ms() + 3_000, window_s * 1000 / count
+    """`count` timers due at a steady rate over `window_s`, sent 100 to a put; the first is due a few seconds after
+    they are all sent (as long again as a put of 100 took, times the puts), so that they come due during the kills."""
+    with Producer("timers", url=url) as producer:
+        began = time.monotonic()
+        producer.send_batch([outgoing(b"warm-up", delay=3_600_000) for _ in range(100)])
+        sending_s = (time.monotonic() - began) * count / 100
+    start, step = now_ms() + int(sending_s * 1500) + 3_000, window_s * 1000 / count
     sent: list[Sent] = []
     with Producer("timers", url=url) as producer:
         for first in range(0, count, 100):

@@ -6,7 +6,8 @@
    received before it (or stored before it).
 2. Memory, embedded: a fresh gateway's RSS, then M timers sent due an hour later, then its RSS again:
    `rss_growth_mb_per_million_pending` is the growth scaled to a million (the pending timers are on disk).
-3. Serverless (a gateway of its own over a moto server it starts): N_s timers due over W_s seconds, two ways: with
+3. Serverless (a gateway of its own over a moto server it starts, which takes tens of requests a second where
+   DynamoDB takes thousands: so a few timers a second): N_s timers due over W_s seconds, two ways: with
    a long-polling consumer (lateness: received minus due), and with no consumer at all, where only the maintenance
    function's timers job moves them (lateness: the store time on their queue minus due; the job runs every
    TIDEMQ_TIMER_JOB_INTERVAL_S, 10 s inside `make run`, every minute in AWS).
@@ -18,7 +19,7 @@ Prints one JSON line per part:
    "rss_growth_mb_per_million_pending": ...}
   {"bench": "timer", "backend": "serverless", "consumer": "long_poll" | "none", "lateness_p50_ms": ..., ...}
 
-    python bench/timer.py                                   # 100,000 over 60 s; 1,000,000 pending; serverless 2,000
+    python bench/timer.py --lead-s 90                       # 100,000 over 60 s; 1,000,000 pending; serverless 300
     python bench/timer.py -n 10000 --window-s 10 --pending 100000 --serverless-n 200
 """
 
@@ -159,23 +160,22 @@ def serverless(args, home: Path) -> list[dict]:
         for consumer in ("long_poll", "none"):
             topic = f"timers-{consumer.replace('_', '-')}"
             Admin(client=client).create_topic(topic, queues=1, message_type="DELAY")
-            start = now_ms() + int(args.lead_s * 1000)
-            dues = [
-                start + int(i * args.serverless_window_s * 1000 / args.serverless_n) for i in range(args.serverless_n)
-            ]
+            start, step = now_ms() + int(args.lead_s * 1000), args.serverless_window_s * 1000 / args.serverless_n
+            dues = [start + int(i * step) for i in range(args.serverless_n)]
             send(client, topic, dues)
+            if now_ms() > start - 1000:
+                raise SystemExit("sending the serverless timers took longer than --lead-s: give more")
             if consumer == "long_poll":
-                lateness, early = consume(
-                    client, topic, args.serverless_n, args.lead_s + args.serverless_window_s + 300
-                )
+                wait_s = args.lead_s + args.serverless_window_s + 300
+                lateness, early = consume(client, topic, args.serverless_n, wait_s)
             else:
-                lateness, early = moved_by_the_job(client, topic, args, dues[-1])
+                lateness, early = moved_by_the_job(client, topic, args)
             line = lateness_line(lateness, early, backend="serverless", consumer=consumer, timers=args.serverless_n)
-            lines.append(line | {"window_s": args.serverless_window_s, "job_interval_s": 10.0})
+            lines.append(line | {"window_s": args.serverless_window_s, "job_interval_s": 10.0, "local_aws": "moto"})
     return lines
 
 
-def moved_by_the_job(client: HttpClient, topic: str, args, last_due: int) -> tuple[list[float], int]:
+def moved_by_the_job(client: HttpClient, topic: str, args) -> tuple[list[float], int]:
     """With nobody reading, wait until the job has moved every timer (the queue's end, from `describe`, reads no
     message), then read them all: each one's store time on its queue minus its due time."""
     admin, end = Admin(client=client), time.monotonic() + args.serverless_window_s + 600
@@ -201,8 +201,8 @@ def main() -> None:
         "--lead-s", type=float, default=30.0, help="the first is due this long after the sending starts"
     )
     parser.add_argument("--pending", type=int, default=1_000_000, help="timers pending an hour ahead (0: skip)")
-    parser.add_argument("--serverless-n", type=int, default=2_000, help="timers of each serverless run (0: skip)")
-    parser.add_argument("--serverless-window-s", type=float, default=20.0)
+    parser.add_argument("--serverless-n", type=int, default=300, help="timers of each serverless run (0: skip)")
+    parser.add_argument("--serverless-window-s", type=float, default=30.0)
     args = parser.parse_args()
     context = {"python": platform.python_version(), "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="tidemq-bench-timer-") as temporary:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import (
@@ -187,3 +188,13 @@ def test_a_move_cut_by_a_crash_at_either_step_delivers_each_timer_exactly_once(o
     assert all(m.store_timestamp >= int(m.properties[TIMER_DELIVER_MS]) for m in messages)
     store.timers.move_due()
     assert len(received(store, "later", 21, deadline_s=0)) == 20
+
+
+def test_the_longest_delay_is_the_servers_setting_up_to_40_days(open_test_store, store_config):
+    with pytest.raises(ValidationError, match="timer_max_delay_ms"):
+        store_config(timer_max_delay_ms=40 * 24 * 3_600_000 + 1)
+    store = open_test_store(timer_max_delay_ms=2_000)
+    store.create_topic(TopicConfig(name="later", queues=1, message_type=MessageType.DELAY))
+    with pytest.raises(InvalidArgument, match="2000 ms"):
+        store.put("later", [delayed(b"too late", delay_ms=2_001)])
+    assert store.put("later", [delayed(b"in time", delay_ms=2_000)])[0].queue_offset == -1

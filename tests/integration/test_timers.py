@@ -24,7 +24,8 @@ from tidemq_protocol.errors import (
 )
 from tidemq_protocol.record import TIMER_DELIVER_MS, UNIQ_KEY, encode_properties, encode_record
 from tidemq_protocol.timer import delivery_properties, recall_handle
-from tidemq_store import Message, MessageType, StoredMessage, TopicConfig
+from tidemq_store import GroupConfig, Message, MessageType, StoredMessage, TopicConfig
+from tidemq_store.pop.receive import PopConsumption
 
 DEADLINE_S = 60.0
 """How long a test waits for a timer to be delivered: a condition awaited, never a speed (the machine is shared)."""
@@ -50,6 +51,7 @@ def backend(reopen):
     store = reopen()
     store.create_topic(TopicConfig(name="later", queues=2, message_type=MessageType.DELAY))
     store.create_topic(TopicConfig(name="plain", queues=1))
+    store.create_group(GroupConfig(name="workers"))
     return store
 
 
@@ -198,3 +200,15 @@ def test_the_longest_delay_is_the_servers_setting_up_to_40_days(open_test_store,
     with pytest.raises(InvalidArgument, match="2000 ms"):
         store.put("later", [delayed(b"too late", delay_ms=2_001)])
     assert store.put("later", [delayed(b"in time", delay_ms=2_000)])[0].queue_offset == -1
+
+
+def test_a_pop_consumer_receives_a_delay_message_once_it_is_due_under_its_id(backend):
+    pop = PopConsumption(backend, backend.pop_ledger)
+    (sent,) = backend.put("later", [delayed(b"popped", delay_ms=1_000)])
+    end, received = time.monotonic() + DEADLINE_S, []
+    while not received and time.monotonic() < end:  # a receive is what moves a serverless backend's due timers
+        received = pop.receive("workers", "later", 8, 30_000)
+        time.sleep(0.05)
+    (popped,) = received
+    assert (popped.message.msg_id, popped.message.body, popped.attempt) == (sent.msg_id, b"popped", 1)
+    assert popped.message.store_timestamp >= int(popped.message.properties[TIMER_DELIVER_MS])

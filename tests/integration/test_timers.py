@@ -22,7 +22,7 @@ from tidemq_protocol.errors import (
     TimerDelivered,
     TimerNotFound,
 )
-from tidemq_protocol.record import TIMER_DELIVER_MS, UNIQ_KEY, encode_properties, encode_record
+from tidemq_protocol.record import TIMER_DELIVER_MS, UNIQ_KEY, encode_properties, encode_record, timer_due_ms
 from tidemq_protocol.timer import delivery_properties, recall_handle
 from tidemq_store import GroupConfig, Message, MessageType, StoredMessage, TopicConfig
 from tidemq_store.pop.receive import PopConsumption
@@ -44,6 +44,12 @@ def received(store, topic: str, want: int, deadline_s: float = DEADLINE_S) -> li
         if len(found) >= want or time.monotonic() > end:
             return found
         time.sleep(0.05)
+
+
+def past(due_ms: int) -> None:
+    """Return once the clock is past `due_ms`."""
+    while now_ms() <= due_ms:
+        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -87,7 +93,7 @@ def test_a_recalled_timer_is_never_delivered_and_a_recall_sent_again_says_so(bac
     assert (first.msg_id, first.again) == (recalled.msg_id, False)
     assert backend.recall("later", recalled.recall_handle).again is True
     assert [m.msg_id for m in received(backend, "later", 1)] == [kept.msg_id]
-    time.sleep(0.6)  # past the recalled one's due time too: a move now would have found it
+    past(timer_due_ms(recalled.msg_id))  # a move now would have found it, had it not been recalled
     backend.timers.move_due()
     assert [m.body for m in received(backend, "later", 2, deadline_s=0)] == [b"kept"]
     with pytest.raises(MessageNotFound):
@@ -136,7 +142,6 @@ def test_delay_bounds_are_refused_naming_the_field_and_nothing_is_stored(backend
         backend.put("later", [delayed(b"x", delay_ms=60_000) for _ in range(101)])
     with pytest.raises(InvalidArgument, match=UNIQ_KEY):
         backend.put("later", [Message(b"x", properties={**delivery_properties(delay=0), UNIQ_KEY: "f" * 24})])
-    time.sleep(0.1)
     assert received(backend, "later", 1, deadline_s=0) == []
 
 
@@ -179,7 +184,7 @@ def test_a_move_cut_by_a_crash_at_either_step_delivers_each_timer_exactly_once(o
     store.create_topic(TopicConfig(name="later", queues=2, message_type=MessageType.DELAY))
     sent = store.put("later", [delayed(f"m{n}".encode(), delay_ms=1_000, queue=n % 2) for n in range(20)])
     store.close()
-    time.sleep(1.1)  # due now: the child's mover moves them as it opens the store
+    past(max(timer_due_ms(r.msg_id) for r in sent))  # due: the child's mover moves them as it opens the store
     child = subprocess.run(
         [sys.executable, str(MOVER), str(tmp_path / "store"), step], capture_output=True, text=True, timeout=120
     )

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run test test-long test-localstack localstack mutation lint format bench clean openapi spark spark-package synth deploy destroy first-user
+.PHONY: protos install run test test-long test-localstack localstack mutation lint format bench clean openapi spark spark-package synth deploy destroy first-user
 
 ## install: one .venv with everything a developer needs: the client (shared/tidemq, its own distribution) and the
 ## server (this directory's pyproject.toml), both editable, with the dev, Spark and CDK extras
@@ -91,6 +91,11 @@ first-user: $(INSTALLED)
 
 destroy: $(INSTALLED) $(CDK_CLI)
 	$(CDK) destroy --force $(CDK_ARGS)
+
+## protos: regenerate the gRPC proxy's protobuf modules from RocketMQ's vendored .proto files
+## (servers/grpc_proxy/protocol; a unit test checks the committed ones are what this gives)
+protos: $(INSTALLED)
+	$(PY) -m devtools.rocketmq_protos
 
 ## openapi: regenerate docs/openapi.json from the handlers
 openapi: $(INSTALLED)

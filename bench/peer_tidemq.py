@@ -59,6 +59,7 @@ class TideMQPeer(Peer):
             "TIDEMQ_PORT": str(self.port),
             "TIDEMQ_HOME": str(self.home),
             "TIDEMQ_FLUSH_DISK_TYPE": "SYNC",
+            "TIDEMQ_GRPC_ENABLED": "false",  # the peers are measured over HTTP; 8081 may be a running make run's
         }
         return [ServerProc("tidemq", [sys.executable, "-m", "servers.gateway"], tmp, env)]
 

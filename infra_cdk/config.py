@@ -120,6 +120,11 @@ class DeployConfig(BaseModel):
         ge=1,
         description="How often the maintenance function moves due delay messages (a consumer reading moves them too).",
     )
+    maintenance_transactions_minutes: int = Field(
+        default=1,
+        ge=1,
+        description="How often the maintenance function opens due transaction check-backs and rolls back at the limit.",
+    )
     emr_release_label: str = Field(default="emr-7.9.0", description="The EMR Serverless release of the Spark jobs.")
     emr_max_vcpu: int = Field(default=16, ge=1, description="Most vCPUs the EMR Serverless application may use.")
     emr_max_memory_gb: int = Field(default=64, ge=1, description="Most memory (GB) it may use.")

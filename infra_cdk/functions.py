@@ -4,9 +4,9 @@ packages as two layers (assets.py), configured through the settings model's own 
     admin, produce, consume   behind the HTTP API (functions/routes.py says which serves which route)
     push                      invoked asynchronously by produce and admin (and by itself, to continue), reserved
                               concurrency 1 (functions/push/handler.py says why)
-    maintenance               on three EventBridge schedules: every minute the scheduled event (upload to the cold
-                              tier) and {"job": "timers"} (due delay messages), every hour {"job": "retention"}
-                              (functions/maintenance/handler.py)
+    maintenance               on four EventBridge schedules: every minute the scheduled event (upload to the cold
+                              tier), {"job": "timers"} (due delay messages) and {"job": "transactions"} (transaction
+                              check-backs), every hour {"job": "retention"} (functions/maintenance/handler.py)
     authorizer                the HTTP API's Lambda authorizer (api.py); outside the VPC: it reads users only
     bootstrap                 makes the first super user, invoked once by an operator (`make first-user`); no
                               route reaches it; outside the VPC: it writes users only
@@ -331,7 +331,7 @@ class Functions(Construct):
 
     def _schedule_maintenance(self) -> None:
         """EventBridge rules, as functions/maintenance/handler.py expects them: the scheduled event itself for an
-        upload run, and the constant inputs {"job": "retention"} and {"job": "timers"}."""
+        upload run, and the constant inputs {"job": "retention"}, {"job": "timers"} and {"job": "transactions"}."""
         maintenance = self.functions["maintenance"]
         jobs = {
             "upload": (self.config.maintenance_upload_minutes, None),
@@ -342,6 +342,10 @@ class Functions(Construct):
             "timers": (
                 self.config.maintenance_timers_minutes,
                 events.RuleTargetInput.from_object(MaintenanceEvent(job="timers").model_dump()),
+            ),
+            "transactions": (
+                self.config.maintenance_transactions_minutes,
+                events.RuleTargetInput.from_object(MaintenanceEvent(job="transactions").model_dump()),
             ),
         }
         self.maintenance_rules: dict[str, events.Rule] = {}

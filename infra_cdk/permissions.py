@@ -41,7 +41,8 @@ OPEN, READ, WRITE = TableUse.OPEN, TableUse.READ, TableUse.WRITE
 # Per function, the tables it touches beyond opening them all (every store opens them all).
 FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
     # produce: the topic (cached), who pushes from it (groups), the caller (users); sequencing and indexing a
-    # batch write the queue's item and the batch items
+    # batch write the queue's item and the batch items; transactional messages: a half message's item, its commit
+    # (a transaction over it and the queue's item), check-backs opened and taken (conditional updates, the indexes)
     "produce": {
         "topics": READ,
         "groups": READ,
@@ -51,6 +52,7 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
         # a DELAY topic's messages sent for later, and recalls of them (serverless/timers.py: transactions)
         "timers": WRITE,
         "timer_outcomes": WRITE,
+        "transactions": WRITE,
     },
     # consume: the queue's item and batch items, read; long polls BatchGetItem the queues' items; pop consumption's
     # receives and acks read the group (its retry policy) and claim and settle in its ledgers (pop/receive.py:
@@ -67,12 +69,16 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
         "timers": WRITE,
         "timer_outcomes": WRITE,
     },
-    # admin: every route of the admin API (topics, groups, users, offsets, tier upload now); deleting a topic or a
-    # group deletes its pop ledgers (found through the table's indexes); a dead-letter resend records itself in the
-    # group's ledger of its dead letters and puts the messages to their topics; deleting a DELAY topic deletes its
-    # pending timers, and a message looked up by a timer id is found through the timers' index or their outcomes
+    # admin: every route of the admin API (topics, groups, users, offsets, tier upload now, transactions listed);
+    # deleting a topic or a group deletes its pop ledgers (found through the table's indexes) and a topic's
+    # transactions; a dead-letter resend records itself in the group's ledger of its dead letters and puts the
+    # messages to their topics; deleting a DELAY topic deletes its pending timers, and a message looked up by a
+    # timer id is found through the timers' index or their outcomes
     "admin": {
-        **{name: WRITE for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger")},
+        **{
+            name: WRITE
+            for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger", "transactions")
+        },
         "timers": WRITE,
         "timer_outcomes": READ,
     },
@@ -93,8 +99,16 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
     },
     # maintenance: each dirty queue's item (lease, hot boundary), its batch items (indexing, retention), topics'
     # retention; the timers job moves every DELAY topic's due timers, and a segment file a pending timer's record is
-    # in stays (the timers' by_file index)
-    "maintenance": {"topics": READ, "queues": WRITE, "batches": WRITE, "timers": WRITE, "timer_outcomes": WRITE},
+    # in stays (the timers' by_file index); transactions: check-backs opened, rollbacks at the check limit
+    # (conditional updates, `due` index)
+    "maintenance": {
+        "topics": READ,
+        "queues": WRITE,
+        "batches": WRITE,
+        "timers": WRITE,
+        "timer_outcomes": WRITE,
+        "transactions": WRITE,
+    },
     # the authorizer: the caller's user record
     "authorizer": {"users": READ},
     # bootstrap: lists users, and makes the first (a create-only put)

@@ -3,13 +3,13 @@
 BrokerContainer serve the handlers through this.
 
 Handlers run in worker threads, so concurrent requests really run concurrently (and share group commits), with one
-store per process as in a Lambda execution environment. Long polls (consumes and KV watches with `wait_ms`) run on
-threads of their own, at most `TIDEMQ_GATEWAY_LONG_POLLS` at once (one more is a 503 at once), so however many
-wait, every other request finds a handler thread. A body is read as it arrives and refused with a 413 as soon as it
-(or the length it declares) passes `TIDEMQ_MAX_REQUEST_BYTES`, before the rest is sent. A binary body goes to the
-function as the bytes that came: the event is handed over in this process, so it needs no base64 (in Lambda, API
-Gateway base64-encodes it and the function decodes it once). A text body that is not UTF-8 goes base64-encoded, as
-API Gateway sends it, never with its bad bytes replaced.
+store per process as in a Lambda execution environment. Long polls (consumes, KV watches and check-back takes with
+`wait_ms`) run on threads of their own, at most `TIDEMQ_GATEWAY_LONG_POLLS` at once (one more is a 503 at once), so
+however many wait, every other request finds a handler thread. A body is read as it arrives and refused with a 413
+as soon as it (or the length it declares) passes `TIDEMQ_MAX_REQUEST_BYTES`, before the rest is sent. A binary body
+goes to the function as the bytes that came: the event is handed over in this process, so it needs no base64 (in
+Lambda, API Gateway base64-encodes it and the function decodes it once). A text body that is not UTF-8 goes
+base64-encoded, as API Gateway sends it, never with its bad bytes replaced.
 """
 
 from __future__ import annotations
@@ -179,9 +179,9 @@ class LongPolls:
 
     @staticmethod
     def wants(route: Route, query: str) -> bool:
-        """Whether a request may wait: a consume or a KV watch with a positive `wait_ms` (a malformed one fails
-        validation)."""
-        if route.function not in ("consume", "kv"):
+        """Whether a request may wait: a consume, a KV watch or a producer's take of its check-backs with a positive
+        `wait_ms` (a malformed one fails validation)."""
+        if route.function not in ("consume", "kv", "produce"):
             return False
         wait_ms = dict(parse_qsl(query)).get("wait_ms", "")
         return wait_ms.isdigit() and int(wait_ms) > 0

@@ -76,7 +76,9 @@ def running_gateway(home: Path, command: Sequence[str] = ("-m", "servers.gateway
 
 def start_server(command: Sequence[str], env: dict[str, str], log: Path) -> subprocess.Popen:
     """Start `python <command>` (a gateway, a container), its output appended to `log`: a file, not a pipe (a full
-    pipe would stall the server)."""
+    pipe would stall the server). A gateway's gRPC proxy listens on a free port unless `env` names one, so that
+    servers side by side do not all ask for the default one."""
+    env = {"TIDEMQ_GRPC_PORT": str(free_port()), **env}
     with log.open("ab") as output:
         return subprocess.Popen([sys.executable, *command], env=env, stdout=output, stderr=subprocess.STDOUT)
 

@@ -189,6 +189,34 @@ class Settings(StoreConfig):
         default=10.0, ge=0, description="How long a process trusts a user's record (policies, secret) it read."
     )
 
+    grpc_enabled: bool = Field(
+        default=True, description="Serve RocketMQ 5's gRPC protocol (servers/grpc_proxy) beside the HTTP API."
+    )
+    grpc_port: int = Field(default=8081, ge=0, le=65535, description="Port the gRPC proxy listens on (TIDEMQ_HOST's).")
+    grpc_threads: int = Field(
+        default=32, ge=1, description="Threads the gRPC proxy runs store calls on (a waiting receive holds none)."
+    )
+    grpc_min_long_polling_ms: int = Field(
+        default=5_000, ge=0, description="Shortest long poll of a gRPC receive (a client's shorter wait is raised)."
+    )
+    grpc_max_long_polling_ms: int = Field(
+        default=20_000, ge=0, description="Longest long poll of a gRPC receive (a client's longer wait is cut)."
+    )
+    grpc_push_invisible_ms: int = Field(
+        default=60_000,
+        ge=1,
+        description="How long a push consumer's receive (auto_renew) holds each message: the proxy renews no hold.",
+    )
+
+    @model_validator(mode="after")
+    def _grpc_polls(self) -> Settings:
+        polls = self.grpc_min_long_polling_ms <= self.grpc_max_long_polling_ms <= self.max_get_wait_ms
+        if self.grpc_enabled and not polls:
+            raise ValueError(
+                "TIDEMQ_GRPC_MIN_LONG_POLLING_MS <= TIDEMQ_GRPC_MAX_LONG_POLLING_MS <= TIDEMQ_MAX_GET_WAIT_MS must hold"
+            )
+        return self
+
     emr_application_id: str | None = Field(
         default=None, min_length=1, description="The EMR Serverless application `run --emr` starts job runs on."
     )
@@ -214,6 +242,23 @@ class Settings(StoreConfig):
         gt=0,
         description="serverless, locally: how often the maintenance function's timers job moves due timer messages "
         "(AWS: every minute).",
+    )
+    transaction_timeout_ms: int = Field(
+        default=6_000,
+        ge=1,
+        description="How long a half message waits for its producer's commit or rollback before its first check-back "
+        "(RocketMQ's transactionTimeOut).",
+    )
+    transaction_check_interval_ms: int = Field(
+        default=30_000,
+        ge=1,
+        description="The wait between two check-backs of one half message (RocketMQ 5's transactionCheckInterval).",
+    )
+    transaction_check_max: int = Field(
+        default=15,
+        ge=0,
+        description="Check-backs of a half message, unanswered or answered unknown, before it is rolled back "
+        "(RocketMQ's transactionCheckMax).",
     )
 
 

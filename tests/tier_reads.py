@@ -7,11 +7,11 @@ import time
 from tidemq_store import MessageStore
 
 
-def read_all(store: MessageStore, topic: str, queue: int, start: int = 0, tag: str | None = None) -> list:
+def read_all(store: MessageStore, topic: str, queue: int, start: int = 0, tag: object = None) -> list:
     """Every message of the queue from `start`, as comparable tuples, reading as a consumer does."""
     found, offset = [], start
     while True:
-        result = store.get(topic, queue, offset, max_messages=64, tag_filter=tag)
+        result = store.get(topic, queue, offset, max_messages=64, message_filter=tag)
         found += [
             (m.msg_id, m.queue_offset, m.body, m.keys, m.tag, m.properties, m.born_timestamp, m.store_timestamp)
             for m in result.messages

@@ -4,7 +4,7 @@ be allowed (`functions.api.auth.require`)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -14,7 +14,7 @@ from functions.api.auth import authenticator, caller, require, require_any, requ
 from functions.api.errors import responses
 from functions.api.params import GroupInPath, MessageIdInPath, PushGroupInPath, QueueInPath, TopicInPath, UserInPath
 from functions.api.resolver import lambda_entry, new_resolver
-from functions.logic import dead_letters, groups, queries, subscriptions, tiers, topics, users
+from functions.logic import dead_letters, groups, queries, subscriptions, tiers, topics, transactions, users
 from functions.logic.push import dead_letter_topic
 from functions.logic.targets import TargetRules
 from functions.observability import metrics
@@ -47,6 +47,7 @@ from tidemq_protocol.api.topics import (
     TopicSpec,
     TopicView,
 )
+from tidemq_protocol.api.transactions import LISTING_AFTER_PATTERN, TransactionList, TransactionView
 from tidemq_protocol.api.users import AclRevoke, Caller, UserCreated, UserList, UserSpec, UserView
 from tidemq_protocol.errors import AccessDenied
 
@@ -91,7 +92,7 @@ def list_topics(after: After = None, limit: Limit = 100) -> TopicList:
 @app.get("/v1/topics/<topic>", tags=["topics"], responses=responses(404))
 def describe_topic(topic: TopicInPath) -> TopicDescription:
     require_any(acl.topic(topic), Action.GET, Action.PUB, Action.SUB)  # producers and consumers learn its queues
-    return topics.describe_topic(get_store(), topic, get_settings().timer_max_delay_ms)
+    return topics.describe_topic(get_store(), topic, get_settings())
 
 
 @app.patch("/v1/topics/<topic>", tags=["topics"], responses=responses(415, 400, 404, 409))
@@ -131,6 +132,29 @@ def upload_now(topic: TopicInPath) -> TierUpload:
 
 
 # ---- queries -------------------------------------------------------------------------------------
+
+
+TransactionState = Annotated[
+    Literal["prepared", "committed", "rolled_back"] | None, Query(description="Only transactions in this state.")
+]
+TransactionsAfter = Annotated[
+    str | None, Query(pattern=LISTING_AFTER_PATTERN, description="Return transactions after this (a `next_after`).")
+]
+
+
+@app.get("/v1/topics/<topic>/transactions", tags=["transactions"], responses=responses(400, 404))
+def list_transactions(
+    topic: TopicInPath, state: TransactionState = None, after: TransactionsAfter = None, limit: Limit = 100
+) -> TransactionList:
+    """The topic's transactions, newest first, with how each ended (an operator's view of outcomes; kept 72 h)."""
+    require((acl.topic(topic), Action.GET))
+    return transactions.list_transactions(get_store(), topic, state, after, limit)
+
+
+@app.get("/v1/topics/<topic>/transactions/<msg_id>", tags=["transactions"], responses=responses(404))
+def describe_transaction(topic: TopicInPath, msg_id: MessageIdInPath) -> TransactionView:
+    require((acl.topic(topic), Action.GET))
+    return transactions.get_transaction(get_store(), topic, msg_id)
 
 
 @app.get("/v1/messages/<msg_id>", tags=["queries"], responses=responses(404))

@@ -39,6 +39,7 @@ from tidemq_protocol.errors import (
     GroupNotFound,
     InvalidArgument,
     InvalidBatch,
+    InvalidFilterExpression,
     InvalidReceiptHandle,
     KeyNotFound,
     MessageNotFound,
@@ -63,6 +64,8 @@ from tidemq_protocol.errors import (
     TimerNotFound,
     TopicExists,
     TopicNotFound,
+    TransactionConflict,
+    TransactionNotFound,
     Unauthenticated,
     UserExists,
     UserNotFound,
@@ -83,6 +86,7 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     KeyNotFound: 404,
     BrokerNotFound: 404,
     TimerNotFound: 404,
+    TransactionNotFound: 404,
     TopicExists: 409,
     GroupExists: 409,
     UserExists: 409,
@@ -100,6 +104,7 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     ReplicaDiverged: 409,
     NamespaceNotEmpty: 409,
     TimerDelivered: 409,
+    TransactionConflict: 409,
     RevisionCompacted: 410,
     VersionMismatch: 412,
     MessageTooLarge: 413,
@@ -158,6 +163,8 @@ def client_error_response(error: ClientError, url_parameters: Mapping[str, str] 
         body.current_version = error.current
     elif isinstance(error, RevisionCompacted):
         body.oldest_revision = error.oldest
+    elif isinstance(error, InvalidFilterExpression):
+        body.position = error.position
     return error_response(status_of(error, url_parameters), body)
 
 

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, model_validator
 
 from shared.settings import get_settings
-from tidemq_protocol.api.common import ApiModel, TagFilterText
+from tidemq_protocol.api.common import ONE_FILTER, ApiModel, SqlFilterText, TagFilterText
 from tidemq_protocol.api.pop import MOST_ACKED, ReceiptHandle
+from tidemq_protocol.filter import one_filter
 
 LIMITS = get_settings()
 InvisibleMs = Annotated[int, Field(ge=LIMITS.pop_min_invisible_ms, le=LIMITS.pop_max_invisible_ms)]
 
 
 class ReceiveRequest(ApiModel):
-    """What to receive."""
+    """What to receive: of the messages its filter selects (`tag` or `sql`, not both), if it has one."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=ONE_FILTER)
 
     max_messages: int = Field(default=min(32, LIMITS.pop_max_messages), ge=1, le=LIMITS.pop_max_messages)
     invisible_ms: InvisibleMs = Field(
@@ -24,12 +27,22 @@ class ReceiveRequest(ApiModel):
     )
     wait_ms: int = Field(default=0, ge=0, le=LIMITS.max_get_wait_ms, description="Long polling: wait up to this long.")
     tag: TagFilterText | None = Field(default=None, description="Tag filter: `*`, or tags joined by `||`.")
+    sql: SqlFilterText | None = Field(
+        default=None,
+        description="SQL92 filter over message properties, instead of `tag` (docs/filters.md): one that does not "
+        "parse is a 400 (InvalidFilterExpression) naming its `position`.",
+    )
     ack: list[ReceiptHandle] = Field(
         default_factory=list,
         max_length=MOST_ACKED,
         description="Deliveries to ack first, as the ack route does (a consumer acks its last batch as it asks for "
         "the next: one request instead of two); what each became comes back in `acks`.",
     )
+
+    @model_validator(mode="after")
+    def _one_filter(self) -> ReceiveRequest:
+        one_filter(self.tag, self.sql)
+        return self
 
 
 class ChangeInvisibleRequest(ApiModel):

@@ -1,5 +1,5 @@
-"""Consume function: read a queue from an offset, with tag filter and long polling; or pop: receive messages held
-for an invisible time, and ack them, change their invisible time or give them back."""
+"""Consume function: read a queue from an offset, with a tag or SQL92 filter and long polling; or pop: receive
+messages held for an invisible time, and ack them, change their invisible time or give them back."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from functions.store import get_store
 from shared.settings import get_settings
 from tidemq_protocol import acl, codec
 from tidemq_protocol.acl import Action
-from tidemq_protocol.api.common import MAX_JSON_INTEGER, TagFilterText
+from tidemq_protocol.api.common import MAX_JSON_INTEGER, SqlFilterText, TagFilterText
 from tidemq_protocol.api.messages import ConsumeResponse, MessageView
 from tidemq_protocol.api.pop import (
     AckRequest,
@@ -33,6 +33,7 @@ from tidemq_protocol.api.pop import (
     ReceivedMessage,
     ReceiveResponse,
 )
+from tidemq_protocol.filter import subscription_filter
 from tidemq_protocol.limits import MIB
 
 app = new_resolver()
@@ -44,6 +45,13 @@ Offset = Annotated[int, Query(ge=0, le=MAX_JSON_INTEGER, description="First offs
 MaxMessages = Annotated[int, Query(ge=1, le=LIMITS.max_get_messages)]
 MaxBytes = Annotated[int, Query(ge=1, le=LIMITS.max_get_bytes)]
 Tag = Annotated[TagFilterText | None, Query(description="Tag filter: `*`, or tags joined by `||`.")]
+Sql = Annotated[
+    SqlFilterText | None,
+    Query(
+        description="SQL92 filter over message properties (docs/filters.md), instead of `tag`: with a `tag` that "
+        "filters, or one that does not parse (InvalidFilterExpression, naming its `position`), a 400."
+    ),
+]
 WaitMs = Annotated[
     int, Query(ge=0, le=LIMITS.max_get_wait_ms, description="Long polling: wait up to this long for a message.")
 ]
@@ -62,10 +70,12 @@ def consume_json(
     max_messages: MaxMessages = JSON_MESSAGES,
     max_bytes: MaxBytes = READ_BYTES,
     tag: Tag = None,
+    sql: Sql = None,
     wait_ms: WaitMs = 0,
 ) -> ConsumeResponse:
     require((acl.topic(topic), Action.SUB))
-    result = consume(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
+    chosen_by = subscription_filter(tag, sql)
+    result = consume(get_store(), topic, queue, offset, max_messages, max_bytes, chosen_by, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=len(result.messages))
     return ConsumeResponse.model_construct(
         messages=[MessageView.of(m) for m in result.messages],
@@ -94,10 +104,12 @@ def consume_binary(
     max_messages: MaxMessages = BINARY_MESSAGES,
     max_bytes: MaxBytes = READ_BYTES,
     tag: Tag = None,
+    sql: Sql = None,
     wait_ms: WaitMs = 0,
 ):
     require((acl.topic(topic), Action.SUB))
-    batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, tag, wait_ms)
+    chosen_by = subscription_filter(tag, sql)
+    batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, chosen_by, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=batch.count)
     return binary_response(codec.encode_consume(batch), codec.CONTENT_TYPE, app.current_event)
 
@@ -138,6 +150,7 @@ def receive_binary(group: GroupInPath, topic: TopicInPath, request: ReceiveReque
 def _receive(group: str, topic: str, request: ReceiveRequest) -> tuple[list[str], list[pop.Popped]]:
     """What became of each delivery the request acks first, and what it receives then."""
     require((acl.group(group), Action.SUB), (acl.topic(topic), Action.SUB))
+    chosen_by = subscription_filter(request.tag, request.sql)  # before the acks: a bad expression changes nothing
     acks, popped = pop.ack_and_receive(
         get_store(),
         LIMITS,
@@ -147,7 +160,7 @@ def _receive(group: str, topic: str, request: ReceiveRequest) -> tuple[list[str]
         request.max_messages,
         request.invisible_ms,
         request.wait_ms,
-        request.tag,
+        chosen_by,
     )
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=len(popped))
     return acks, popped

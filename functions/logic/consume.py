@@ -1,10 +1,12 @@
-"""Consume by offset, with long polling: an empty read waits up to `wait_ms` for a new message."""
+"""Consume by offset, with long polling: an empty read waits up to `wait_ms` for a new message. A read's filter
+(a tag or SQL92 filter: `tidemq_protocol.filter.subscription_filter`) is parsed by the caller, once."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TypeVar
 
+from tidemq_protocol.filter import MessageFilter
 from tidemq_store import GetResult, MessageStore, RecordBatch
 
 R = TypeVar("R", GetResult, RecordBatch)
@@ -27,13 +29,13 @@ def consume(
     offset: int,
     max_messages: int,
     max_bytes: int,
-    tag_filter: str | None,
+    message_filter: MessageFilter | None,
     wait_ms: int,
 ) -> GetResult:
     """Decoded messages, for the JSON API."""
     return _long_poll(
         store,
-        lambda start: store.get(topic, queue, start, max_messages, max_bytes, tag_filter),
+        lambda start: store.get(topic, queue, start, max_messages, max_bytes, message_filter),
         topic,
         queue,
         offset,
@@ -48,13 +50,13 @@ def consume_records(
     offset: int,
     max_messages: int,
     max_bytes: int,
-    tag_filter: str | None,
+    message_filter: MessageFilter | None,
     wait_ms: int,
 ) -> RecordBatch:
     """Records as stored, for the binary batch API."""
     return _long_poll(
         store,
-        lambda start: store.read_records(topic, queue, start, max_messages, max_bytes, tag_filter),
+        lambda start: store.read_records(topic, queue, start, max_messages, max_bytes, message_filter),
         topic,
         queue,
         offset,

@@ -4,8 +4,9 @@ ones, by id or a range of offsets, each to the topic it came from (its RETRY_TOP
 A resent message is its dead letter's body, keys, tag and own properties (the origin properties the letter got
 are left out; ORIGIN_MESSAGE_ID names the first message, DLQ_MESSAGE_ID the letter, RESENT_FOR_GROUP the group),
 stored on its origin queue when the topic still has it: a new message at a new offset, so a consumer receives it
-with attempt 1 and the group's retry policy counts its deliveries from 0. Every group consuming that topic
-receives it, not only this one (TideMQ has no per-group retry topic): RESENT_FOR_GROUP lets the others tell.
+with attempt 1 and the group's retry policy counts its deliveries from 0. It is resent for this group only: pop and
+push hand a message with RESENT_FOR_GROUP to that group alone, and every other group passes over it
+(tidemq_protocol/record/properties.py `addressed_to`). Readers by offset, which have no group, see it.
 
 Resends are recorded, durably, so that a dead letter is not resent twice by accident: a second resend of it is
 answered `already_resent` (with when it was), sends nothing, and is not an error, so a range resend cut short
@@ -40,7 +41,7 @@ from tidemq_protocol.errors import (
     TopicNotFound,
 )
 from tidemq_protocol.message import Message, MessageType, StoredMessage
-from tidemq_protocol.record import MESSAGE_GROUP
+from tidemq_protocol.record import MESSAGE_GROUP, RESENT_FOR_GROUP
 from tidemq_protocol.timer import delivery_properties
 from tidemq_store import MessageStore
 from tidemq_store.pop.api import Claim, Entry, PopLedger, Receipt, Settlement
@@ -67,7 +68,6 @@ ORIGIN_PROPERTIES = (
     ORIGIN_MESSAGE_GROUP,
 )
 DLQ_MESSAGE_ID = "DLQ_MESSAGE_ID"  # the dead letter a resent message was made from
-RESENT_FOR_GROUP = "RESENT_FOR_GROUP"  # the group whose dead letter it was
 READ_BYTES = 4 * 1024 * 1024
 RECORD_TRIES = 16
 """Records of one resend tried, each lost only to another resend recording meanwhile."""
@@ -218,11 +218,16 @@ def resend(
 def _put(
     store: MessageStore, group: str, letters: list[StoredMessage], origins: dict[int, str], notifier: PushNotifier
 ) -> dict[int, str]:
-    """Put each letter's message on its origin topic, one batch a topic; the new ids by the letters' offsets."""
+    """Put each letter's message on its origin topic, one batch a topic; the new ids by the letters' offsets. A
+    TRANSACTION topic takes each as a transaction of its own, committed at once (its only way in)."""
     sent = {}
     for topic in sorted({origins[letter.queue_offset] for letter in letters}):
         batch = [letter for letter in letters if origins[letter.queue_offset] == topic]
         config = store.get_topic(topic)
+        if config.message_type is MessageType.TRANSACTION:
+            sent |= {letter.queue_offset: _committed(store, topic, config.queues, letter, group) for letter in batch}
+            notifier.messages_stored(topic)
+            continue
         at_once = delivery_properties(delay=0) if config.message_type is MessageType.DELAY else {}  # due: at once
         frames = [
             ProduceFrame(_message(letter, group, at_once), _origin_queue(letter, config.queues), None)
@@ -231,6 +236,18 @@ def _put(
         results = produce_frames(store, topic, frames, notifier)
         sent |= {letter.queue_offset: result.msg_id for letter, result in zip(batch, results, strict=True)}
     return sent
+
+
+def _committed(store: MessageStore, topic: str, queues: int, letter: StoredMessage, group: str) -> str:
+    """Put a letter back on its TRANSACTION topic as a half message committed at once; its new id."""
+    message = _message(letter, group, {})
+    message.queue = _origin_queue(letter, queues) or 0
+    half = store.transactions.prepare(topic, message, group, now_ms() + RESEND_CHECK_AFTER_MS)
+    return store.transactions.end(topic, half.msg_id, True, "dead-letter resend").msg_id
+
+
+RESEND_CHECK_AFTER_MS = 3_600_000
+"""A resent letter's transaction is committed as soon as it is prepared: no check-back is due meanwhile."""
 
 
 def _message(letter: StoredMessage, group: str, more: dict[str, str]) -> Message:

@@ -68,7 +68,7 @@ def produce_records(store: MessageStore, topic: str, records: bytes, notifier: P
     return results
 
 
-def _properties(index: int, message: MessageIn) -> dict[str, str]:
+def json_properties(index: int, message: MessageIn) -> dict[str, str]:
     """A JSON message's properties as the record holds them: its message group and its delivery time among them."""
     reserved = next((name for name in JSON_RESERVED_PROPERTIES if name in message.properties), None)
     if reserved is not None:
@@ -84,7 +84,7 @@ def _properties(index: int, message: MessageIn) -> dict[str, str]:
 
 def produce_json(store: MessageStore, topic: str, messages: list[MessageIn], notifier: PushNotifier) -> ProduceResponse:
     frames = [
-        ProduceFrame(Message(m.body_bytes(), 0, tuple(m.keys), m.tag, _properties(i, m)), m.queue, m.sharding_key)
+        ProduceFrame(Message(m.body_bytes(), 0, tuple(m.keys), m.tag, json_properties(i, m)), m.queue, m.sharding_key)
         for i, m in enumerate(messages)
     ]
     results = produce_frames(store, topic, frames, notifier)

@@ -1,7 +1,7 @@
 """Push delivery of one group (RocketMQ's push consumer): one pass over the queues of its topic.
 
 For each queue, from the group's committed offset (the queue's oldest message if it has none): read up to
-`batch_size` messages its tag filter selects, call the target, and commit past them only after the target
+`batch_size` messages its filter (tag or SQL92) selects, call the target, and commit past them only after the target
 succeeded. A failed call is retried after the group's backoff (its retry policy, tidemq_protocol.retry); once
 `max_delivery_attempts` calls of a batch have failed, the batch is put to the group's dead-letter topic
 `%DLQ%<group>` (created with one queue if missing; each message keeps its body, keys and tag, and gets its
@@ -40,7 +40,7 @@ from tidemq_protocol.record import (
     MESSAGE_GROUP,
     TIMER_DELAY_MS,
     TIMER_DELIVER_MS,
-    UNIQ_KEY,
+    addressed_to,
     encode_properties,
     message_group_of,
 )
@@ -162,22 +162,23 @@ def _deliver_queue(
         if not keep_going():
             return False
         try:
-            batch = store.get(topic, queue, offset, subscription.batch_size, tag_filter=subscription.tag)
+            batch = store.get(topic, queue, offset, subscription.batch_size, message_filter=subscription.message_filter)
         except OffsetOutOfRange as error:  # retention passed the offset since the pass began
             offset = error.min_offset
             continue
-        if batch.messages:
+        messages = [message for message in batch.messages if addressed_to(message.properties, group)]
+        if messages:
             attempt = (pending.attempts if pending else 0) + 1
             delivery = PushDelivery(
                 group=group,
                 topic=topic,
                 queue=queue,
                 attempt=attempt,
-                messages=[MessageView.of(m) for m in batch.messages],
+                messages=[MessageView.of(m) for m in messages],
             )
             try:
                 target(delivery)
-                report.delivered += len(batch.messages)
+                report.delivered += len(messages)
             except TargetFailed as error:
                 report.failed_calls += 1
                 logger.warning(
@@ -195,8 +196,8 @@ def _deliver_queue(
                     pending = retries.record(queue, offset, attempt, now_ms() + policy.delay_ms(attempt))
                     report.retry_due(pending.due_ms)
                     return True
-                dead_letter(store, group, batch.messages, attempt, str(error))
-                report.dead_lettered += len(batch.messages)
+                dead_letter(store, group, messages, attempt, str(error))
+                report.dead_lettered += len(messages)
         try:
             store.commit_offsets(group, topic, {queue: batch.next_offset}, expected={queue: position.committed})
         except OffsetConflict as moved:  # a reset (or another deliverer) moved the offset: go on from there
@@ -223,7 +224,7 @@ def _cleared(retries: PushRetries, pending: PendingRetry | None) -> None:
         retries.clear(pending)
 
 
-NOT_IN_A_LETTER = frozenset({MESSAGE_GROUP, TIMER_DELIVER_MS, TIMER_DELAY_MS, UNIQ_KEY})
+NOT_IN_A_LETTER = frozenset({MESSAGE_GROUP, TIMER_DELIVER_MS, TIMER_DELAY_MS})
 """Properties of a message its dead letter leaves out: the letter's topic is neither FIFO nor DELAY."""
 
 
@@ -233,8 +234,8 @@ def letter(message: StoredMessage, origin: dict[str, str]) -> Message:
     holds). When they do not all fit, `origin` stays whole and the message's own properties are kept, in order,
     while they fit (then, in the extreme, its keys go too); `DLQ_REASON` says what was left out. The original
     (`ORIGIN_MESSAGE_ID`) still has it all. A message's group is kept as `ORIGIN_MESSAGE_GROUP`: the
-    dead-letter topic is not FIFO. Nor is it DELAY: a delay message's due time and id (UNIQ_KEY: it is the
-    origin's id) are left out."""
+    dead-letter topic is not FIFO. Nor is it DELAY: a delay message's due time is left out (its id is the
+    origin's, ORIGIN_MESSAGE_ID)."""
     group = message_group_of(message.properties)
     if group is not None:
         origin = {**origin, ORIGIN_MESSAGE_GROUP: group}

@@ -1,10 +1,10 @@
 """A group's push subscription: set, show, clear (the admin side of push delivery).
 
-Setting one checks what can be checked before any delivery, and refuses the subscription, storing nothing,
-when a check fails: the group and topic exist, the dead-letter topic's name is valid, the target is written as
-one and is allowed (`targets.TargetRules`: a Python target on the operator's allow-list, which imports; a
-webhook at an allowed address, which answers a signed ping with anything but a redirect). A webhook
-subscription gets a new signing secret, returned in the answer to this request only. A change is told to the
+Setting one checks what can be checked before any delivery, and refuses the subscription, storing nothing, when a check
+fails: the group and topic exist, its SQL92 filter parses, the dead-letter topic's name is valid, the target is written
+as one and is allowed (`targets.TargetRules`: a Python target on the operator's allow-list, which imports; a webhook at
+an allowed address, which answers a signed ping with anything but a redirect). A webhook subscription gets a new signing
+secret, returned in the answer to this request only. A change is told to the
 `PushNotifier` the caller gives, which sets delivery going for what the group has waiting, from its committed
 offsets (each queue's oldest message if it has none).
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from tidemq_protocol.api.push import GroupPush, PushPing, PushSubscribed
 from tidemq_protocol.errors import InvalidArgument, NoPushSubscription, TopicNotFound
+from tidemq_protocol.filter import SqlFilter
 from tidemq_protocol.names import check_name
 from tidemq_protocol.push import PushSpec
 from tidemq_protocol.push_signature import new_signing_secret
@@ -51,6 +52,8 @@ def set_push(
         raise InvalidArgument(f"group {group!r} cannot push: {error}") from None
     if spec.topic == dead_letters:
         raise InvalidArgument(f"group {group!r} cannot push from its own dead-letter topic {dead_letters!r}")
+    if spec.sql is not None:
+        SqlFilter.parse(spec.sql)  # InvalidFilterExpression (400, with the position) for one that does not parse
     secret = None
     if check_target(spec.target, rules) is PushTargetKind.HTTP:
         secret = new_signing_secret()

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from tidemq_protocol.api.topics import (
-    DelaySettings,
-    QueueRange,
-    TopicChange,
-    TopicDescription,
-    TopicList,
-    TopicSpec,
-    TopicView,
-)
+from shared.settings import Settings
+from tidemq_protocol.api.topics import QueueRange, TopicChange, TopicDescription, TopicList, TopicSpec, TopicView
 from tidemq_protocol.kv import is_kv_topic
 from tidemq_protocol.message import MessageType
 from tidemq_store import MessageStore, TopicConfig
@@ -31,14 +24,23 @@ def list_topics(store: MessageStore, after: str | None, limit: int) -> TopicList
     )
 
 
-def describe_topic(store: MessageStore, name: str, max_delay_ms: int) -> TopicDescription:
-    """The topic, its queues' ranges, and its type's settings (a DELAY topic's: the longest delay, `max_delay_ms`)."""
+def describe_topic(store: MessageStore, name: str, settings: Settings) -> TopicDescription:
     config = store.get_topic(name)
     ranges = [
         QueueRange(queue=q.queue, min_offset=q.min_offset, max_offset=q.max_offset) for q in store.queue_offsets(name)
     ]
-    delay = DelaySettings(max_delay_ms=max_delay_ms) if config.message_type is MessageType.DELAY else None
-    return TopicDescription(**config.model_dump(), queue_offsets=ranges, delay=delay)
+    return TopicDescription(**config.model_dump(), queue_offsets=ranges, type_settings=type_settings(config, settings))
+
+
+TYPE_SETTINGS = {
+    MessageType.DELAY: ("timer_max_delay_ms",),
+    MessageType.TRANSACTION: ("transaction_timeout_ms", "transaction_check_interval_ms", "transaction_check_max"),
+}
+"""The server's settings each message type runs by, as a topic's description shows them."""
+
+
+def type_settings(config: TopicConfig, settings: Settings) -> dict[str, int]:
+    return {name: getattr(settings, name) for name in TYPE_SETTINGS.get(config.message_type, ())}
 
 
 def change_topic(store: MessageStore, name: str, change: TopicChange) -> TopicView:

@@ -9,21 +9,27 @@
     every minute   the constant input {"job": "timers"}: every DELAY topic's due timer messages put on their topic
                    (tidemq_store/serverless/timers.py; a consumer reading a DELAY topic moves them sooner). Its
                    metric TimerMessagesMoved counts them
+    every minute   the constant input {"job": "transactions"}: transactional messages' check-backs opened when due,
+                   rolled back at the check limit, old outcomes pruned (functions/logic/transactions.py `sweep`)
 
-The embedded engine does both in its own threads; there a run reports `skipped`.
+The embedded engine does the first two, and moves its due timers, in its own threads (there a run reports
+`skipped`); the local servers run the transactions job on a timer for either backend.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from pydantic import BaseModel, ConfigDict
 
+from functions.logic import transactions
 from functions.observability import instrumented, logger, metrics
 from functions.push.trigger import watch_moved_timers
 from functions.store import get_store
+from shared.settings import get_settings
 
 watch_moved_timers()  # the timers job moves due timers
 
@@ -33,13 +39,18 @@ class MaintenanceEvent(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    job: Literal["upload", "retention", "timers"] = "upload"
+    job: Literal["upload", "retention", "timers", "transactions"] = "upload"
 
 
 @event_parser(model=MaintenanceEvent)
 def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
     store = get_store()
-    if event.job == "retention":
+    if event.job == "transactions":
+        swept = transactions.sweep(store, get_settings())
+        metrics.add_metric(name="TransactionChecksOpened", unit=MetricUnit.Count, value=swept.checks_opened)
+        metrics.add_metric(name="TransactionsRolledBackAtCheckLimit", unit=MetricUnit.Count, value=swept.rolled_back)
+        result = {"job": "transactions", **dataclasses.asdict(swept)}
+    elif event.job == "retention":
         cleaned = store.clean_expired()
         metrics.add_metric(name="MessagesExpired", unit=MetricUnit.Count, value=cleaned.messages_expired)
         result = {
@@ -68,7 +79,7 @@ def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
         }
     if result.get("failed"):
         logger.warning("maintenance left queues for the next run", extra=result)
-    elif result.get("queues") or result.get("files_deleted") or result.get("messages_expired") or result.get("moved"):
+    elif any(result.get(name) for name in ("queues", "files_deleted", "messages_expired", "rolled_back", "moved")):
         logger.info("maintenance done", extra=result)
     return result
 

@@ -3,7 +3,11 @@ invokes the maintenance function's handler as EventBridge would, with the same e
 
     every `maintenance_interval_s`  the scheduled event (events/maintenance_scheduled.json)
     every `clean_interval_s`        {"job": "retention"} (events/maintenance_retention.json)
-    every `timer_job_interval_s`    {"job": "timers"} (events/maintenance_timers.json)
+    every `timer_job_interval_s`    {"job": "timers"} (events/maintenance_timers.json), serverless only: the
+                                    embedded engine moves its due timers in its own thread
+    every min(transaction timeout, check interval)
+                                    {"job": "transactions"} (events/maintenance_transactions.json), with either
+                                    backend: the embedded engine has no thread of its own for check-backs
 
 A run that finds nothing new costs a directory scan (handler.py), so the timer firing is no load at rest.
 """
@@ -43,11 +47,22 @@ class LocalSchedule:
     Lambda context object of each invocation (the local gateway's LocalContext)."""
 
     def __init__(
-        self, upload_every_s: float, retention_every_s: float, context: Callable[[str], Any], timers_every_s: float
+        self,
+        upload_every_s: float | None,
+        retention_every_s: float | None,
+        context: Callable[[str], Any],
+        transactions_every_s: float | None = None,
+        timers_every_s: float | None = None,
     ) -> None:
+        """Each job runs every so many seconds; None: never (the embedded engine uploads and cleans itself)."""
         self.context = context
-        self.jobs = [(upload_every_s, scheduled_event), (retention_every_s, lambda: {"job": "retention"})]
-        self.jobs.append((timers_every_s, lambda: {"job": "timers"}))
+        jobs = [
+            (upload_every_s, scheduled_event),
+            (retention_every_s, lambda: {"job": "retention"}),
+            (transactions_every_s, lambda: {"job": "transactions"}),
+            (timers_every_s, lambda: {"job": "timers"}),
+        ]
+        self.jobs = [(every, event) for every, event in jobs if every is not None]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="maintenance-schedule", daemon=True)
 

@@ -1,17 +1,22 @@
 """Produce function: store a batch of messages, as JSON or in the compact binary batch encoding, and tell
-this process's push notifier (`functions.push.trigger.push_notifier`); recall a delay message before it is due."""
+this process's push notifier (`functions.push.trigger.push_notifier`); recall a delay message before it is due;
+transactional messages: send a half message, end it, and a producer group's long poll for its check-backs
+(functions/logic/transactions.py)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.api.auth import require
 from functions.api.binary import request_bytes
 from functions.api.errors import responses, unsupported_media_type
-from functions.api.params import TopicInPath
+from functions.api.params import GroupInPath, MessageIdInPath, TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
-from functions.logic import produce
+from functions.logic import produce, transactions
 from functions.observability import metrics
 from functions.push.trigger import push_notifier, watch_moved_timers
 from functions.store import get_store
@@ -19,6 +24,13 @@ from shared.settings import get_settings
 from tidemq_protocol import acl, codec
 from tidemq_protocol.acl import Action
 from tidemq_protocol.api.messages import ProduceRequest, ProduceResponse, RecallRequest, RecallResponse
+from tidemq_protocol.api.transactions import (
+    MOST_CHECKS,
+    EndTransactionRequest,
+    HalfMessageRequest,
+    TransactionChecks,
+    TransactionView,
+)
 from tidemq_protocol.errors import InvalidArgument
 
 app = new_resolver()
@@ -87,6 +99,56 @@ def recall(topic: TopicInPath, request: RecallRequest) -> RecallResponse:
     topic's timer messages; 409: too late, it was delivered."""
     require((acl.topic(topic), Action.PUB))
     return produce.recall(get_store(), topic, request.recall_handle)
+
+
+# ---- transactional messages ----------------------------------------------------------------------
+# Each is Pub on the topic: who may send to it may end its transactions and see and answer their check-backs (a
+# producer group is no ACL resource: it only says which producers a check-back goes to).
+
+
+@app.post("/v1/topics/<topic>/transactions", tags=["transactions"], responses=responses(415, 400, 404, 409, 413, 503))
+def send_half(topic: TopicInPath, request: HalfMessageRequest) -> TransactionView:
+    """Send a half message: stored, invisible to every consumer until its transaction is committed (then visible
+    once, with this id); checked back with its producer group if not ended within the transaction timeout."""
+    require((acl.topic(topic), Action.PUB))
+    settings = get_settings()
+    sent = transactions.send_half(get_store(), settings, topic, request.producer_group, request)
+    metrics.add_metric(name="HalfMessagesSent", unit=MetricUnit.Count, value=1)
+    return transactions.view(sent)
+
+
+@app.post(
+    "/v1/topics/<topic>/transactions/<msg_id>", tags=["transactions"], responses=responses(415, 400, 404, 409, 503)
+)
+def end_transaction(topic: TopicInPath, msg_id: MessageIdInPath, request: EndTransactionRequest) -> TransactionView:
+    """Commit or roll back (or answer unknown to a check-back). Sent again, an end changes nothing; a commit after a
+    rollback, or the reverse, is a 409."""
+    require((acl.topic(topic), Action.PUB))
+    ended = transactions.end(get_store(), push_notifier(), topic, msg_id, request.resolution, request.check)
+    return transactions.view(ended)
+
+
+WaitMs = Annotated[
+    int,
+    Query(ge=0, le=get_settings().max_get_wait_ms, description="Long polling: wait up to this long for a check-back."),
+]
+MaxChecks = Annotated[int, Query(ge=1, le=MOST_CHECKS, description="Most check-backs to take.")]
+
+
+@app.post(
+    "/v1/producer-groups/<group>/topics/<topic>/checks",
+    tags=["transactions"],
+    responses=responses(400, 404, 503),
+)
+def take_checks(
+    group: GroupInPath, topic: TopicInPath, wait_ms: WaitMs = 0, max_checks: MaxChecks = 16
+) -> TransactionChecks:
+    """Take the producer group's open check-backs of the topic's half messages, waiting up to `wait_ms` for one:
+    each is given to one caller, which answers it with .../transactions/{msg_id} (`check`: its number). One left
+    unanswered is asked again after the check interval."""
+    require((acl.topic(topic), Action.PUB))
+    checks = transactions.take_checks(get_store(), get_settings(), topic, group, max_checks, wait_ms)
+    return TransactionChecks.model_construct(checks=checks)
 
 
 lambda_handler = lambda_entry(app)

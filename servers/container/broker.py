@@ -19,7 +19,9 @@ from dataclasses import asdict
 
 import httpx
 
+from functions.logic import transactions
 from functions.store import serving
+from shared.settings import get_settings
 from tidemq.credentials import Credentials
 from tidemq_protocol.errors import StoreUnavailable
 from tidemq_store import MessageStore, open_store
@@ -44,6 +46,7 @@ class Broker:
         self._drained = threading.Condition()
         self.quota = QuotaStatus(0, None, None, QuotaState.OK)
         self._next_quota_check = 0.0
+        self._next_transaction_check = 0.0
         with as_broker(self.identity):
             self.store: MessageStore = open_store(config)
             self.hot: EmbeddedMessageStore = (
@@ -103,6 +106,18 @@ class Broker:
             elif status.state is QuotaState.OK and self.quota.refusing_writes:
                 log.info("back under its disk quota's threshold: takes writes again")
             self.quota = status
+
+    def check_transactions(self, now: float) -> None:
+        """A master's transactional messages: open due check-backs, roll back at the check limit (the maintenance
+        function's job "transactions"), every min(timeout, check interval)."""
+        settings = get_settings()
+        if self.config.is_slave or now < self._next_transaction_check:
+            return
+        self._next_transaction_check = (
+            now + min(settings.transaction_timeout_ms, settings.transaction_check_interval_ms) / 1000
+        )
+        with as_broker(self.identity):
+            transactions.sweep(self.store, settings)
 
     def close(self) -> None:
         """Drain and close (see the module docstring)."""

@@ -2,8 +2,9 @@
 
 The brokers share what a process has once: the transport (one HTTP server, one event loop, one pool of handler
 threads: server.py), the outbound client their replication uses (one `httpx.Client`), the users who may call
-them (the container's own store), one scheduler thread (disk quotas) and one log router. Each has its own name,
-store directory, config and quota, and is served under its own path prefix, `/brokers/<brokerName>/...`.
+them (the container's own store), one scheduler thread (disk quotas, transaction check-backs) and one log router.
+Each has its own name, store directory, config and quota, and is served under its own path prefix,
+`/brokers/<brokerName>/...`.
 
 Adding opens the broker's store (recovering it); removing drains and closes it and leaves its files: added again,
 it has its data. Updating a config restarts the broker with the new one (a promotion is an update of
@@ -144,10 +145,21 @@ class BrokerContainer:
     # ---- lifecycle --------------------------------------------------------------------------------
 
     def _schedule(self) -> None:
-        """The container's one scheduler thread: each broker's disk quota, every `cleanResourceInterval`."""
+        """The container's one scheduler thread: each broker's disk quota, every `cleanResourceInterval`, and its
+        transactional messages' check-backs."""
         while not self._stop.wait(TICK_S):
             for broker in list(self._brokers.values()):
                 self._check_quota(broker)
+                self._check_transactions(broker)
+
+    @staticmethod
+    def _check_transactions(broker: Broker) -> None:
+        try:
+            broker.check_transactions(time.monotonic())
+        except StoreClosed:
+            pass  # removed meanwhile
+        except Exception:
+            log.exception("the transaction check-backs of broker %s failed; they run again", broker.name)
 
     @staticmethod
     def _check_quota(broker: Broker, due: bool = False) -> None:

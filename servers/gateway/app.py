@@ -7,8 +7,10 @@
 
 With `TIDEMQ_PUSH_MODE=local` (the default) the process also runs the push worker (`functions.push.worker`), where
 AWS would invoke the push function: started here, it is the push notifier the handlers give the produce and
-subscription logic. With the serverless backend it also runs the maintenance schedule, and it starts the local AWS
-(`TIDEMQ_LOCAL_AWS`) that its settings ask for.
+subscription logic. Beside HTTP it serves RocketMQ 5's gRPC protocol (`servers.grpc_proxy`, on TIDEMQ_GRPC_PORT:
+8081 unless TIDEMQ_GRPC_ENABLED=false) on the same event loop and store. It runs the maintenance schedule (with the
+embedded engine, only its transactions job), and it starts the local AWS (`TIDEMQ_LOCAL_AWS`) that its settings ask
+for.
 """
 
 from __future__ import annotations
@@ -38,27 +40,45 @@ from servers.adapter import (
     to_event,
 )
 from servers.bootstrap import check_exposure, first_super_user
+from servers.grpc_proxy import server as grpc_proxy
+from servers.grpc_proxy.server import RunningProxy
 from shared.settings import InvalidConfiguration, PushMode, get_settings
 from tidemq_store import Backend
 
 
 def _start_schedule():
-    """With the serverless backend, what AWS runs on EventBridge schedules runs here on timers (the maintenance
-    function: upload to the cold tier, clean-up, retention, due timer messages); None with the embedded engine, which
-    does its own."""
+    """What AWS runs on EventBridge schedules runs here on timers (the maintenance function): with the serverless
+    backend upload to the cold tier, clean-up, retention and due timer messages (the embedded engine does its own);
+    with either, the transactional messages' check-backs."""
     settings = get_settings()
-    if settings.backend is not Backend.SERVERLESS:
-        return None
     from functions.maintenance.schedule import LocalSchedule
 
-    every = (settings.maintenance_interval_s, settings.clean_interval_s)
-    return LocalSchedule(*every, LocalContext, settings.timer_job_interval_s).start()
+    checks_every_s = min(settings.transaction_timeout_ms, settings.transaction_check_interval_ms) / 1000
+    if settings.backend is not Backend.SERVERLESS:
+        return LocalSchedule(None, None, LocalContext, checks_every_s).start()
+    return LocalSchedule(
+        settings.maintenance_interval_s,
+        settings.clean_interval_s,
+        LocalContext,
+        checks_every_s,
+        timers_every_s=settings.timer_job_interval_s,
+    ).start()
+
+
+async def _start_grpc_proxy() -> RunningProxy | None:
+    """The RocketMQ 5 gRPC proxy beside the HTTP API, on this event loop (None: TIDEMQ_GRPC_ENABLED=false)."""
+    settings = get_settings()
+    if not settings.grpc_enabled:
+        return None
+    proxy = await grpc_proxy.start(settings)
+    print(f"RocketMQ 5 gRPC proxy on {settings.host}:{proxy.port} (a client snippet: tidemq grpc endpoint)", flush=True)
+    return proxy
 
 
 async def app(scope, receive, send) -> None:
     """The ASGI application uvicorn serves."""
     if scope["type"] == "lifespan":
-        schedule = None
+        schedule = proxy = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -78,8 +98,11 @@ async def app(scope, receive, send) -> None:
                 if get_settings().push_mode is PushMode.LOCAL:
                     await asyncio.to_thread(trigger.start_worker, store)  # the notifier; it catches up
                 schedule = _start_schedule()
+                proxy = await _start_grpc_proxy()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if proxy is not None:
+                    await proxy.stop()
                 if schedule is not None:
                     await asyncio.to_thread(schedule.stop)
                 await asyncio.to_thread(trigger.stop_worker)

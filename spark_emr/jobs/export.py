@@ -3,9 +3,12 @@
     spark-submit --master local[2] spark_emr/jobs/export.py --bucket tidemq-tier --topic orders --output /tmp/orders
     spark-submit ... export.py --bucket B --prefix tidemq --topic orders --from-ms 1795300000000 --to-ms 1795400000000 \
         --output s3://analytics/orders/        # on EMR (EMRFS writes s3://)
+    spark-submit ... export.py --bucket B --topic orders --where "region = 'eu' AND amount > 100" --output /tmp/eu
 
 Arguments: `--bucket`, `--prefix` (default `tidemq`) name the tier (TIDEMQ_TIER_BUCKET / TIDEMQ_TIER_PREFIX);
-`--topic`; `--from-ms` / `--to-ms` keep messages stored in [from, to) (ms since the epoch); `--output` is where the
+`--topic`; `--from-ms` / `--to-ms` keep messages stored in [from, to) (ms since the epoch); `--where` keeps the messages
+a SQL92 filter over their properties selects, as a subscription's `sql` would (tidemq_protocol.filter: the broker's
+own evaluator; an expression that does not parse stops the job before it reads anything); `--output` is where the
 Parquet files go, replaced whole by each run (so a run killed midway and run again leaves the same result);
 `--dry-run` prints each queue's offset range and what would be read, and writes nothing.
 
@@ -34,6 +37,7 @@ from pyspark.sql.types import (
 
 from spark_emr.session import run_job
 from spark_emr.tier import TierLocation, queue_messages, tier_queues
+from tidemq_protocol.filter import SqlFilter
 
 SCHEMA = StructType(
     [
@@ -58,6 +62,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--topic", required=True, help="the topic to export")
     parser.add_argument("--from-ms", type=int, default=None, help="keep messages stored at or after (ms)")
     parser.add_argument("--to-ms", type=int, default=None, help="keep messages stored before (ms)")
+    parser.add_argument("--where", default=None, help="keep the messages this SQL92 filter over properties selects")
     parser.add_argument("--output", required=True, help="where the Parquet files go (replaced whole)")
     parser.add_argument("--dry-run", action="store_true", help="print what would be exported; write nothing")
     return parser.parse_args(argv)
@@ -66,19 +71,29 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 def run(spark, args: argparse.Namespace) -> dict:
     """Export as `args` say; return the summary."""
     began = time.monotonic()
+    where = args.where
+    if where is not None:
+        SqlFilter.parse(where)  # InvalidFilterExpression, naming the position, before anything is read
     location = TierLocation.here(args.bucket, args.prefix)
     queues = tier_queues(location, args.topic)
     print(f"export: {len(queues)} queues of {args.topic!r} in {location.describe()}", file=sys.stderr, flush=True)
     summary = {"job": "export", "topic": args.topic, "tier": location.describe(), "queues_in": len(queues)}
+    if where is not None:
+        summary["where"] = where
     if args.dry_run:
         summary |= {"dry_run": True, "output": args.output}
         return summary | {"seconds": round(time.monotonic() - began, 3)}
     records, body_bytes = spark.sparkContext.accumulator(0), spark.sparkContext.accumulator(0)
+    records_read = spark.sparkContext.accumulator(0)
     from_ms, to_ms = args.from_ms, args.to_ms
 
     def rows(refs):
+        selected = SqlFilter.parse(where).accepts if where is not None else None  # parsed where it runs
         for ref in refs:
             for m in queue_messages(location, ref, from_ms, to_ms):
+                records_read.add(1)
+                if selected is not None and not selected(m):
+                    continue
                 records.add(1)
                 body_bytes.add(len(m.body))
                 yield (
@@ -99,6 +114,7 @@ def run(spark, args: argparse.Namespace) -> dict:
     frame.write.mode("overwrite").parquet(args.output)
     print(f"export: wrote {records.value} messages to {args.output}", file=sys.stderr, flush=True)
     return summary | {
+        "records_read": records_read.value,
         "records_out": records.value,
         "body_bytes_out": body_bytes.value,
         "output": args.output,

@@ -92,6 +92,8 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
         "POST /v1/groups/{group}/topics/{topic}/release": {"receipt_handle": "A" * 28},
         "PATCH /v1/groups/{group}": {"retry": {"max_delivery_attempts": 3}},
         "POST /v1/groups/{group}/dead-letters/resend": {"from_offset": 0},
+        "POST /v1/topics/{topic}/transactions": {"producer_group": "g", "body": "x"},
+        "POST /v1/topics/{topic}/transactions/{msg_id}": {"resolution": "commit"},
     }
     params = {
         "GET /v1/topics/{topic}/messages": {"key": "k"},

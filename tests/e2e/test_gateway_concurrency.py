@@ -189,6 +189,28 @@ def one_round(call: Caller, name: str) -> None:
     assert call("POST", "/v1/kv/{namespace}/import", path=at_namespace, json=imported).json()["revision"] == 7
     call("DELETE", "/v1/kv/{namespace}", 204, path=at_namespace)
 
+    # a TRANSACTION topic of this round's own: a half message committed once (sent again: the same), one rolled
+    # back, one checked back and answered; the topic's outcomes listed
+    at_tx, tx = {"topic": f"{name}-tx"}, "/v1/topics/{topic}/transactions"
+    call("POST", "/v1/topics", 201, json={"name": at_tx["topic"], "queues": 1, "message_type": "TRANSACTION"})
+    halves = [
+        call("POST", tx, path=at_tx, json={"producer_group": group, "body": body}).json()["msg_id"]
+        for body in ("commit", "rollback")
+    ]
+    for msg_id, resolution in zip(halves, ("commit", "rollback"), strict=True):
+        ended = call("POST", tx + "/{msg_id}", path={**at_tx, "msg_id": msg_id}, json={"resolution": resolution})
+        assert ended.json()["state"] == ("committed" if resolution == "commit" else "rolled_back")
+    again = call("POST", tx + "/{msg_id}", path={**at_tx, "msg_id": halves[0]}, json={"resolution": "commit"})
+    assert again.json()["offset"] == 0
+    shown = call("GET", tx + "/{msg_id}", path={**at_tx, "msg_id": halves[1]}).json()
+    assert shown["state"] == "rolled_back" and shown["ended_by"] == "producer"
+    at_checks = {"group": group, **at_tx}
+    checks = call("POST", "/v1/producer-groups/{group}/topics/{topic}/checks", path=at_checks, params={"wait_ms": 0})
+    assert checks.json() == {"checks": []}  # nothing due: both ended, none waited the timeout
+    listed = call("GET", tx, path=at_tx, params={"state": "committed"}).json()["transactions"]
+    assert [t["msg_id"] for t in listed] == halves[:1]
+    call("DELETE", "/v1/topics/{topic}", 204, path=at_tx)
+
     # errors name what this request asked for, and a bad parameter is this request's
     call("DELETE", "/v1/topics/{topic}", 204, path=at_topic)
     gone = call("GET", "/v1/topics/{topic}", 404, path=at_topic).json()

@@ -35,7 +35,12 @@ def served(request, tmp_path, monkeypatch) -> Iterator[tuple[str, str]]:
     """A gateway whose long polls wait at most 1 s (its document says so), seeded through the SDK, with this
     process (and so Schemathesis, which inherits its environment) signing as its super user, and a webhook on
     loopback (which the gateway allows) for the subscriptions Schemathesis sets."""
-    settings = {"TIDEMQ_BACKEND": request.param, "TIDEMQ_MAX_GET_WAIT_MS": "1000", **push_targets.ALLOWED}
+    settings = {
+        "TIDEMQ_BACKEND": request.param,
+        "TIDEMQ_MAX_GET_WAIT_MS": "1000",
+        "TIDEMQ_GRPC_ENABLED": "false",  # the HTTP API's contract
+        **push_targets.ALLOWED,
+    }
     with push_targets.Webhook() as webhook, gateway_as_admin(tmp_path / "data", **settings) as url:
         monkeypatch.setenv("TIDEMQ_CONTRACT_WEBHOOK", webhook.url)
         with Admin(url) as admin:

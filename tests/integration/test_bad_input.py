@@ -77,7 +77,7 @@ BAD_CALLS = [
         "message 1",
     ),
     ("reserved property", lambda s: s.put("t", [Message(b"x", properties={"TAGS": "x"})]), InvalidArgument, "reserved"),
-    ("bad tag filter", lambda s: s.get("t", 0, 0, tag_filter="A ||"), InvalidArgument, "tag filter"),
+    ("bad tag filter", lambda s: s.get("t", 0, 0, message_filter="A ||"), InvalidArgument, "tag filter"),
     ("zero max_messages", lambda s: s.get("t", 0, 0, max_messages=0), InvalidArgument, "max_messages"),
     ("shrinking queues", lambda s: s.update_topic("t", queues=1), QueuesCannotShrink, "grow, not shrink"),
     ("not a message", lambda s: s.put("t", [b"raw bytes"]), InvalidArgument, "not a Message"),

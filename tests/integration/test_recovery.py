@@ -94,6 +94,6 @@ def test_a_killed_process_loses_no_acknowledged_message_though_its_index_was_nev
 
     with open_store(StoreConfig(home=home)) as store:
         for queue in (0, 1):
-            got = store.get("t", queue, 0, max_messages=1000, tag_filter="T").messages
+            got = store.get("t", queue, 0, max_messages=1000, message_filter="T").messages
             assert [m.body for m in got] == [b"%d-%d" % (b, i) for b in range(queue, 50, 2) for i in range(20)]
         assert [m.body for m in store.messages_by_key("t", "k7")] == [b"7-%d" % i for i in range(20)]

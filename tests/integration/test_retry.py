@@ -227,6 +227,31 @@ def test_a_resent_dead_letter_is_received_on_its_origin_topic_with_attempt_1_and
     assert [m.resent_at_ms is not None for m in listed.messages] == [False, True, True]
 
 
+def test_a_resent_dead_letter_is_for_its_group_only_other_pop_and_push_groups_pass_over_it(reopen):
+    store = reopen()
+    letters = lettered(store, 2)
+    with_group(store, "audit")  # a pop group that has not yet read the topic
+    pushed: list[bytes] = []
+    with_group(store, "mailer", push=PushSubscription(topic="orders", target="python:x:y"))
+    config = store.get_group("mailer")
+
+    def target(delivery: PushDelivery) -> None:
+        pushed.extend(m.body.encode() for m in delivery.messages)
+
+    def push_pass():
+        deliver(store, "mailer", config.push, retry_policy(config, SETTINGS.retry_policy), target, Notices())
+
+    (result,) = resend(store, message_ids=[letters[0].msg_id]).results
+    push_pass()
+    audit = PopConsumption(store, store.pop_ledger)
+    popped = [p.message.body for p in audit.receive("audit", "orders", 32, 10_000, now=T0)]
+    assert sorted(popped) == sorted(pushed) == [b"m0", b"m1"]  # the originals, not the resent copy
+    assert [q.max_offset for q in store.queue_offsets("orders")] == [2, 1]  # which is stored, at orders:0@1
+    assert store.committed_offsets("mailer", "orders") == {0: 2, 1: 1}  # push went past it
+    (back,) = PopConsumption(store, store.pop_ledger).receive("billing", "orders", 32, 10_000, now=T0)
+    assert back.message.msg_id == result.resent_msg_id
+
+
 def test_a_range_resend_goes_a_bounded_request_at_a_time_and_again_resends_nothing(reopen):
     store = reopen()
     lettered(store, 100)

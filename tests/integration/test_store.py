@@ -49,12 +49,12 @@ def test_messages_come_back_in_order_with_bodies_and_properties(store):
 def test_tag_filter_returns_matching_messages_and_skips_past_the_rest(store):
     store.create_topic(TopicConfig(name="t", queues=1))
     store.put("t", [Message(b"%d" % i, tag=["A", "B", "C"][i % 3]) for i in range(9)])
-    result = store.get("t", 0, 0, tag_filter="A || C")
+    result = store.get("t", 0, 0, message_filter="A || C")
     assert [m.body for m in result.messages] == [b"0", b"2", b"3", b"5", b"6", b"8"]
     assert result.next_offset == 9
-    result = store.get("t", 0, 0, max_messages=2, tag_filter="B")
+    result = store.get("t", 0, 0, max_messages=2, message_filter="B")
     assert [m.body for m in result.messages] == [b"1", b"4"] and result.next_offset == 5
-    assert store.get("t", 0, 0, tag_filter="Z").messages == []
+    assert store.get("t", 0, 0, message_filter="Z").messages == []
 
 
 def test_max_bytes_limits_a_read_but_always_returns_one_message(store):

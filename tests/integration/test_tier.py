@@ -117,13 +117,13 @@ def test_a_tag_filtered_cold_read_returns_only_matching_messages_and_a_next_offs
     store.clean_expired()
     assert store.tier_status("t")[0].hot_min_offset > 100
 
-    result = store.get("t", 0, 0, max_messages=3, tag_filter="A")
+    result = store.get("t", 0, 0, max_messages=3, message_filter="A")
     found = [(m.queue_offset, m.body.rstrip(b"."), m.tag) for m in result.messages]
     assert found == [(7, b"0-7", "A"), (57, b"1-7", "A"), (107, b"2-7", "A")]
     assert result.next_offset == 108  # past the last match, not past what was fetched
     assert [m[1] for m in read_all(store, "t", 0, tag="A")] == [50 * b + 7 for b in range(10)]
 
-    batch = store.read_records("t", 0, 0, max_messages=100, tag_filter="A || B3")
+    batch = store.read_records("t", 0, 0, max_messages=100, message_filter="A || B3")
     messages = decode_records(batch.records)
     assert {m.tag for m in messages} == {"A", "B3"} and batch.count == len(messages) == 20
     assert batch.next_offset == 500

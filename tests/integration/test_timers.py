@@ -22,7 +22,7 @@ from tidemq_protocol.errors import (
     TimerDelivered,
     TimerNotFound,
 )
-from tidemq_protocol.record import TIMER_DELIVER_MS, UNIQ_KEY, encode_properties, encode_record, timer_due_ms
+from tidemq_protocol.record import MESSAGE_ID, TIMER_DELIVER_MS, encode_properties, encode_record, timer_due_ms
 from tidemq_protocol.timer import delivery_properties, recall_handle
 from tidemq_store import GroupConfig, Message, MessageType, StoredMessage, TopicConfig
 from tidemq_store.pop.receive import PopConsumption
@@ -72,7 +72,7 @@ def test_a_delay_message_is_on_no_queue_until_due_then_delivered_once_under_its_
     (message,) = received(backend, "later", 1)
     assert (message.msg_id, message.body, message.queue, message.queue_offset) == (sent.msg_id, b"wake up", 1, 0)
     assert message.store_timestamp >= due  # never early
-    assert message.properties[TIMER_DELIVER_MS] == str(due) and message.properties[UNIQ_KEY] == sent.msg_id
+    assert message.properties[TIMER_DELIVER_MS] == str(due) and MESSAGE_ID not in message.properties  # its id
     assert backend.message_by_id(sent.msg_id).queue_offset == 0
     backend.timers.move_due()  # nothing left to move: it stays one message
     assert len(received(backend, "later", 2, deadline_s=0)) == 1
@@ -140,8 +140,8 @@ def test_delay_bounds_are_refused_naming_the_field_and_nothing_is_stored(backend
             backend.put("later", messages)
     with pytest.raises(InvalidBatch, match="at most 100"):
         backend.put("later", [delayed(b"x", delay_ms=60_000) for _ in range(101)])
-    with pytest.raises(InvalidArgument, match=UNIQ_KEY):
-        backend.put("later", [Message(b"x", properties={**delivery_properties(delay=0), UNIQ_KEY: "f" * 24})])
+    with pytest.raises(InvalidArgument, match=MESSAGE_ID):
+        backend.put("later", [Message(b"x", properties={**delivery_properties(delay=0), MESSAGE_ID: "f" * 24})])
     assert received(backend, "later", 1, deadline_s=0) == []
 
 

@@ -25,13 +25,13 @@ def tier_records(cold: ColdTier, topic: str, queue: int) -> list[bytes]:
     records, offset = [], view.min_offset or 0
     while offset < high:
         read = cold.read(topic, queue, offset, 37, 1 << 20, None, high, high)
-        data, position = read.records, 0
+        data, position = read.records(), 0
         while position < len(data):
             size = int.from_bytes(data[position : position + 4], "little")
             records.append(data[position : position + size])
             position += size
-        assert read.next_offset > offset
-        offset = read.next_offset
+        assert read.selection.next_offset > offset
+        offset = read.selection.next_offset
     return records
 
 

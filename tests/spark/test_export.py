@@ -1,5 +1,6 @@
 """The export job on real PySpark local[2] against a moto server over HTTP: Parquet read back holds every message
-of the range with its fields, a rerun gives the same result, and `spark-submit` runs the entry point."""
+of the range with its fields (or of what a SQL92 filter selects), a rerun gives the same result, and `spark-submit`
+runs the entry point."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from spark_emr.jobs import export
+from tidemq_protocol.errors import InvalidFilterExpression
+from tidemq_protocol.filter import SqlFilter
 from tidemq_protocol.message import Message
+from tidemq_protocol.record import property_map
 from tidemq_store import TopicConfig
 
 from ..tier_reads import read_all
@@ -124,3 +128,23 @@ def test_an_export_killed_midway_several_times_then_run_again_leaves_every_messa
     done = subprocess.run(command, env=dict(os.environ), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert exported(output) == expected
+
+
+def test_export_where_keeps_what_the_sql92_filter_selects_as_the_broker_would(spark, tiered_topic, tmp_path):
+    bucket, _, expected = tiered_topic
+    where = "batch IN ('1', '4') OR TAGS = 'A' AND KEYS CONTAINS 'shared'"
+    args = ["--bucket", bucket, "--topic", "orders", "--where", where, "--output", str(tmp_path / "some")]
+    summary = export.run(spark, export.arguments(args))
+    sql = SqlFilter.parse(where)
+    kept = {key: row for key, row in expected.items() if sql.selects(property_map(tuple(row[1]), row[2], row[3]))}
+    assert 0 < len(kept) < len(expected) and summary["where"] == where
+    assert (summary["records_read"], summary["records_out"]) == (len(expected), len(kept))
+    assert exported(tmp_path / "some") == kept
+
+
+def test_export_where_refuses_an_expression_that_does_not_parse_before_reading(spark, tiered_topic, tmp_path):
+    bucket, _, _ = tiered_topic
+    args = ["--bucket", bucket, "--topic", "orders", "--where", "batch = ", "--output", str(tmp_path / "no")]
+    with pytest.raises(InvalidFilterExpression, match="at position 8"):
+        export.run(spark, export.arguments(args))
+    assert not (tmp_path / "no").exists()

@@ -194,13 +194,15 @@ class MemoryHotStore(HotStore):
     def read_queue(self, request: ReadRequest) -> RunsRead:
         topic, queue, offset = request.topic, request.queue, request.offset
         check_queue(self.get_topic(topic), queue)
-        tag_filter = check_read(request, self.config.max_get_messages)
+        message_filter = check_read(request, self.config.max_get_messages)
         low, high = self.min_offset(topic, queue), self.max_offset(topic, queue)
         if not low <= offset <= high:
             raise OffsetOutOfRange(topic, queue, offset, low, high)
-        entries = self.entries(topic, queue, offset, min(high, offset + scan_size(request.max_messages, tag_filter)))
-        selection = select_runs(entries, offset, request.max_messages, request.max_bytes, tag_filter)
-        return RunsRead(topic, queue, selection, self._read_log, tag_filter, low, high)
+        entries = self.entries(
+            topic, queue, offset, min(high, offset + scan_size(request.max_messages, message_filter))
+        )
+        selection = select_runs(entries, offset, request.max_messages, request.max_bytes, message_filter)
+        return RunsRead(topic, queue, selection, self._read_log, message_filter, low, high)
 
     def _read_log(self, position: int, length: int) -> bytes:
         return bytes(self.log[position : position + length])

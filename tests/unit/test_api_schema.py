@@ -19,8 +19,8 @@ from tidemq_protocol.api.groups import OffsetCommit, PushSubscription
 from tidemq_protocol.api.messages import MessageIn
 from tidemq_protocol.api.topics import TopicSpec
 from tidemq_protocol.errors import InvalidArgument
+from tidemq_protocol.filter import TagFilter
 from tidemq_protocol.limits import MAX_QUEUES
-from tidemq_protocol.message import TagFilter
 from tidemq_protocol.names import check_name
 from tidemq_protocol.push_target import push_target_kind
 from tidemq_protocol.record import encode_properties

@@ -36,7 +36,11 @@ EVENTS = Path(__file__).parents[2] / "events"
 SAMPLES = {path: json.loads(path.read_text()) for path in sorted(EVENTS.glob("*.json"))}
 HTTP_SAMPLES = [path for path, event in SAMPLES.items() if "routeKey" in event]
 PUSH_SAMPLE = EVENTS / "push_topic.json"
-MAINTENANCE_SAMPLES = [EVENTS / "maintenance_retention.json", EVENTS / "maintenance_scheduled.json"]
+MAINTENANCE_SAMPLES = [
+    EVENTS / "maintenance_retention.json",
+    EVENTS / "maintenance_scheduled.json",
+    EVENTS / "maintenance_transactions.json",
+]
 TIMERS_SAMPLE = EVENTS / "maintenance_timers.json"
 
 
@@ -46,7 +50,8 @@ def seeded_store(tmp_path, monkeypatch):
     `workers` (which pops: a group does not pop the topic it pushes), message `order-1001` (and a dead letter of it,
     as if billing had failed it), KV namespace `settings` holding `feature/dark-mode` at version 1, super user
     `operator` (whom the samples' Lambda authorizer vouches for, as API Gateway passes it on) and user
-    `retired-service`; DELAY topic `reminders`."""
+    `retired-service`; DELAY topic `reminders`; TRANSACTION topic `transfers` with a half message of producer group
+    `checkout`."""
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     monkeypatch.setenv("TIDEMQ_PUSH_TARGET_TIMEOUT_S", "5")  # the push function's 30 s must fit a call
@@ -66,6 +71,8 @@ def seeded_store(tmp_path, monkeypatch):
     users.create_user(store, secret_box(), UserSpec(name="operator", user_type=UserType.SUPER))
     orders = AclEntry(resource="Topic:orders", actions=["Pub"])
     users.create_user(store, secret_box(), UserSpec(name="retired-service", policies=[orders]))
+    store.create_topic(TopicConfig(name="transfers", queues=2, message_type=MessageType.TRANSACTION))
+    store.transactions.prepare("transfers", Message(b"transfer 76 sent"), "checkout", 0)
     yield first.msg_id
     store_module.close_store()
     trigger.subscribers.cache_clear()
@@ -85,7 +92,9 @@ def test_every_sample_event_is_an_http_event_or_the_push_or_maintenance_function
 def test_sample_event_is_served_by_its_handler(seeded_store, path):
     event = SAMPLES[path]
     if "{msg_id}" in event["routeKey"]:
-        assert event["pathParameters"]["msg_id"] == seeded_store, "the seed no longer yields the sample's id"
+        half = store_module.get_store().transactions.list("transfers", None, None, 1)[0].msg_id
+        seeded = half if "/transactions/" in event["routeKey"] else seeded_store
+        assert event["pathParameters"]["msg_id"] == seeded, "the seed no longer yields the sample's id"
     if "{receipt_handle}" in (event.get("body") or ""):  # a pop sample names a delivery: one made for it
         (held,) = pop.receive(store_module.get_store(), get_settings(), "workers", "orders", 1, None, 0, None)
         event = {**event, "body": event["body"].replace("{receipt_handle}", held.receipt_handle)}
@@ -114,7 +123,7 @@ def test_push_sample_event_delivers_the_topic_to_its_push_groups(seeded_store):
 
 def test_maintenance_sample_events_run_their_jobs(seeded_store):
     """On the embedded engine (which does its own periodic work) a run reports `skipped`; retention runs."""
-    retention, scheduled = (SAMPLES[path] for path in MAINTENANCE_SAMPLES)
+    retention, scheduled, transactions = (SAMPLES[path] for path in MAINTENANCE_SAMPLES)
     assert maintenance_function.lambda_handler(scheduled, LocalContext("tidemq-maintenance")) == {
         "job": "upload",
         "skipped": True,
@@ -128,6 +137,12 @@ def test_maintenance_sample_events_run_their_jobs(seeded_store):
         "job": "retention",
         "segments_deleted": 0,
         "messages_expired": 0,
+    }
+    assert maintenance_function.lambda_handler(transactions, LocalContext("tidemq-maintenance")) == {
+        "job": "transactions",
+        "checks_opened": 1,  # the seed's half message: its first check was due at once
+        "rolled_back": 0,
+        "outcomes_pruned": 0,
     }
 
 

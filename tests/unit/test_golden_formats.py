@@ -17,8 +17,9 @@ from crc32c import crc32c
 
 from tidemq_protocol import codec
 from tidemq_protocol import kv_snapshot as snapshot
+from tidemq_protocol.filter import TagFilter
 from tidemq_protocol.kv import Entry, NamespaceConfig, Snapshot
-from tidemq_protocol.message import StoredMessage, TagFilter
+from tidemq_protocol.message import StoredMessage
 from tidemq_protocol.record import (
     BROKER_CRC_AT,
     CRC_AT,
@@ -306,7 +307,7 @@ def test_the_embedded_engine_serves_a_golden_commit_log_it_recovers(tmp_path, na
             assert codec.decode_consume(codec.encode_consume(batch))[0] == queue_of(log, queue)  # as a consumer
         assert [store.message_by_id(m.msg_id) for m in log] == log
         assert store.messages_by_key("orders", "order-3") == [log[2]]
-        assert store.get("orders", 1, 0, tag_filter="TagA").messages == [log[3]]
+        assert store.get("orders", 1, 0, message_filter="TagA").messages == [log[3]]
         assert store.offset_for_timestamp("orders", 0, log[4].store_timestamp) == 2
     finally:
         store.close()
@@ -359,8 +360,8 @@ def test_the_serverless_backends_cold_reads_serve_the_golden_tier_segments(tmp_p
     cold = ColdTier(StoreConfig(home=tmp_path, tier="posix", tier_path=tier_copy, tier_cache_bytes=0))
     try:
         read = cold.read("orders", 0, 0, 100, 1024 * 1024, None, hot_offset=4, max_offset=4)
-        assert decode_records(read.records, ("orders", 0, 0)) == queue_of(V2_LOG, 0)
-        assert (read.count, read.next_offset) == (4, 4)
+        assert decode_records(read.records(), ("orders", 0, 0)) == queue_of(V2_LOG, 0)
+        assert (read.selection.count, read.selection.next_offset) == (4, 4)
         assert cold.offset_for_timestamp("orders", 0, PUT_3, hot_offset=4) == 3
     finally:
         cold.close()

@@ -12,7 +12,7 @@ from tidemq_protocol.attributes import (
     MAX_ATTRIBUTES_BYTES,
 )
 from tidemq_protocol.errors import InvalidArgument, InvalidName
-from tidemq_protocol.message import TagFilter
+from tidemq_protocol.filter import TagFilter
 from tidemq_protocol.names import check_name
 from tidemq_store.model import TopicConfig
 

@@ -4,7 +4,8 @@ from tidemq_store import StoreConfig, open_store
 with open_store(StoreConfig(home="data")) as store: ...
 """
 
-from tidemq_protocol.message import Message, MessageType, StoredMessage, TagFilter
+from tidemq_protocol.filter import MessageFilter, SqlFilter, TagFilter
+from tidemq_protocol.message import Message, MessageType, StoredMessage
 
 from .api import CleanReport, MaintenanceReport, MessageStore
 from .config import Backend, FlushDiskType, StoreConfig, TieredStorageLevel, TierMedium
@@ -40,11 +41,13 @@ __all__ = [
     "GroupConfig",
     "MaintenanceReport",
     "Message",
+    "MessageFilter",
     "MessageStore",
     "MessageType",
     "PutResult",
     "QueueOffsets",
     "RecordBatch",
+    "SqlFilter",
     "StoreConfig",
     "StoredMessage",
     "TagFilter",

@@ -24,10 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from tidemq_protocol.errors import QueuesCannotShrink
-from tidemq_protocol.message import Message, StoredMessage, TagFilter
+from tidemq_protocol.filter import MessageFilter
+from tidemq_protocol.message import Message, StoredMessage
 from tidemq_protocol.timer import parse_recall_handle
 
 from .acl import UserRecord
+from .errors import StoreClosed
 from .kv.api import KeyValueStore
 from .model import (
     GetResult,
@@ -43,6 +45,7 @@ from .model import (
 from .pop.api import PopLedger
 from .reads import QueueRead, ReadRequest
 from .timer.api import Recalled, TimerStore
+from .transactions.api import TransactionLog
 
 UNSET = object()
 
@@ -216,11 +219,14 @@ class MessageStore(ABC):
         offset: int,
         max_messages: int = 32,
         max_bytes: int = 4 * 1024 * 1024,
-        tag_filter: str | TagFilter | None = None,
+        message_filter: str | MessageFilter | None = None,
     ) -> GetResult:
-        """Read up to `max_messages`/`max_bytes` from `offset`; raises OffsetOutOfRange outside
-        [min_offset, max_offset]. At `max_offset` the result is empty."""
-        return self.read_queue(ReadRequest(topic, queue, offset, max_messages, max_bytes, tag_filter)).get_result()
+        """Read up to `max_messages`/`max_bytes` from `offset` of the messages `message_filter` selects (a tag or
+        SQL92 filter, a tag expression, or None: every message); raises OffsetOutOfRange outside
+        [min_offset, max_offset]. At `max_offset` the result is empty; `next_offset` is past every message the
+        read examined, selected or not."""
+        read = ReadRequest(topic, queue, offset, max_messages, max_bytes, message_filter)
+        return self.read_queue(read).get_result()
 
     def read_records(
         self,
@@ -229,10 +235,11 @@ class MessageStore(ABC):
         offset: int,
         max_messages: int = 1000,
         max_bytes: int = 4 * 1024 * 1024,
-        tag_filter: str | TagFilter | None = None,
+        message_filter: str | MessageFilter | None = None,
     ) -> RecordBatch:
         """Like `get`, but the records as stored, undecoded: what bulk consumers are sent."""
-        return self.read_queue(ReadRequest(topic, queue, offset, max_messages, max_bytes, tag_filter)).record_batch()
+        read = ReadRequest(topic, queue, offset, max_messages, max_bytes, message_filter)
+        return self.read_queue(read).record_batch()
 
     @abstractmethod
     def read_queue(self, request: ReadRequest) -> QueueRead:
@@ -354,6 +361,35 @@ class MessageStore(ABC):
         TimerNotFound if the handle names none of the topic's; a recall sent again answers as the first did."""
         self.get_topic(topic)
         return self.timers.recall(topic, parse_recall_handle(handle, topic))
+
+    # ---- transactional messages (transactions/) ---------------------------------------------------
+
+    _transactions: TransactionLog | None = None
+    _transactions_closed = False
+
+    @property
+    def transactions(self) -> TransactionLog:
+        """The transactions of the store's TRANSACTION topics (transactions/api.py), opened (and on the embedded
+        engine recovered) at first use; StoreClosed once closed (a timer racing the close never opens it again)."""
+        if self._transactions is None:
+            with _OPENING:
+                if self._transactions_closed:
+                    raise StoreClosed("the store is closed")
+                if self._transactions is None:
+                    self._transactions = self.open_transactions()
+        return self._transactions
+
+    def open_transactions(self) -> TransactionLog:
+        """The backend's TransactionLog."""
+        raise NotImplementedError(f"{type(self).__name__} has no transaction log")
+
+    def close_transactions(self) -> None:
+        """Close the transaction log if it was opened (each backend's `close` calls this first)."""
+        with _OPENING:
+            self._transactions_closed = True
+            if self._transactions is not None:
+                self._transactions.close()
+                self._transactions = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

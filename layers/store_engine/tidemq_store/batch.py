@@ -7,14 +7,16 @@ version 2 records (record.py) that only need the broker's fields written.
 Either way each message must fit its topic's message type (RocketMQ 5's, `MessageType`): on a FIFO topic every
 message carries a message group and is in its group's queue (`key_queue`: a record that lets the broker choose
 goes there), so a group's messages are in one queue in the order they were put; on any other topic none carries
-one. On a DELAY topic every message says when it is due (TIMER_DELIVER_MS or TIMER_DELAY_MS: tidemq_protocol.timer),
-and on any other none does. A message that does not fit refuses its batch (MessageTypeMismatch, naming the topic's
-type). UNIQ_KEY, the id of a message the broker put again, is the broker's alone: a producer's is refused.
+one. A TRANSACTION topic takes half messages only (a transaction's first step, transactions/api.py), and only a
+TRANSACTION topic takes them. On a DELAY topic every message says when it is due (TIMER_DELIVER_MS or
+TIMER_DELAY_MS: tidemq_protocol.timer), and on any other none does. A message that does not fit refuses its batch
+(MessageTypeMismatch, naming the topic's type). A producer's properties never carry a message's id (MESSAGE_ID:
+`encode_properties` refuses it, and so `check_properties`); the broker adds it (`Message.msg_id`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tidemq_protocol.clock import now_ms
@@ -29,13 +31,13 @@ from tidemq_protocol.message import Message, MessageType, key_queue, tag_hash
 from tidemq_protocol.record import (
     ANY_QUEUE,
     HEADER_SIZE,
-    UNIQ_KEY,
     check_produced,
     check_properties,
     encode_properties,
     encode_record,
     message_group_of,
     stamp,
+    with_message_id,
 )
 from tidemq_protocol.timer import has_delivery
 
@@ -90,10 +92,20 @@ def _check_total(limits: StoreConfig, total: int) -> None:
         raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
 
 
-def check_message_type(config: TopicConfig, index: int, group: str | None, queue: int, delivery: bool = False) -> None:
-    """MessageTypeMismatch unless message `index` (of message group `group`, in `queue`, saying when it is due or
-    not: `delivery`) fits the topic's type (see the module docstring)."""
+def check_message_type(
+    config: TopicConfig, index: int, group: str | None, queue: int, half: bool = False, delivery: bool = False
+) -> None:
+    """MessageTypeMismatch unless message `index` (of message group `group`, in `queue`; `half`: a transaction's
+    half message; `delivery`: saying when it is due) fits the topic's type (see the module docstring)."""
     kind = config.message_type
+    if half != (kind is MessageType.TRANSACTION):
+        raise MessageTypeMismatch(
+            f"message {index} is a half message; topic {config.name!r} is {kind.value}: only a TRANSACTION topic"
+            " takes half messages"
+            if half
+            else f"message {index} is not a half message; topic {config.name!r} is TRANSACTION: send it in a"
+            f" transaction (POST /v1/topics/{config.name}/transactions)"
+        )
     if delivery != (kind is MessageType.DELAY):
         _check_delivery(config, index, delivery)
     if kind is MessageType.FIFO:
@@ -125,13 +137,11 @@ def _check_delivery(config: TopicConfig, index: int, delivery: bool) -> None:
     )
 
 
-def _check_broker_properties(index: int, properties: Mapping[str, str]) -> None:
-    if UNIQ_KEY in properties:
-        raise InvalidArgument(f"message {index}: property name {UNIQ_KEY!r} is the broker's")
-
-
-def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[Message]) -> ValidatedBatch:
-    """Check a whole batch of messages and encode it (raising a `ClientError` that names the message at fault)."""
+def validate_batch(
+    limits: StoreConfig, config: TopicConfig, messages: Sequence[Message], half: bool = False
+) -> ValidatedBatch:
+    """Check a whole batch of messages and encode it (raising a `ClientError` that names the message at fault);
+    `half`: the half messages of transactions."""
     if not isinstance(messages, Sequence):
         raise InvalidBatch("a batch must hold at least one message")
     _check_count(limits, len(messages))
@@ -149,15 +159,15 @@ def validate_batch(limits: StoreConfig, config: TopicConfig, messages: Sequence[
         if type(queue) is not int or not 0 <= queue < queues:
             raise QueueOutOfRange(config.name, queue, queues)
         properties = message.properties
-        if properties:
-            _check_broker_properties(index, properties)
         check_message_type(
-            config, index, message_group_of(properties), queue, bool(properties) and has_delivery(properties)
+            config, index, message_group_of(properties), queue, half, bool(properties) and has_delivery(properties)
         )
         props = b""
-        if keys or tag is not None or message.properties:
+        if keys or tag is not None or message.properties or message.msg_id is not None:
             try:
                 props = encode_properties(keys, tag, message.properties)
+                if message.msg_id is not None:
+                    props = with_message_id(props, message.msg_id)
             except InvalidArgument as error:
                 raise InvalidArgument(f"message {index}: {error}") from None
         size = len(body) + len(props)
@@ -199,11 +209,10 @@ def validate_records(limits: StoreConfig, config: TopicConfig, records: bytes, d
                 message_keys, tag, group, properties = check_properties(props)
             except InvalidArgument as error:
                 raise InvalidArgument(f"record {index}: {error}") from None
-            _check_broker_properties(index, properties)
             delivery = has_delivery(properties)
         if queue == ANY_QUEUE:
             queue = default_queue if group is None else key_queue(group, queues)
-        check_message_type(config, index, group, queue, delivery)
+        check_message_type(config, index, group, queue, delivery=delivery)
         chosen.append(queue)
         tag_codes.append(tag_hash(tag) if tag else 0)
         keys.append(message_keys)

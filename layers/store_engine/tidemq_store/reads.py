@@ -6,7 +6,9 @@ chooses the records, and `get` then decodes them into messages while `read_recor
 A backend with a ConsumeQueue chooses from its entries alone (selection.py) and reads each chosen run with one call
 of its own (`RunsRead.read_at`: the embedded commit log, a cold tier's block in the read-ahead cache); the serverless
 backend decodes its records to choose them (`DecodedRead`). Tag codes can collide: whatever was chosen by code is
-confirmed by its real tag once decoded (`matching`).
+confirmed by its real tag once decoded (`matching`). A SQL92 filter reads properties, which no ConsumeQueue
+holds: a `RunsRead` evaluates it on the records of the runs it reads, where they lie, and decodes (or sends) only
+those it selects (`tidemq_protocol.filter.selected_records`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tidemq_protocol.errors import InvalidArgument
-from tidemq_protocol.message import StoredMessage, TagFilter
-from tidemq_protocol.record import decode_run
+from tidemq_protocol.filter import MessageFilter, SqlFilter, message_filter, selected_records
+from tidemq_protocol.message import StoredMessage
+from tidemq_protocol.record import decode_records, decode_run, queue_offset_at
 
 from .model import GetResult, RecordBatch
 from .selection import Selection
@@ -35,28 +38,27 @@ class ReadRequest(NamedTuple):
     offset: int
     max_messages: int
     max_bytes: int
-    tag_filter: str | TagFilter | None
+    message_filter: str | MessageFilter | None
+    """A tag filter or a SQL92 filter (`tidemq_protocol.filter`), a tag expression, or None (every message)."""
 
 
-def check_read(request: ReadRequest, most: int) -> TagFilter | None:
-    """Validate a read's limits (`most`: the largest `max_messages` the store serves); return its parsed tag filter
-    (None: every message)."""
-    max_messages, max_bytes, tag_filter = request.max_messages, request.max_bytes, request.tag_filter
+def check_read(request: ReadRequest, most: int) -> MessageFilter | None:
+    """Validate a read's limits (`most`: the largest `max_messages` the store serves); return its filter (None:
+    every message)."""
+    max_messages, max_bytes = request.max_messages, request.max_bytes
     if type(max_messages) is not int or not 1 <= max_messages <= most:
         raise InvalidArgument(f"max_messages must be 1..{most}, got {max_messages}")
     if type(max_bytes) is not int or max_bytes < 1:
         raise InvalidArgument(f"max_bytes must be a positive integer, got {max_bytes}")
-    if tag_filter is None or isinstance(tag_filter, str):
-        return TagFilter.parse(tag_filter)
-    return tag_filter
+    return message_filter(request.message_filter)
 
 
-def matching(messages: list[StoredMessage], tag_filter: TagFilter | None) -> list[StoredMessage]:
-    """The messages whose real tag `tag_filter` matches (all of them without a filter): records chosen by their
-    tag codes, which can collide, are confirmed so once decoded."""
-    if tag_filter is None:
+def matching(messages: list[StoredMessage], chosen_by: MessageFilter | None) -> list[StoredMessage]:
+    """The messages the filter selects (all of them without a filter): records chosen by their tag codes, which can
+    collide, are confirmed so once decoded."""
+    if chosen_by is None:
         return messages
-    return [message for message in messages if tag_filter.matches(message.tag)]
+    return [message for message in messages if chosen_by.accepts(message)]
 
 
 class QueueRead(ABC):
@@ -78,26 +80,53 @@ class QueueRead(ABC):
 @dataclass(slots=True)
 class RunsRead(QueueRead):
     """Records of `topic`:`queue` chosen from ConsumeQueue entries as runs (selection.py), each run read with one
-    `read_at`. Entries carry tag codes only, and codes can collide: decoding confirms the real tag."""
+    `read_at`. Entries carry tag codes only, and codes can collide: decoding confirms the real tag. A SQL92 filter
+    is evaluated on the records read (`selected`)."""
 
     topic: str
     queue: int
     selection: Selection
     read_at: ReadAt
-    tag_filter: TagFilter | None
+    message_filter: MessageFilter | None
     min_offset: int
     max_offset: int
 
     def get_result(self) -> GetResult:
+        if isinstance(self.message_filter, SqlFilter):
+            records, next_offset = self.selected(self.message_filter)
+            expect = (self.topic, self.queue, queue_offset_at(records[0])) if records else None
+            messages = decode_records(b"".join(records), expect)
+            return GetResult(messages, next_offset, self.min_offset, self.max_offset)
         messages: list[StoredMessage] = []
         for first_offset, position, length in self.selection.runs:
             messages += decode_run(self.read_at(position, length), self.topic, self.queue, first_offset)
-        messages = matching(messages, self.tag_filter)
+        messages = matching(messages, self.message_filter)
         return GetResult(messages, self.selection.next_offset, self.min_offset, self.max_offset)
 
     def record_batch(self) -> RecordBatch:
         selection = self.selection
+        if isinstance(self.message_filter, SqlFilter):
+            records, next_offset = self.selected(self.message_filter)
+            return RecordBatch(b"".join(records), len(records), next_offset, self.min_offset, self.max_offset)
         return RecordBatch(self.records(), selection.count, selection.next_offset, self.min_offset, self.max_offset)
+
+    def selected(self, sql: SqlFilter) -> tuple[list[bytes], int]:
+        """The records `sql` selects among those chosen, as stored, up to the limits the read asked for, and the
+        offset the read goes on from: past the last record taken, or past every record chosen. Runs are read one
+        by one, and no further than the records taken need."""
+        max_messages, max_bytes = self.selection.wanted
+        records: list[bytes] = []
+        size = 0
+        for _, position, length in self.selection.runs:
+            data = self.read_at(position, length)
+            for start, end in selected_records(data, sql):
+                if records and size + end - start > max_bytes:
+                    return records, queue_offset_at(data, start)
+                records.append(data[start:end])
+                size += end - start
+                if len(records) == max_messages:
+                    return records, queue_offset_at(data, start) + 1
+        return records, self.selection.next_offset
 
     def records(self) -> bytes:
         """The chosen records back to back, as stored (a tag-code collision among them included)."""

@@ -2,7 +2,9 @@
 
 Entries are `CqEntries` of consecutive offsets (cq_entry.py), from either ConsumeQueue. Tag codes filter here,
 so bodies that do not match are never read; records adjacent at their source are merged into runs, so
-a read costs one I/O per run. Tag codes can collide: decoding the records confirms the real tag (reads.py).
+a read costs one I/O per run. Tag codes can collide: decoding the records confirms the real tag (reads.py). A SQL92
+filter reads properties, which entries do not hold: its read chooses every record of the scan (up to SCAN_BYTES),
+and the records read are filtered then (reads.py), up to the limits the read asked for (`Selection.wanted`).
 """
 
 from __future__ import annotations
@@ -11,16 +13,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from tidemq_protocol.message import TagFilter
+from tidemq_protocol.filter import MessageFilter, SqlFilter, TagFilter
+from tidemq_protocol.limits import MIB
 
 from .cq_entry import CqEntries
 
 SCAN_LIMIT = 4096
-"""Most entries a tag-filtered read examines, however few of them match."""
+"""Most entries a filtered read examines, however few of them match."""
+SCAN_BYTES = 8 * MIB
+"""Most bytes of records a SQL92-filtered read reads to evaluate them (besides its first record)."""
 
 
-def scan_size(max_messages: int, tag_filter: TagFilter | None) -> int:
-    return max_messages if tag_filter is None else max(max_messages, SCAN_LIMIT)
+def scan_size(max_messages: int, message_filter: MessageFilter | None) -> int:
+    return max_messages if message_filter is None else max(max_messages, SCAN_LIMIT)
 
 
 @dataclass(slots=True)
@@ -43,11 +48,13 @@ class Runs:
 
 class Selection(NamedTuple):
     """What a read returns: the `runs` of the chosen records, how many (`count`), and `next_offset`, past every
-    entry examined, matching or not."""
+    entry examined, matching or not; `wanted`, the (max_messages, max_bytes) the read asked for, which a SQL92
+    filter's read applies to the records it selects of those chosen."""
 
     runs: Runs
     count: int
     next_offset: int
+    wanted: tuple[int, int]
 
 
 def select_runs(
@@ -55,16 +62,20 @@ def select_runs(
     offset: int,
     max_messages: int,
     max_bytes: int,
-    tag_filter: TagFilter | None,
+    message_filter: MessageFilter | None,
     readable: int | None = None,
 ) -> Selection:
     """Choose from `entries` (the first one being `offset`'s) what a read returns.
 
     Records ending past `readable` (written but not acknowledged; None: no such bound) stop the read. The first
     record is taken even above `max_bytes`. An entry of size 0 is an offset key compaction removed: it is passed
-    over, and ends the run before it (the records after it are at later offsets).
+    over, and ends the run before it (the records after it are at later offsets). A SQL92 filter's read chooses
+    every record of `entries`, up to SCAN_BYTES.
     """
-    codes = tag_filter.codes if tag_filter else None
+    wanted = (max_messages, max_bytes)
+    codes = message_filter.codes if isinstance(message_filter, TagFilter) else None
+    if isinstance(message_filter, SqlFilter):
+        max_messages, max_bytes = len(entries), max(max_bytes, SCAN_BYTES)
     runs = Runs()
     add_first, add_position, add_length = runs.first_offsets.append, runs.positions.append, runs.lengths.append
     next_offset, taken, taken_bytes = offset, 0, 0
@@ -95,4 +106,4 @@ def select_runs(
             break
     if run_end >= 0:
         add_length(run_end - run_start)
-    return Selection(runs, taken, next_offset)
+    return Selection(runs, taken, next_offset, wanted)

@@ -76,6 +76,7 @@ class MetadataOperations(StoreParts):
             config = self.get_topic(name)
             self.meta.delete_topic(config)
             self.pop_ledger.forget_topic(name)  # a topic made again under the name starts every group afresh
+            self.transactions.forget_topic(name)  # its half messages are never committed (transactions.py)
             self.cq.drop_topic(name)
             self.cq.flush()  # the ConsumeQueue has no WAL: make the drop durable before anyone reuses the name
             for key in [key for key in self._next_offsets if key[0] == name]:

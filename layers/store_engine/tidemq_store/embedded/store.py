@@ -10,6 +10,7 @@ Layout under `StoreConfig.home`:
     checkpoint     where ConsumeQueue replay starts (see consumequeue.Checkpoint)
     kv/            RocksDB: the KV namespaces' entries (see kv.py)
     timers/        RocksDB: timer messages not yet due, and the outcomes of those that were (see timers.py)
+    transactions/  RocksDB: transactional messages, half messages and outcomes (see transactions.py)
 
 Write path (one writer at a time, under `_write_lock`): validate the whole batch, assign queue
 offsets, encode the records, append them with one write(), index them with one RocksDB write batch,
@@ -26,6 +27,7 @@ they share (parts.py):
     retention.py    expiry, segment deletion and release, the background round (checkpoints and retention)
     recovery.py     checkpoints, and the replay of the log into the ConsumeQueue when the store opens
     timers.py       a DELAY topic's messages sent for later, and the mover that puts them on their topic when due
+    transactions.py the transaction log: half messages, their commit or rollback, and check-back
     replication.py  a slave's log as a copy of its master's (RIP-31; replica.py owns the chunk format)
 """
 
@@ -72,6 +74,7 @@ from .metadata import MetadataStore
 from .recovery import Recovery
 from .replication import Replication
 from .retention import Retention
+from .transactions import TX_ID_BASE, RocksTransactionLog
 
 
 class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication, HotStore):
@@ -128,6 +131,11 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
             return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms())
         return self._append(config.name, batch)
 
+    def append_batch(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
+        """Append a batch checked already, as it is (the transaction log's committed messages: their type is the
+        topic's, and their records name their ids)."""
+        return self._append(topic, batch)
+
     def append_due(self, topic: str, batch: ValidatedBatch, intent: Callable[[int], None]) -> list[PutResult]:
         """Append the records of due timers (timers.py), calling `intent` with the position they will start at
         just before, under the write lock: nothing else is appended between the two."""
@@ -175,20 +183,20 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
 
     def read_queue(self, request: ReadRequest) -> RunsRead:
         """Choose what a read returns: runs of adjacent records in the commit log, from ConsumeQueue
-        entries alone (tag codes filter here; bodies are not touched)."""
+        entries alone (tag codes filter here; bodies are not touched; a SQL92 filter is evaluated as they are read)."""
         topic, queue, offset = request.topic, request.queue, request.offset
         check_queue(self.get_topic(topic), queue)
-        tag_filter = check_read(request, self.config.max_get_messages)
+        message_filter = check_read(request, self.config.max_get_messages)
         min_offset, max_offset = self.cq.min_offset(topic, queue), self.max_offset(topic, queue)
         if type(offset) is not int or not min_offset <= offset <= max_offset:
             raise OffsetOutOfRange(topic, queue, offset, min_offset, max_offset)
-        scan_end = min(max_offset, offset + scan_size(request.max_messages, tag_filter))
+        scan_end = min(max_offset, offset + scan_size(request.max_messages, message_filter))
         entries = self.cq.entries(topic, queue, offset, scan_end)
         if len(entries) != scan_end - offset:
             self._raced_with_cleaner(topic, queue, offset, max_offset)
         readable = self.commitlog.readable_position
-        selection = select_runs(entries, offset, request.max_messages, request.max_bytes, tag_filter, readable)
-        return RunsRead(topic, queue, selection, self.commitlog.read, tag_filter, min_offset, max_offset)
+        selection = select_runs(entries, offset, request.max_messages, request.max_bytes, message_filter, readable)
+        return RunsRead(topic, queue, selection, self.commitlog.read, message_filter, min_offset, max_offset)
 
     def _raced_with_cleaner(self, topic: str, queue: int, offset: int, max_offset: int) -> None:
         min_offset = self.cq.min_offset(topic, queue)
@@ -260,6 +268,8 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         if is_timer_id(msg_id):
             return self.timers.message(msg_id.lower())
         position, size = parse_message_id(msg_id)
+        if position >= TX_ID_BASE:  # a half message's id, which its committed message keeps
+            return self.transactions.committed_message(msg_id)
         if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
             raise MessageNotFound(f"with id {msg_id}")
         message = read_by_id(msg_id, self.config.max_message_bytes, self.commitlog.read)
@@ -339,10 +349,14 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         # this process alone writes it: what it knows is never stale, and a receive scans no RocksDB (pop/known.py)
         return KnownLedgers(RocksPopLedger(self.config.home / "pop", self.config.metadata_sync), math.inf)
 
+    def open_transactions(self) -> RocksTransactionLog:
+        return RocksTransactionLog(self, self.config.home / "transactions", self.config.metadata_sync)
+
     def close(self) -> None:
         if self._closed:
             return
         self._timers.close()  # its mover appends: it stops first
+        self.close_transactions()
         self.close_kv()
         self.close_pop_ledger()
         self._stop.set()

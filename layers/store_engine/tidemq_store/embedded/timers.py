@@ -30,7 +30,7 @@ two steps with an intent between: under the store's write lock, just before its 
 (where the batch will start, and the ids in it), synced; after the append is acknowledged (durable), one WriteBatch
 deletes the timers from `pending`, records their outcomes and deletes `moving`. When the store opens, after the
 commit log's own recovery (which keeps a batch whole or drops it whole), a `moving` left behind is settled by
-reading the log where it says: if the records there are the batch (each carrying its id as UNIQ_KEY, in order),
+reading the log where it says: if the records there are the batch (each carrying its id as MESSAGE_ID, in order),
 the append happened and the deletion is done now; if not (the log ends before, or holds another batch there), it
 never happened and the timers stay pending, to be moved again. A crash before the intent leaves the timers pending
 and nothing appended; between intent and append, the same, settled so; between the append and the deletion, the

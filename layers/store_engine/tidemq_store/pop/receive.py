@@ -35,9 +35,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from tidemq_protocol import filter as filters
 from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle, OffsetOutOfRange
-from tidemq_protocol.message import MessageType, StoredMessage, TagFilter
-from tidemq_protocol.record import message_group_of
+from tidemq_protocol.filter import MessageFilter
+from tidemq_protocol.message import MessageType, StoredMessage
+from tidemq_protocol.record import addressed_to, message_group_of
 
 from ..api import MessageStore
 from .api import Claim, Entry, PopLedger, QueueLedger, Receipt, Settled, Settlement
@@ -62,7 +64,7 @@ class Asked:
     want: int
     now: int
     until: int
-    tag_filter: TagFilter | None
+    message_filter: MessageFilter | None
 
 
 @dataclass(slots=True)
@@ -153,25 +155,27 @@ class PopConsumption:
         topic: str,
         max_messages: int,
         invisible_ms: int,
-        tag_filter: str | TagFilter | None = None,
+        message_filter: str | MessageFilter | None = None,
         now: int | None = None,
         fifo: bool = False,
     ) -> list[Popped]:
         """Up to `max_messages` messages of `topic` the group holds none of, each held for `invisible_ms`; `fifo`
-        (the group's flag) on a FIFO topic: in order per message group (see the module docstring)."""
+        (the group's flag) on a FIFO topic: in order per message group (see the module docstring).
+        `message_filter` is the subscription's (tag or SQL92; a string is a tag expression), as `MessageStore.get`
+        takes it."""
         if max_messages < 1 or invisible_ms < 1:
             raise InvalidArgument(f"max_messages and invisible_ms must be positive, got {max_messages}, {invisible_ms}")
         config = self.store.cached_topic(topic)
         queues, ordered = config.queues, fifo and config.message_type is MessageType.FIFO
         now = now_ms() if now is None else now
-        tag_filter = TagFilter.parse(tag_filter) if isinstance(tag_filter, str) else tag_filter
+        selector = filters.message_filter(message_filter)
         first = next(self._turn)
         popped: list[Popped] = []
         for index in range(queues):
             if len(popped) == max_messages:
                 break
             queue = (first + index) % queues
-            asked = Asked(group, topic, queue, max_messages - len(popped), now, now + invisible_ms, tag_filter)
+            asked = Asked(group, topic, queue, max_messages - len(popped), now, now + invisible_ms, selector)
             popped += self._receive_queue(asked, ordered)
         return popped
 
@@ -277,17 +281,42 @@ class PopConsumption:
         """Whether the entry, due again, was delivered its last time."""
         return self.max_attempts is not None and entry.attempt >= self.max_attempts
 
-    def _dead_letter(self, asked: Asked, entry: Entry, message: StoredMessage) -> bool:
-        """Put a spent entry's message to the dead letters, once, and delete the entry; False (nothing done) if
-        another receive does it. First the entry is held for this receive, on its nonce (of receives that read it
-        spent, one wins), then the message is put, then the entry deleted on the nonce it was held with. A crash
-        between leaves the entry held: when its hold ends it is lettered again (at least once, never lost)."""
-        assert self.dead_letters is not None and self.max_attempts is not None  # _spent said so
+    def dead_letter(self, group: str, topic: str, handle: str, hold_ms: int, now: int | None = None) -> None:
+        """Put the message of the delivery `handle` names to the dead letters now, its consumer having given up on
+        it (RocketMQ's ForwardMessageToDeadLetterQueue), and settle the delivery, as a spent entry is
+        (`_dead_letter`: held for `hold_ms` meanwhile); InvalidReceiptHandle if the handle names no current one."""
+        if self.dead_letters is None:
+            raise InvalidArgument("this pop consumption has no dead letters to forward a message to")
+        receipt = Receipt.of(handle)
+        current = self._current(group, topic, receipt, handle)
+        now = now_ms() if now is None else now
+        asked = Asked(group, topic, receipt.queue, 1, now, now + hold_ms, None)
+        message = self._message_at(asked, receipt.offset)
+        if message is None:  # gone from the queue (retention): nothing to letter
+            self.ledger.settle(group, topic, [Settlement(receipt)])
+        elif not self._dead_letter(asked, current, message, current.attempt):
+            raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
+
+    def _current(self, group: str, topic: str, receipt: Receipt, handle: str) -> Entry:
+        """The entry `receipt` names, if it is the delivery the handle was given for (InvalidReceiptHandle if not)."""
+        ledger = self.ledger.read(group, topic, receipt.queue)
+        current = next((entry for entry in ledger.entries if entry.offset == receipt.offset), None)
+        if current is None or current.nonce != receipt.nonce:
+            raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
+        return current
+
+    def _dead_letter(self, asked: Asked, entry: Entry, message: StoredMessage, attempts: int | None = None) -> bool:
+        """Put a spent entry's message to the dead letters (as delivered `attempts` times, default the most), once,
+        and delete the entry; False (nothing done) if another receive does it. First the entry is held for this
+        receive, on its nonce (of receives that read it spent, one wins), then the message is put, then the entry
+        deleted on the nonce it was held with. A crash between leaves the entry held: when its hold ends it is
+        lettered again (at least once, never lost)."""
+        assert self.dead_letters is not None and self.max_attempts is not None  # _spent, or dead_letter, said so
         mine = Entry(entry.offset, entry.attempt, new_nonce(), asked.until, entry.group)
         held = Settlement(Receipt(asked.queue, entry.offset, entry.nonce), mine)
         if self.ledger.settle(asked.group, asked.topic, [held]) != [Settled.DONE]:
             return False
-        self.dead_letters(asked.group, [message], self.max_attempts)
+        self.dead_letters(asked.group, [message], attempts or self.max_attempts)
         self.ledger.settle(asked.group, asked.topic, [Settlement(Receipt(asked.queue, entry.offset, mine.nonce))])
         return True
 
@@ -300,17 +329,18 @@ class PopConsumption:
         return found[0] if found and found[0].queue_offset == offset else None
 
     def _new(self, asked: Asked, cursor: int, want: int) -> tuple[list[StoredMessage], int]:
-        """Up to `want` messages from the cursor, and where the cursor goes past them (and what the filter skipped)."""
+        """Up to `want` messages from the cursor, and where the cursor goes past them (and what the filter skipped, and
+        the messages resent for another group)."""
         if want <= 0:
             return [], cursor
-        topic, queue, tag_filter = asked.topic, asked.queue, asked.tag_filter
+        topic, queue, chosen_by = asked.topic, asked.queue, asked.message_filter
         try:
-            result = self.store.get(topic, queue, cursor, want, READ_BYTES, tag_filter)
+            result = self.store.get(topic, queue, cursor, want, READ_BYTES, chosen_by)
         except OffsetOutOfRange as error:  # retention went past the cursor: go on from what is left
             if cursor >= error.min_offset:
                 raise
-            result = self.store.get(topic, queue, error.min_offset, want, READ_BYTES, tag_filter)
-        return result.messages, result.next_offset
+            result = self.store.get(topic, queue, error.min_offset, want, READ_BYTES, chosen_by)
+        return [m for m in result.messages if addressed_to(m.properties, asked.group)], result.next_offset
 
     def ack(self, group: str, topic: str, handles: Sequence[str]) -> list[Settled]:
         """Ack each delivery a handle names: what became of each (an ack of an acked message succeeds again)."""
@@ -331,10 +361,7 @@ class PopConsumption:
 
     def _hold(self, group: str, topic: str, handle: str, hold_ms: int | None, now: int | None) -> str:
         receipt = Receipt.of(handle)
-        ledger = self.ledger.read(group, topic, receipt.queue)
-        current = next((entry for entry in ledger.entries if entry.offset == receipt.offset), None)
-        if current is None or current.nonce != receipt.nonce:
-            raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
+        current = self._current(group, topic, receipt, handle)
         if hold_ms is None:
             hold_ms = self.backoff(current.attempt) if self.backoff else 0
         until = (now_ms() if now is None else now) + hold_ms

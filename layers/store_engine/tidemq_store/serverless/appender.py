@@ -17,12 +17,12 @@ from ..batch import ValidatedBatch, validate_batch, validate_records
 from ..config import StoreConfig
 from ..model import PutResult, TopicConfig, check_queue
 from .metadata import Metadata
-from .queue_index import BatchRef, Extra, QueueIndex, QueueMissing
+from .queue_index import BatchRef, ExtraWrite, QueueIndex, QueueMissing
 from .segments import SegmentWriter, physical_offset
 
 Delayed = Callable[[TopicConfig, ValidatedBatch], list[PutResult]]
 """What stores a DELAY topic's checked batch (timer/plan.py `put_delayed`, over the store's timers)."""
-Also = Callable[[list[str]], Extra]
+Also = Callable[[list[str]], ExtraWrite]
 """Given a batch's message ids (where its records will be), the writes to make with its sequencing."""
 
 
@@ -61,7 +61,7 @@ class Appender:
 
     def append(self, topic: str, batch: ValidatedBatch, also: Also | None = None) -> list[PutResult]:
         """Append a checked batch; `also` adds writes to make with its sequencing or not at all
-        (`QueueIndex.sequence`: Withdrawn when one of their conditions fails)."""
+        (`QueueIndex.sequence`: ItemChanged when one of their conditions fails)."""
         by_queue: dict[int, list[int]] = {}
         for index, queue in enumerate(batch.queues):
             by_queue.setdefault(queue, []).append(index)
@@ -83,15 +83,17 @@ class Appender:
             for index in by_queue[queue]:
                 ids[index] = message_id(physical_offset(appended.file, at), batch.sizes[index])
                 at += batch.sizes[index]
-        firsts = self._sequence(topic, parts, also(ids) if also is not None else None)
+        firsts = self.sequence(topic, parts, also(ids) if also is not None else None)
         results: list[PutResult | None] = [None] * len(batch)
         for queue in parts:
             for i, index in enumerate(by_queue[queue]):
                 results[index] = PutResult(ids[index], queue, firsts[queue] + i, store_timestamp)
         return results  # type: ignore[return-value]
 
-    def _sequence(self, topic: str, parts: dict[int, BatchRef], also: Extra | None) -> dict[int, int]:
-        """Give each queue's part of the batch its offsets, all or none (queue_index.py); the first of each."""
+    def sequence(self, topic: str, parts: dict[int, BatchRef], also: ExtraWrite | None = None) -> dict[int, int]:
+        """Give each queue's part of the batch its offsets, all or none (queue_index.py); the first of each.
+        `also`: other items' conditional writes in the same transaction (a transaction's commit, due timers'
+        deletions)."""
         try:
             return self.index.sequence(topic, parts, also)
         except QueueMissing as missing:  # a queue's first put, or the topic is gone (or lost it): look again

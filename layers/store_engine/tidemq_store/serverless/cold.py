@@ -14,21 +14,15 @@ import time
 from typing import NamedTuple
 
 from tidemq_protocol.errors import OffsetOutOfRange
-from tidemq_protocol.message import TagFilter
+from tidemq_protocol.filter import MessageFilter
 
 from ..config import StoreConfig
 from ..tiered import open_driver
-from ..tiered.cache import ReadAheadCache, read_cold
+from ..tiered.cache import ColdSelection, ReadAheadCache, read_cold
 from ..tiered.container import TieredQueue
 
 VIEW_TTL_S = 5.0
 """How long a view stands before it is listed again, whatever it holds: how soon a compaction is seen."""
-
-
-class ColdRecords(NamedTuple):
-    records: bytes
-    count: int
-    next_offset: int
 
 
 class TierRange(NamedTuple):
@@ -76,17 +70,16 @@ class ColdTier:
         offset: int,
         max_messages: int,
         max_bytes: int,
-        tag_filter: TagFilter | None,
+        message_filter: MessageFilter | None,
         hot_offset: int,
         max_offset: int,
-    ) -> ColdRecords:
-        """The records from `offset`, which is below the queue's hot boundary."""
+    ) -> ColdSelection:
+        """The records a read from `offset` chooses, `offset` being below the queue's hot boundary."""
         view = self.view(topic, queue, hot_offset)
         low = view.min_offset
         if low is None or not low <= offset < view.max_offset:
             raise OffsetOutOfRange(topic, queue, offset, hot_offset if low is None else low, max_offset)
-        cold = read_cold(self.cache, view, offset, max_messages, max_bytes, tag_filter)
-        return ColdRecords(cold.records(), cold.selection.count, cold.selection.next_offset)
+        return read_cold(self.cache, view, offset, max_messages, max_bytes, message_filter)
 
     def min_offset(self, topic: str, queue: int, hot_offset: int) -> int:
         """The oldest offset the tier holds (the hot boundary when it holds none)."""

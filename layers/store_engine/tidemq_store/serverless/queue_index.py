@@ -44,6 +44,10 @@ Why it is safe:
   conflicting transaction) reads again and retries, with jittered backoff. Transactions return no values,
   hence the read; and under contention they retry where step 1 never does, so they are kept to the batches
   that need them.
+- A batch sequenced on a condition of other items (`sequence(..., also=)`: a transaction's commit, which records
+  its outcome in the same write, transactions.py; due timers, deleted from the timers table in the same write,
+  timers.py) is sequenced the same way, by one transaction that also writes those items: the batch gets its
+  offsets exactly when their conditions hold (else ItemChanged).
 
 Cost: one request per batch, plus two per TRIM_EVERY (16) batches for indexing: 1.125 requests a batch,
 whatever the concurrency (two for a batch spread over several queues, more when it has to retry). The
@@ -119,13 +123,13 @@ class QueueState(NamedTuple):
 EMPTY = QueueState(0, 0, 0, 0, [], False)
 
 
-Extra = Callable[[TransactWrite], None]
-"""Adds writes of other items to a sequencing's transaction (`QueueIndex.sequence`)."""
+ExtraWrite = Callable[[TransactWrite, dict[int, int]], None]
+"""Adds conditional writes of other items to a sequencing transaction, given each queue's first offset in it."""
 
 
-class Withdrawn(Exception):
-    """A condition of the writes a sequencing was to make with it failed: nothing was written (the batch's records
-    lie in their file, referenced by nothing)."""
+class ItemChanged(Exception):
+    """A condition of the other items' writes a batch was to be sequenced with (`sequence(..., also=)`) did not
+    hold: nothing was written (the batch's records lie in their file, referenced by nothing)."""
 
 
 class QueueMissing(Exception):
@@ -161,11 +165,11 @@ class QueueIndex:
             if not is_conditional(error):
                 raise
 
-    def sequence(self, topic: str, parts: dict[int, BatchRef], also: Extra | None = None) -> dict[int, int]:
+    def sequence(self, topic: str, parts: dict[int, BatchRef], also: ExtraWrite | None = None) -> dict[int, int]:
         """Step 1 (and, when its turn, 3) of the protocol for a batch whose part in queue q is `parts[q]`: every
         part gets its offsets, or none does; return each part's first offset. QueueMissing names the queues
         that have no item yet. `also` adds writes of other items to the sequencing, made with it or not at all (in
-        its transaction, whatever the batch's queues): Withdrawn if one of their conditions fails."""
+        its transaction, whatever the batch's queues): ItemChanged if one of their conditions fails."""
         if len(parts) == 1 and also is None:
             ((queue, batch),) = parts.items()
             return {queue: self._sequence_alone(topic, queue, batch)}
@@ -188,9 +192,11 @@ class QueueIndex:
             self._index_quietly(topic, queue, int(item.indexed), item.pending)
         return int(item.next_offset) - batch.count
 
-    def _sequence_together(self, topic: str, parts: dict[int, BatchRef], also: Extra | None) -> dict[int, int]:
-        """Sequence a batch spread over several queues in one transaction (see the module docstring), with the
-        writes `also` adds."""
+    def _sequence_together(
+        self, topic: str, parts: dict[int, BatchRef], also: ExtraWrite | None = None
+    ) -> dict[int, int]:
+        """Sequence a batch spread over several queues (or with another item's write) in one transaction (see the
+        module docstring)."""
         queues = self.tables.queues
         for attempt in itertools.count():
             states = self._states(topic, list(parts))
@@ -207,13 +213,10 @@ class QueueIndex:
                             queues(queue_key(topic, queue)), actions, condition=queues.next_offset == seen
                         )
                     if also is not None:
-                        also(transaction)
+                        also(transaction, {queue: state.next_offset for queue, state in states.items()})
             except TransactWriteError as error:
-                reasons = error.cancellation_reasons or []
-                if also is not None and any(
-                    reason is not None and reason.code == "ConditionalCheckFailed" for reason in reasons[len(parts) :]
-                ):
-                    raise Withdrawn(topic) from None
+                if also is not None and _failed_beyond(error, len(parts)):
+                    raise ItemChanged() from None
                 if not raced(error):
                     raise
                 time.sleep(random.uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2**attempt)))  # step back, more each time
@@ -435,6 +438,12 @@ def raced(error: TransactWriteError) -> bool:
     return any(code in ("ConditionalCheckFailed", "TransactionConflict") for code in reasons) or (
         getattr(error, "cause_response_code", None) == "TransactionConflictException"
     )
+
+
+def _failed_beyond(error: TransactWriteError, first: int) -> bool:
+    """Whether the condition of one of a transaction's items from index `first` on failed."""
+    reasons = (error.cancellation_reasons or [])[first:]
+    return any(reason is not None and reason.code == "ConditionalCheckFailed" for reason in reasons)
 
 
 def is_conditional(error: Exception) -> bool:

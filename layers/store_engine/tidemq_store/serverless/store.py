@@ -7,9 +7,10 @@ directory (EFS in AWS) and DynamoDB, with no process that owns a queue (RIP-20's
     appender.py     the put: a batch appended to the writer's segment file, then sequenced
     segments.py     the records: each writer's own files on the shared directory
     queue_index.py  the sequencing protocol: offsets, dense and ordered, from one DynamoDB write per batch
-    tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches, pop_ledger, timers
+    tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches, pop_ledger, timers, transactions
     pop.py          the pop groups' ledgers (pop consumption's state)
     timers.py       a DELAY topic's messages sent for later, moved onto their topic when due
+    transactions.py transactional messages: half messages in the segment files, their state in DynamoDB
     cold.py         the cold tier as this backend reads it
     maintenance.py  the scheduled run: upload to the cold tier, retention, deleting unreferenced files
     arrivals.py     long polling: the waits of one process share one poll of the queues waited on
@@ -37,8 +38,17 @@ from tidemq_protocol.errors import (
     OffsetOutOfRange,
     QueueOutOfRange,
 )
-from tidemq_protocol.message import Message, MessageType, StoredMessage, TagFilter
-from tidemq_protocol.record import decode_records, is_timer_id, parse_message_id, read_by_id, rebase
+from tidemq_protocol.filter import MessageFilter, SqlFilter, selected_records
+from tidemq_protocol.message import Message, MessageType, StoredMessage
+from tidemq_protocol.record import (
+    decode_records,
+    is_timer_id,
+    parse_message_id,
+    queue_offset_at,
+    read_by_id,
+    rebase,
+    record_starts,
+)
 
 from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MaintenanceReport, MessageStore
@@ -55,10 +65,11 @@ from ..model import (
     check_queue,
 )
 from ..pop.api import PopLedger
-from ..reads import DecodedRead, ReadRequest, check_read, matching
+from ..reads import DecodedRead, QueueRead, ReadRequest, RunsRead, check_read, matching
 from ..selection import scan_size
 from ..timer.api import TimerStore
 from ..timer.plan import put_delayed
+from ..transactions.api import TransactionLog
 from .appender import Appender
 from .arrivals import ArrivalWatch
 from .known_queues import QUEUE_CACHE_S, KnownQueue
@@ -138,6 +149,7 @@ class ServerlessMessageStore(MessageStore):
         self.pop_ledger.forget_topic(name)  # a topic made again under the name starts every pop group afresh
         if config.message_type is MessageType.DELAY:
             self.timers.forget_topic(name)
+        self.transactions.forget_topic(name)  # its half messages are never committed
         if self.tier is not None:
             self.tier.forget(name)
 
@@ -221,41 +233,47 @@ class ServerlessMessageStore(MessageStore):
 
     # ---- get -------------------------------------------------------------------------------------
 
-    def read_queue(self, request: ReadRequest) -> DecodedRead:
+    def read_queue(self, request: ReadRequest) -> QueueRead:
         """Whole records with their real offsets, decoded (so `read_records` counts the messages that match): below the
         queue's hot boundary the cold tier's, read as the tiered store reads them, else the batches' in the segment
-        files, which are decoded to choose (no ConsumeQueue holds their tags). Messages this process knows are there
-        cost no request (known_queues.py); a segment file gone since is read again afresh."""
+        files, which are decoded to choose (no ConsumeQueue holds their tags); a SQL92 filter is evaluated on the
+        records where they lie, cold (`RunsRead`, the embedded engine's) and hot (`_selected_read`). Messages this
+        process knows are there cost no request (known_queues.py); a segment file gone since is read again afresh."""
         topic, queue = request.topic, request.queue
         config = self._cached_topic(topic)
         try:
             check_queue(config, queue)
         except QueueOutOfRange:
             check_queue(config := self._cached_topic(topic, fresh=True), queue)
-        tag_filter = check_read(request, self.config.max_get_messages)
+        chosen_by = check_read(request, self.config.max_get_messages)
         if config.message_type is MessageType.DELAY:
             self.timers.asked(topic)  # a consumer asks: the topic's due timers move first (timers.py)
-        through = request.offset + scan_size(request.max_messages, tag_filter) if type(request.offset) is int else 0
+        through = request.offset + scan_size(request.max_messages, chosen_by) if type(request.offset) is int else 0
         try:
-            return self._read(request, tag_filter, self.index.readable(topic, queue, through, config.queues))
+            return self._read(request, chosen_by, self.index.readable(topic, queue, through, config.queues))
         except OSError:
             self.index.known.forget(topic, queue)
-            return self._read(request, tag_filter, self.index.readable(topic, queue, through, config.queues))
+            return self._read(request, chosen_by, self.index.readable(topic, queue, through, config.queues))
 
-    def _read(self, request: ReadRequest, tag_filter: TagFilter | None, known: KnownQueue) -> DecodedRead:
+    def _read(self, request: ReadRequest, chosen_by: MessageFilter | None, known: KnownQueue) -> QueueRead:
         topic, queue, offset, state = request.topic, request.queue, request.offset, known.state
         max_messages, max_bytes = request.max_messages, request.max_bytes
         low, high = self._min_offset(topic, queue, state), state.next_offset
         if type(offset) is not int or not low <= offset <= high:
             raise OffsetOutOfRange(topic, queue, offset, low, high)
         if offset < state.hot_offset and self.tier is not None:
-            cold = self.tier.read(topic, queue, offset, max_messages, max_bytes, tag_filter, state.hot_offset, high)
-            messages = decode_records(cold.records, None if tag_filter else (topic, queue, offset))
-            return DecodedRead(cold.records, matching(messages, tag_filter), cold.next_offset, low, high)
-        end = min(high, offset + scan_size(max_messages, tag_filter))
+            cold = self.tier.read(topic, queue, offset, max_messages, max_bytes, chosen_by, state.hot_offset, high)
+            if isinstance(chosen_by, SqlFilter):
+                return RunsRead(topic, queue, cold.selection, cold.block.records, chosen_by, low, high)
+            records = cold.records()
+            messages = decode_records(records, None if chosen_by else (topic, queue, offset))
+            return DecodedRead(records, matching(messages, chosen_by), cold.selection.next_offset, low, high)
+        end = min(high, offset + scan_size(max_messages, chosen_by))
+        if isinstance(chosen_by, SqlFilter):
+            return self._selected_read(request, chosen_by, known, end, low, high)
         parts, messages, size, next_offset = [], [], 0, offset
         for message, record in self._segment_records(topic, queue, known, offset, end):
-            if tag_filter is None or tag_filter.matches(message.tag):
+            if chosen_by is None or chosen_by.accepts(message):
                 if messages and size + len(record) > max_bytes:
                     break
                 parts.append(record)
@@ -265,6 +283,48 @@ class ServerlessMessageStore(MessageStore):
             if len(messages) == max_messages:
                 break
         return DecodedRead(b"".join(parts), messages, next_offset, low, high)
+
+    def _selected_read(
+        self, request: ReadRequest, sql: SqlFilter, known: KnownQueue, end: int, low: int, high: int
+    ) -> DecodedRead:
+        """A SQL92-filtered read of the segment files' records of offsets [offset, end): evaluated on each batch's
+        records where they lie (`tidemq_protocol.filter.selected_records`), only those selected decoded."""
+        topic, queue, offset = request.topic, request.queue, request.offset
+        parts: list[bytes] = []
+        size, next_offset = 0, offset
+        for first_offset, count, data in self._segment_runs(topic, queue, known, offset, end):
+            for start, stop in selected_records(data, sql):
+                if parts and size + stop - start > request.max_bytes:
+                    return self._decoded(topic, queue, parts, queue_offset_at(data, start), low, high)
+                parts.append(data[start:stop])
+                size += stop - start
+                if len(parts) == request.max_messages:
+                    return self._decoded(topic, queue, parts, queue_offset_at(data, start) + 1, low, high)
+            next_offset = first_offset + count
+        return self._decoded(topic, queue, parts, next_offset, low, high)
+
+    @staticmethod
+    def _decoded(topic: str, queue: int, parts: list[bytes], next_offset: int, low: int, high: int) -> DecodedRead:
+        records = b"".join(parts)
+        expect = (topic, queue, queue_offset_at(records)) if records else None
+        return DecodedRead(records, decode_records(records, expect), next_offset, low, high)
+
+    def _segment_runs(
+        self, topic: str, queue: int, known: KnownQueue, offset: int, end: int
+    ) -> Iterator[tuple[int, int, bytes]]:
+        """The queue's records of offsets [offset, end) in the segment files, as runs of records with their real
+        offsets (`record.rebase`, which checks each), each with its first offset and how many records it holds: one
+        pread per batch."""
+        window = self.config.max_batch_messages
+        for ref in self.index.known_batches(topic, queue, known, offset, end, window):
+            data = rebase(read_segment(self.segments, ref.file, ref.position, ref.length), ref.first_offset)
+            starts = record_starts(data)  # rebase gave them offsets first_offset, +1, ...
+            low, high = max(0, offset - ref.first_offset), min(len(starts), end - ref.first_offset)
+            if low < high:
+                run = data[starts[low] : starts[high] if high < len(starts) else len(data)]
+                yield ref.first_offset + low, high - low, run
+            if high < len(starts):
+                return
 
     def _segment_records(
         self, topic: str, queue: int, known: KnownQueue, offset: int, end: int
@@ -448,9 +508,15 @@ class ServerlessMessageStore(MessageStore):
 
         return KnownLedgers(DynamoDbPopLedger(self.tables), QUEUE_CACHE_S)  # a read is a Query: known.py
 
+    def open_transactions(self) -> TransactionLog:
+        from .transactions import DynamoDbTransactionLog
+
+        return DynamoDbTransactionLog(self)
+
     def close(self) -> None:
         if self._timers is not None:
             self._timers.close()
+        self.close_transactions()
         self.close_pop_ledger()
         self.close_kv()
         self.writer.close()

@@ -38,6 +38,12 @@ timers         topic (hash) | id (range)
 timer_outcomes id (hash)
          -> topic, outcome, at_ms, location: what became of a timer no longer pending (delivered, where; recalled;
             dropped); `purge_at` (DynamoDB TTL, epoch s): TIDEMQ_TIMER_OUTCOME_RETENTION_MS past its due time
+transactions   msg_id (hash)                    -> a transaction (serverless/transactions.py): topic, queue,
+            producer_group, state, prepared_ms, check_at, checks, claimed, answer, ended_ms, ended_by, offset,
+            and where its half message is (file, position, length, has_keys); the sparse indexes `due` (due="p"
+            while prepared | check_at) and `open` (open_for "topic|group" while a check is open | msg_id) find
+            checks to open and to take, `by_topic` (topic | listed) lists a topic's; `purge_at` (DynamoDB TTL,
+            epoch s): an outcome is kept for transactions.api.OUTCOME_RETENTION_MS
 
 A TTLAttribute names the table's DynamoDB TTL attribute: pynamodb enables TTL on it when it makes the table.
 """
@@ -48,6 +54,7 @@ import os
 
 from pynamodb.attributes import (
     BinaryAttribute,
+    BooleanAttribute,
     ListAttribute,
     NumberAttribute,
     TTLAttribute,
@@ -55,7 +62,7 @@ from pynamodb.attributes import (
     UnicodeSetAttribute,
 )
 from pynamodb.connection import Connection
-from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection, Projection
 from pynamodb.models import Model
 from pynamodb.signals import pre_dynamodb_send
 
@@ -99,8 +106,9 @@ def _configs(table: str, prefix: str, host: str | None, region: str) -> type[Mod
     return Configs
 
 
-def _index(name: str):
-    return type("Meta", (), {"index_name": name, "projection": KeysOnlyProjection(), "billing_mode": "PAY_PER_REQUEST"})
+def _index(name: str, projection: Projection | None = None):
+    projection = KeysOnlyProjection() if projection is None else projection
+    return type("Meta", (), {"index_name": name, "projection": projection, "billing_mode": "PAY_PER_REQUEST"})
 
 
 class Tables:
@@ -245,11 +253,54 @@ class Tables:
             location = UnicodeAttribute(null=True)  # a delivered one's message id where it is
             purge_at = TTLAttribute()
 
+        class TransactionsDue(GlobalSecondaryIndex):
+            Meta = _index("due", AllProjection())
+            due = UnicodeAttribute(hash_key=True)
+            check_at = NumberAttribute(range_key=True)
+
+        class TransactionsOpen(GlobalSecondaryIndex):
+            Meta = _index("open", AllProjection())
+            open_for = UnicodeAttribute(hash_key=True)
+            msg_id = UnicodeAttribute(range_key=True)
+
+        class TransactionsByTopic(GlobalSecondaryIndex):
+            Meta = _index("by_topic", AllProjection())
+            topic = UnicodeAttribute(hash_key=True)
+            listed = UnicodeAttribute(range_key=True)
+
+        class Transactions(Model):
+            Meta = _meta("transactions", prefix, host, region)
+            msg_id = UnicodeAttribute(hash_key=True)
+            topic = UnicodeAttribute()
+            queue = NumberAttribute()
+            producer_group = UnicodeAttribute()
+            state = UnicodeAttribute()
+            prepared_ms = NumberAttribute()
+            check_at = NumberAttribute()
+            checks = NumberAttribute(default=0)
+            claimed = NumberAttribute(default=0)
+            answer = UnicodeAttribute(null=True)
+            ended_ms = NumberAttribute(null=True)
+            ended_by = UnicodeAttribute(null=True)
+            offset = NumberAttribute(null=True)
+            file = UnicodeAttribute()
+            position = NumberAttribute()
+            length = NumberAttribute()
+            has_keys = BooleanAttribute(default=False)
+            listed = UnicodeAttribute()  # transactions.api.listing_key
+            due = UnicodeAttribute(null=True)  # "p" while prepared: the sparse index `due`
+            open_for = UnicodeAttribute(null=True)  # "topic|group" while a check is open: the sparse index `open`
+            purge_at = TTLAttribute(null=True)
+            by_due = TransactionsDue()
+            by_open = TransactionsOpen()
+            by_topic = TransactionsByTopic()
+
         self.topics, self.groups, self.users = (_configs(table, prefix, host, region) for table in CONFIG_TABLES)
         self.offsets, self.queues, self.batches = Offsets, Queues, Batches
         self.kv_namespaces, self.kv_entries, self.kv_changes = KvNamespaces, KvEntries, KvChanges
         self.pop_ledger = PopLedger
         self.timers, self.timer_outcomes = Timers, TimerOutcomes
+        self.transactions = Transactions
         self.connection = Connection(
             region=region,
             host=host,
@@ -266,6 +317,6 @@ class Tables:
     def create_missing(self) -> None:
         messages = (self.topics, self.groups, self.users, self.offsets, self.queues, self.batches)
         kv = (self.kv_namespaces, self.kv_entries, self.kv_changes)
-        for model in (*messages, *kv, self.pop_ledger, self.timers, self.timer_outcomes):
+        for model in (*messages, *kv, self.pop_ledger, self.timers, self.timer_outcomes, self.transactions):
             if not model.exists():
                 model.create_table(wait=True)

@@ -57,7 +57,7 @@ from ..timer.plan import NOT_ON_ITS_QUEUE, due_batch
 from .appender import Appender
 from .kv.changes import purge_time
 from .metadata import Metadata
-from .queue_index import Withdrawn
+from .queue_index import ItemChanged
 from .segments import SegmentWriter, read_segment
 from .tables import Tables
 
@@ -210,7 +210,7 @@ class DynamoTimers(TimerStore):
                 break
             try:
                 moved += self._move(topic, due)
-            except Withdrawn:  # another mover (or a recall) took some of them: read again
+            except ItemChanged:  # another mover (or a recall) took some of them: read again
                 continue
             if len(due) < MOVE_MOST or time.monotonic() > until:
                 break
@@ -229,7 +229,7 @@ class DynamoTimers(TimerStore):
         records = [read_segment(self.segments, item.file, int(item.position), int(item.length)) for item in due]
 
         def deletions(locations: list[str]):
-            def add(transaction: TransactWrite) -> None:
+            def add(transaction: TransactWrite, _firsts: dict[int, int]) -> None:
                 for item, location in zip(due, locations, strict=True):
                     self._settle(transaction, topic, item.id, Outcome.DELIVERED, location)
 

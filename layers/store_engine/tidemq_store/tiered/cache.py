@@ -32,7 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from tidemq_protocol.message import TagFilter
+from tidemq_protocol.filter import MessageFilter
 
 from ..cq_entry import CqEntries
 from ..selection import SCAN_LIMIT, Selection, scan_size, select_runs
@@ -345,17 +345,17 @@ def read_cold(
     offset: int,
     max_messages: int,
     max_bytes: int,
-    tag_filter: TagFilter | None,
+    message_filter: MessageFilter | None,
 ) -> ColdSelection:
     """One read of a queue's tier files through the read-ahead cache, as the embedded engine's and the serverless
     backend's cold reads both make it."""
     end = tiered.max_offset
-    scan = scan_size(max_messages, tag_filter)
+    scan = scan_size(max_messages, message_filter)
     if offset < tiered.key_compacted_end:  # removed offsets are passed over: look as far as a filtered read does
         scan = max(scan, SCAN_LIMIT)
     scan_end = min(end, offset + scan)
     block = cache.read(tiered, offset, scan_end - offset, end)
     entries = block.entries[offset - block.first : scan_end - block.first]
-    selection = select_runs(entries, offset, max_messages, max_bytes, tag_filter)
+    selection = select_runs(entries, offset, max_messages, max_bytes, message_filter)
     cache.advance(tiered, offset, selection.next_offset, end)
     return ColdSelection(block, selection)

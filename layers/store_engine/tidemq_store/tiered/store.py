@@ -46,6 +46,7 @@ from ..model import (
 from ..pop.api import PopLedger
 from ..reads import QueueRead, ReadRequest, RunsRead, check_read
 from ..timer.api import TimerStore
+from ..transactions.api import TransactionLog
 from .cache import ReadAheadCache, read_cold
 from .container import TieredQueue
 from .dispatcher import TieredDispatcher
@@ -197,12 +198,12 @@ class TieredMessageStore(MessageStore):
         """The read from the cold tier's read-ahead cache, or None to read hot."""
         topic, queue, offset = request.topic, request.queue, request.offset
         check_queue(self.hot.get_topic(topic), queue)
-        tag_filter = check_read(request, self.config.max_get_messages)
+        message_filter = check_read(request, self.config.max_get_messages)
         tiered = self._route(topic, queue, offset)
         if tiered is None:
             return None
         try:
-            cold = read_cold(self.cache, tiered, offset, request.max_messages, request.max_bytes, tag_filter)
+            cold = read_cold(self.cache, tiered, offset, request.max_messages, request.max_bytes, message_filter)
         except Exception:
             if offset >= self.hot.min_offset(topic, queue):
                 log.warning("cold read of %s:%s at %s failed; reading hot", topic, queue, offset, exc_info=True)
@@ -210,7 +211,7 @@ class TieredMessageStore(MessageStore):
             raise
         min_offset = min(tiered.min_offset, self.hot.min_offset(topic, queue))
         max_offset = self.hot.max_offset(topic, queue)
-        return RunsRead(topic, queue, cold.selection, cold.block.records, tag_filter, min_offset, max_offset)
+        return RunsRead(topic, queue, cold.selection, cold.block.records, message_filter, min_offset, max_offset)
 
     def _min_offset(self, topic: str, queue: int, hot_min: int) -> int:
         if self.config.tier_level is TieredStorageLevel.DISABLE or not self.dispatcher.has_tier_data(topic, queue):
@@ -323,6 +324,11 @@ class TieredMessageStore(MessageStore):
     def pop_ledger(self) -> PopLedger:
         """The hot store's: pop state is no part of what the tier holds."""
         return self.hot.pop_ledger
+
+    @property
+    def transactions(self) -> TransactionLog:
+        """The hot store's: transactions are no part of what the tier holds."""
+        return self.hot.transactions
 
     def close(self) -> None:
         if self._closed:

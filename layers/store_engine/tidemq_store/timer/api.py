@@ -5,7 +5,7 @@ A put on a DELAY topic of messages due later (plan.py) gives each a timer id (re
 and stores the batch here, durably and all or nothing, in place of the topic's queues: no consumer can see a
 timer message, by any way of reading, before it is due. When it is due, the backend's mover puts it on its topic
 (`move_due`) as the record planned at the send: the message with its due time (TIMER_DELIVER_MS) and its id
-(UNIQ_KEY), which every reader reports as its id, so it keeps the id it was sent with. A timer is moved exactly
+(MESSAGE_ID), which every reader reports as its id, so it keeps the id it was sent with. A timer is moved exactly
 once, whatever crashes when (each store says why), and never before it is due. A recall before that removes it
 (RocketMQ 5.3's RecallMessage): it is never delivered.
 
@@ -13,7 +13,7 @@ Compared with RocketMQ 5's TimerMessageStore: RocketMQ writes a timer message to
 topic `rmq_sys_wheel_timer`, appends (delay time, commit-log position) to a timer log, and links it into a timing
 wheel of one slot per precision step (1 s by default) held in a memory-mapped file; a dequeue thread walks the wheel
 slot by slot, reads each message back from the commit log and puts it again on its real topic (a new commit-log
-record, the client's message id in UNIQ_KEY), and a message further ahead than the wheel (2 days) is "rolled":
+record, the client's message id in MESSAGE_ID), and a message further ahead than the wheel (2 days) is "rolled":
 put into the timer topic again, on and on. 5.3's RocksDB timeline keeps the same (delay slot, commit-log position)
 records in RocksDB. Here the timer's record itself lives in the timer store, keyed by its id, which starts with its
 due time: the due timers are a range read from the start, nothing is rolled (commit-log retention never reaches a
@@ -40,7 +40,7 @@ class TimerIdTaken(Exception):
 @dataclass(slots=True, frozen=True)
 class Timer:
     """One timer message: its id, when it is due, its queue, and the record to put on its topic then (a version 2
-    record as a producer encodes it: the message with TIMER_DELIVER_MS and UNIQ_KEY, plan.py)."""
+    record as a producer encodes it: the message with TIMER_DELIVER_MS and MESSAGE_ID, plan.py)."""
 
     msg_id: str
     due_ms: int

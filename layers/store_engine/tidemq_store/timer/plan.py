@@ -5,7 +5,7 @@ a delay from now, or its delivery time, within TIDEMQ_TIMER_MAX_DELAY_MS), and i
 TIMER_DELIVER_MS in place of what the producer gave. If every message is due already, the batch is appended at
 once, as any put. Otherwise every message of it becomes a timer (`TimerBatch`), those due already included (the
 mover puts them on the topic at once), so that the put stays all or nothing in one store: each gets a timer id
-(record/ids.py) and carries it as UNIQ_KEY, the id it keeps once delivered. A put of timers holds at most
+(record/ids.py) and carries it as MESSAGE_ID, the id it keeps once delivered. A put of timers holds at most
 MAX_TIMERS_PER_PUT messages (the serverless backend stores it with one DynamoDB transaction).
 """
 
@@ -18,11 +18,11 @@ from tidemq_protocol.message import StoredMessage, tag_hash
 from tidemq_protocol.record import (
     TIMER_DELAY_MS,
     TIMER_DELIVER_MS,
-    UNIQ_KEY,
     decode_records,
     encode_properties,
     encode_record,
     new_timer_id,
+    with_message_id,
 )
 from tidemq_protocol.timer import due_ms, recall_handle
 
@@ -92,10 +92,10 @@ def _encoded(
     for index, message in enumerate(messages):
         properties = {name: value for name, value in message.properties.items() if name != TIMER_DELAY_MS}
         properties[TIMER_DELIVER_MS] = str(dues[index])
-        if ids is not None:
-            properties[UNIQ_KEY] = ids[index]
         try:
             encoded = encode_properties(message.keys, message.tag, properties)
+            if ids is not None:
+                encoded = with_message_id(encoded, ids[index])
         except InvalidArgument as error:
             raise InvalidArgument(f"message {index}: {error}") from None
         size = len(message.body) + len(encoded)

@@ -16,6 +16,8 @@
     with SimpleConsumer("orders", group="workers") as consumer:  # pop: tidemq.simple_consumer
         for message in consumer.receive(wait_ms=10_000):
             consumer.ack(message)
+    with TransactionProducer("payments", group="billing", checker=check) as producer:  # tidemq.transaction_producer
+        producer.send(b"paid").commit()
     KV().put("config", "feature/dark-mode", b"on")  # KV namespaces: tidemq.kv
     Container("http://127.0.0.1:10811").list_brokers()  # a BrokerContainer (RIP-31): tidemq.container
 
@@ -46,13 +48,16 @@ _EXPORTS = {
     "HttpClient": "tidemq.client",
     "InvalidPushSignature": "tidemq_protocol.push_signature",
     "KeyValue": "tidemq.kv",
+    "HalfMessage": "tidemq.transaction_producer",
     "OutgoingMessage": "tidemq.producer",
     "Producer": "tidemq.producer",
     "SendResult": "tidemq.producer",
     "RecallResult": "tidemq.producer",
+    "Resolution": "tidemq.transaction_producer",
     "RetryPolicy": "tidemq_protocol.retry",
     "ServerUnreachable": "tidemq.errors",
     "SimpleConsumer": "tidemq.simple_consumer",
+    "TransactionProducer": "tidemq.transaction_producer",
     "default_url": "tidemq.client",
     "verify_push_signature": "tidemq_protocol.push_signature",
 }
@@ -65,16 +70,19 @@ __all__ = [
     "Container",
     "CustomizedBackoff",
     "ExponentialBackoff",
+    "HalfMessage",
     "HttpClient",
     "InvalidPushSignature",
     "KeyValue",
     "OutgoingMessage",
     "Producer",
     "RecallResult",
+    "Resolution",
     "RetryPolicy",
     "SendResult",
     "ServerUnreachable",
     "SimpleConsumer",
+    "TransactionProducer",
     "default_url",
     "verify_push_signature",
 ]
@@ -105,3 +113,4 @@ if TYPE_CHECKING:
     from .kv import KV, KeyValue
     from .producer import OutgoingMessage, Producer, RecallResult, SendResult
     from .simple_consumer import SimpleConsumer
+    from .transaction_producer import HalfMessage, Resolution, TransactionProducer

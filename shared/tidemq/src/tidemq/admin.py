@@ -13,6 +13,7 @@ from tidemq_protocol.api.push import GroupPush, PushSubscribed
 from tidemq_protocol.api.topics import TierStatus, TierUpload, TopicChange, TopicDescription, TopicList, TopicView
 from tidemq_protocol.api.users import Caller, UserCreated, UserList, UserView
 from tidemq_protocol.errors import NoPushSubscription
+from tidemq_protocol.filter import subscription_filter
 from tidemq_protocol.limits import HOUR_MS
 from tidemq_protocol.message import MessageType
 from tidemq_protocol.retry import RetryPolicy
@@ -146,16 +147,18 @@ class Admin(ApiClient):
         target: str,
         *,
         tag: str | None = None,
+        sql: str | None = None,
         batch_size: int | None = None,
     ) -> PushSubscribed:
-        """Push `topic`'s new messages to `target` for `group` (`lambda:<function>`, an http(s) webhook URL,
-        or locally `python:<module>:<callable>`, one the server's operator allows); options left None take the
-        server's defaults (tag `*`, batches of 1). A failed call is retried as the group's retry policy says
-        (`create_group(retry=...)`, `set_retry_policy`). For a webhook, `.signing_secret` is the secret its
-        deliveries are signed with, returned this once: the receiver checks them with
-        `tidemq.verify_push_signature`. Raises InvalidArgument saying what is wrong with a target (or why the
-        server will not push there), TopicNotFound, GroupNotFound."""
-        options = {"tag": tag, "batch_size": batch_size}
+        """Push `topic`'s new messages to `target` for `group` (`lambda:<function>`, an http(s) webhook URL, or locally
+        `python:<module>:<callable>`, one the server's operator allows); options left None take the server's defaults
+        (tag `*`, batches of 1); `sql`, a SQL92 filter over message properties, instead of a tag. A failed call is
+        retried as the group's retry policy says (`create_group(retry=...)`, `set_retry_policy`). For a webhook,
+        `.signing_secret` is the secret its deliveries are signed with, returned this once: the receiver checks them
+        with `tidemq.verify_push_signature`. Raises InvalidArgument saying what is wrong with a target (or why the
+        server will not push there), InvalidFilterExpression, TopicNotFound, GroupNotFound."""
+        subscription_filter(tag, sql)  # raises before any request
+        options = {"tag": tag, "sql": sql, "batch_size": batch_size}
         body = {"topic": topic, "target": target, **{k: v for k, v in options.items() if v is not None}}
         return self._send(PushSubscribed, "PUT", f"/v1/groups/{segment(group)}/push", body)
 

@@ -4,10 +4,12 @@
         for message in consumer:         # waits for new messages; commits what it handed out before each poll
             handle(message.body)
 
+    Consumer("orders", sql="region = 'eu' AND amount > 100")   # a SQL92 filter over properties, on the broker
+
 Without a group the consumer starts every queue at `start`. With a group (created if missing) each
 queue starts at the group's committed offset, or at `start` where the group never committed, and
 `commit()` records the current positions. A position is past every message examined: messages the
-tag filter skips move it on too, so a group filtering on a tag still reaches lag 0.
+filter skips move it on too, so a filtering group still reaches lag 0.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Literal
 
 from tidemq_protocol import codec
 from tidemq_protocol.errors import GroupExists, InvalidArgument, OffsetOutOfRange, QueueOutOfRange
-from tidemq_protocol.message import StoredMessage, TagFilter
+from tidemq_protocol.filter import SqlFilter, subscription_filter
+from tidemq_protocol.message import StoredMessage
 
 from .admin import Admin
 from .api_client import ApiClient
@@ -33,8 +36,9 @@ arriving on another queue waits no longer than this."""
 
 
 class Consumer(ApiClient):
-    """Pulls messages of `topic` (optionally of some `queues` only, and matching the `tag` filter). Closing it
-    commits nothing: call `commit()` first."""
+    """Pulls messages of `topic` (optionally of some `queues` only, and those its filter selects: a `tag`
+    expression, or a SQL92 expression `sql` over message properties, evaluated by the broker). Closing it commits
+    nothing: call `commit()` first."""
 
     def __init__(
         self,
@@ -43,6 +47,7 @@ class Consumer(ApiClient):
         *,
         start: Start = "earliest",
         tag: str = "*",
+        sql: str | None = None,
         queues: Iterable[int] | None = None,
         url: str | None = None,
         client: HttpClient | None = None,
@@ -50,7 +55,7 @@ class Consumer(ApiClient):
     ) -> None:
         self.topic, self.group, self.max_bytes = topic, group, max_bytes
         self._tag = tag
-        self._filter = TagFilter.parse(tag)  # raises InvalidArgument before any request
+        self._filter = subscription_filter(tag, sql)  # raises before any request
         if start not in ("earliest", "latest") and (type(start) is not int or start < 0):
             raise InvalidArgument(f"start must be 'earliest', 'latest' or a timestamp in ms, got {start!r}")
         super().__init__(url, client=client)
@@ -148,7 +153,9 @@ class Consumer(ApiClient):
             "max_bytes": self.max_bytes,
             "wait_ms": wait_ms,
         }
-        if self._filter is not None:
+        if isinstance(self._filter, SqlFilter):
+            params["sql"] = self._filter.expression
+        elif self._filter is not None:
             params["tag"] = self._tag
         path = f"/v1/topics/{segment(self.topic)}/queues/{queue}/batch"
         try:

@@ -24,6 +24,7 @@ from tidemq_protocol import codec
 from tidemq_protocol.api.pop import AckResponse, ChangeInvisibleResponse
 from tidemq_protocol.codec import ReceiveBatch, Received
 from tidemq_protocol.errors import InvalidReceiptHandle
+from tidemq_protocol.filter import subscription_filter
 
 from .api_client import ApiClient
 from .client import HttpClient, segment
@@ -37,7 +38,9 @@ def handle_of(delivery: Delivery) -> str:
 
 
 class SimpleConsumer(ApiClient):
-    """Receives messages of `topic` for pop group `group` (matching the `tag` filter, if given)."""
+    """Receives messages of `topic` for pop group `group`: those its filter selects, if it has one (a `tag`
+    expression, or a SQL92 expression `sql` over message properties: not both; checked here, before any request,
+    so a bad expression is an InvalidFilterExpression naming its position)."""
 
     def __init__(
         self,
@@ -45,12 +48,14 @@ class SimpleConsumer(ApiClient):
         group: str,
         *,
         tag: str | None = None,
+        sql: str | None = None,
         invisible_ms: int | None = None,
         url: str | None = None,
         client: HttpClient | None = None,
     ) -> None:
+        subscription_filter(tag, sql)  # raises before any request
         super().__init__(url, client=client)
-        self.topic, self.group, self.tag, self.invisible_ms = topic, group, tag, invisible_ms
+        self.topic, self.group, self.tag, self.sql, self.invisible_ms = topic, group, tag, sql, invisible_ms
         self._path = f"/v1/groups/{segment(group)}/topics/{segment(topic)}"
 
     def receive(self, max_messages: int = 32, *, invisible_ms: int | None = None, wait_ms: int = 0) -> list[Received]:
@@ -76,6 +81,8 @@ class SimpleConsumer(ApiClient):
         self, handles: Sequence[str], max_messages: int, invisible_ms: int | None, wait_ms: int
     ) -> ReceiveBatch:
         request = {"max_messages": max_messages, "wait_ms": wait_ms, "tag": self.tag}
+        if self.sql is not None:
+            request["sql"] = self.sql
         invisible_ms = invisible_ms if invisible_ms is not None else self.invisible_ms
         if invisible_ms is not None:
             request["invisible_ms"] = invisible_ms

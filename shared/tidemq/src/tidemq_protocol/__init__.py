@@ -3,7 +3,8 @@
     errors          every error that crosses the wire, by the name its JSON body carries
     names, limits   topic and group names, time units, queue counts, a put's default bounds
     attributes      a topic's or group's attributes, and the ones TideMQ reads (TopicPolicy)
-    message         Message, StoredMessage, MessageType, TagFilter
+    message         Message, StoredMessage, MessageType
+    filter          what a subscription selects: a tag filter or a SQL92 expression over properties
     record          the commit-log record format (what a producer encodes and the broker appends as it is)
     codec           the HTTP API's binary batch encodings
     signing         how a request is signed

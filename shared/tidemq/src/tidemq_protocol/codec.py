@@ -61,8 +61,9 @@ from typing import NamedTuple, Protocol
 
 from .clock import now_ms
 from .errors import CorruptStore, InvalidArgument, InvalidBatch, MessageTooLarge
+from .filter import MessageFilter
 from .limits import PutLimits
-from .message import Message, StoredMessage, TagFilter
+from .message import Message, StoredMessage
 from .record import (
     ANY_QUEUE,
     decode_properties,
@@ -192,14 +193,17 @@ def consume_header(data: bytes) -> tuple[int, int, int, int]:
     return _CONSUME_HEAD.unpack_from(data)
 
 
-def decode_consume(data: bytes, tag_filter: TagFilter | None = None) -> tuple[list[StoredMessage], int, int, int]:
-    """Decode (and CRC-check) a consume batch into (messages, next_offset, min_offset, max_offset)."""
+def decode_consume(
+    data: bytes, message_filter: MessageFilter | None = None
+) -> tuple[list[StoredMessage], int, int, int]:
+    """Decode (and CRC-check) a consume batch into (messages, next_offset, min_offset, max_offset), keeping those
+    `message_filter` selects (a tag filter's batch may hold messages whose tag codes collide with its tags)."""
     next_offset, min_offset, max_offset, count = consume_header(data)
     messages = decode_records(data[_CONSUME_HEAD.size :])
     if len(messages) != count:
         raise CorruptStore(f"consume batch announced {count} messages and holds {len(messages)}")
-    if tag_filter is not None:
-        messages = [m for m in messages if tag_filter.matches(m.tag)]
+    if message_filter is not None:
+        messages = [m for m in messages if message_filter.accepts(m)]
     return messages, next_offset, min_offset, max_offset
 
 

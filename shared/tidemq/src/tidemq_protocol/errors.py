@@ -289,3 +289,31 @@ class TimerNotFound(ClientError):
 class TimerDelivered(ClientError):
     """A recall came too late: the timer message is delivered already (RocketMQ 5.3's RecallMessage refuses it so).
     Nothing was changed. (HTTP: 409, the request conflicts with what the topic holds now.)"""
+
+
+class InvalidFilterExpression(InvalidArgument):
+    """A subscription's filter expression that does not parse, or means nothing (RocketMQ's
+    ILLEGAL_FILTER_EXPRESSION), refused where the subscription is made, never at read time. `position` is the
+    0-based index of the character in the expression where it goes wrong (HTTP: 400, `position` in the body)."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+# ---- transactional messages (tidemq_store/transactions) ------------------------------------------
+
+
+class TransactionNotFound(ClientError):
+    """No transaction of the topic has this half message id (never sent, of another topic, or ended so long ago that
+    its outcome is no longer kept)."""
+
+    def __init__(self, topic: str, msg_id: str) -> None:
+        super().__init__(f"topic {topic!r} has no transaction with half message {msg_id!r}")
+        self.topic, self.msg_id = topic, msg_id
+
+
+class TransactionConflict(ClientError):
+    """The transaction ended the other way: a commit after a rollback (or a rollback after a commit), or a commit of a
+    half message rolled back by its check-backs. Nothing was changed. (HTTP: 409, the request conflicts with the
+    transaction's outcome.)"""

@@ -1,5 +1,5 @@
 """Messages as client and server hold them: one to store (`Message`), one read back (`StoredMessage`), a topic's
-message type, and RocketMQ's tag filter."""
+message type (the filters a subscription reads them through are `filter`'s)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-
-from .errors import InvalidArgument
 
 
 class MessageType(StrEnum):
@@ -31,6 +29,10 @@ class Message:
     tag: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
     born_timestamp: int | None = None
+    msg_id: str | None = None
+    """The id the message is to keep (record.MESSAGE_ID, RocketMQ's UNIQ_KEY) instead of one from where it is stored:
+    set by the broker's own paths only (the gRPC proxy carries a RocketMQ client's id here); the HTTP API has no
+    field for it."""
 
 
 @dataclass(slots=True)
@@ -57,27 +59,3 @@ def key_queue(key: str, queues: int) -> int:
 def tag_hash(tag: str | None) -> int:
     """The 32-bit tag code kept in each ConsumeQueue entry (0 for no tag); reads confirm the real tag."""
     return zlib.crc32(tag.encode()) if tag else 0
-
-
-@dataclass(slots=True, frozen=True)
-class TagFilter:
-    """RocketMQ's tag expression: `*` (or empty) matches everything, `TagA || TagB` matches either tag."""
-
-    tags: frozenset[str]
-
-    @classmethod
-    def parse(cls, expression: str | None) -> TagFilter | None:
-        """Return a filter, or None when the expression matches every message."""
-        if expression is None or expression.strip() in ("", "*"):
-            return None
-        tags = [part.strip() for part in expression.split("||")]
-        if any(not tag or tag == "*" for tag in tags):
-            raise InvalidArgument(f"tag filter {expression!r} must be '*' or tags joined by '||'")
-        return cls(frozenset(tags))
-
-    @property
-    def codes(self) -> frozenset[int]:
-        return frozenset(tag_hash(tag) for tag in self.tags)
-
-    def matches(self, tag: str | None) -> bool:
-        return tag in self.tags

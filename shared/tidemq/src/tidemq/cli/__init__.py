@@ -27,6 +27,7 @@ SUBCOMMANDS = {
         "tidemq.cli.dlq:dlq", "Dead letters of a consumer group: list them, resend them to their origin topic."
     ),
     "group": Subcommand("tidemq.cli.group:group", "Consumer groups: lag, offsets, lifecycle."),
+    "grpc": Subcommand("tidemq.cli.grpc_endpoint:grpc", "RocketMQ 5 clients: the gRPC endpoint and a client snippet."),
     "kv": Subcommand(
         "tidemq.cli.kv:kv", "KV namespaces: keys with versioned values, conditional writes, watches and snapshots."
     ),
@@ -43,6 +44,9 @@ SUBCOMMANDS = {
         "Run the Spark jobs over the cold tier: here (spark-submit on local[2]) or on EMR Serverless.",
     ),
     "topic": Subcommand("tidemq.cli.topic:topic", "Create, list, describe and delete topics."),
+    "tx": Subcommand(
+        "tidemq.cli.tx:tx", "Transactional messages: send half messages, commit or roll back, check-backs, outcomes."
+    ),
     "user": Subcommand("tidemq.cli.access:user", "Users: create, list, rotate a secret, delete."),
 }
 """The subcommands, each imported only when it runs (`tidemq --help` shows their summaries)."""

@@ -42,6 +42,10 @@ MAX_POLL_MESSAGES = 1000
 )
 @click.option("--offset", type=click.IntRange(min=0), help="Start the --queue queues at this offset.")
 @click.option("--tag", default="*", show_default=True, help="Tag filter: '*', or tags joined by '||' (\"A || B\").")
+@click.option(
+    "--sql",
+    help="SQL92 filter over message properties, instead of --tag (\"region = 'eu' AND amount > 100\").",
+)
 @click.option("--count", "-n", type=click.IntRange(min=1), help="Stop after this many messages.")
 @click.option("--follow", "-f", is_flag=True, help="Keep waiting for new messages instead of stopping at the end.")
 @output_option("one JSON object per message and line")
@@ -54,6 +58,7 @@ def consume(
     queues: tuple[int, ...],
     offset: int | None,
     tag: str,
+    sql: str | None,
     count: int | None,
     follow: bool,
     output: str,
@@ -65,7 +70,7 @@ def consume(
     """
     if offset is not None and not queues:
         raise click.UsageError("--offset needs --queue: it is an offset within a queue")
-    consumer = Consumer(topic, group, start=start, tag=tag, queues=queues or None, client=client)
+    consumer = Consumer(topic, group, start=start, tag=tag, sql=sql, queues=queues or None, client=client)
     if offset is not None:
         for queue in queues:
             consumer.seek(queue, offset)
@@ -85,4 +90,4 @@ def consume(
         if group is not None:
             consumer.commit()  # only what is printed: at least once
     if group is not None:
-        consumer.commit()  # the positions past messages the tag filter skipped at the end
+        consumer.commit()  # the positions past messages the filter skipped at the end

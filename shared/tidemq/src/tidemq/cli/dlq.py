@@ -18,8 +18,8 @@ def dlq() -> None:
 
     A message delivered as often as its group's retry policy allows (pop or push) goes to the topic %DLQ%<group>,
     with where it came from in its properties (RETRY_TOPIC, ORIGIN_MESSAGE_ID, RECONSUME_TIME, DLQ_REASON). A
-    resend puts it back on that topic as a new message (received with attempt 1, by every group consuming the
-    topic; RESENT_FOR_GROUP names the group); each dead letter is resent once: again, it is `already_resent`.
+    resend puts it back on that topic as a new message for this group only (received with attempt 1; other groups
+    pass over it); each dead letter is resent once: again, it is `already_resent`.
     """
 
 

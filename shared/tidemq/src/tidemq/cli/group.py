@@ -165,6 +165,7 @@ def push() -> None:
 @click.option("--topic", required=True, help="The topic whose messages are pushed.")
 @click.option("--target", required=True, help="lambda:<function>, http(s)://... or python:<module>:<callable>.")
 @click.option("--tag", help="Tag filter: `*` or tags joined by `||` [default: *].")
+@click.option("--sql", help="SQL92 filter over message properties, instead of --tag (\"region = 'eu'\").")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Most messages in one call [default: 1].")
 @click.pass_obj
 def push_set(
@@ -173,12 +174,13 @@ def push_set(
     topic: str,
     target: str,
     tag: str | None,
+    sql: str | None,
     batch_size: int | None,
 ) -> None:
     """Push new messages of a topic to a target for consumer group NAME, from its committed offsets (each
     queue's oldest message if it has none); replaces any subscription the group had. For a webhook, prints the
     secret its deliveries are signed with (header X-TideMQ-Signature), shown this once."""
-    view = Admin(client=client).set_push(name, topic, target, tag=tag, batch_size=batch_size)
+    view = Admin(client=client).set_push(name, topic, target, tag=tag, sql=sql, batch_size=batch_size)
     shown = view.push.target if view.push else target
     stdout.print(f"consumer group {name!r} now pushes from topic {topic!r} to {shown}", markup=False)
     _show(view)

@@ -28,6 +28,10 @@ from .output import stdout
 )
 @click.option("--wait-ms", type=click.IntRange(min=0), default=0, show_default=True, help="Wait this long for one.")
 @click.option("--tag", help="Tag filter: '*', or tags joined by '||' (\"A || B\").")
+@click.option(
+    "--sql",
+    help="SQL92 filter over message properties, instead of --tag (\"region = 'eu' AND amount > 100\").",
+)
 @click.option("--ack", "ack_them", is_flag=True, help="Ack each message once it is printed (at least once).")
 @output_option("each message with its receipt_handle and attempt, one JSON object per line")
 @click.pass_obj
@@ -39,6 +43,7 @@ def receive(
     invisible_ms: int | None,
     wait_ms: int,
     tag: str | None,
+    sql: str | None,
     ack_them: bool,
     output: str,
 ) -> None:
@@ -46,7 +51,7 @@ def receive(
 
     Up to --max-messages messages from any queue, each held for this consumer for --invisible-ms: ack it (--ack,
     or `tidemq ack` with its receipt_handle) or it is delivered again, its attempt + 1."""
-    consumer = SimpleConsumer(topic, group, tag=tag, invisible_ms=invisible_ms, client=client)
+    consumer = SimpleConsumer(topic, group, tag=tag, sql=sql, invisible_ms=invisible_ms, client=client)
     received = consumer.receive(max_messages, wait_ms=wait_ms)
     out = sys.stdout.buffer
     if output == "raw":

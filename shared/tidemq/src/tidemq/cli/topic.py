@@ -81,10 +81,10 @@ def describe(client: HttpClient, name: str) -> None:
     """Show topic NAME: its settings and each queue's offset range [min, max)."""
     view = Admin(client=client).describe_topic(name)
     stdout.print(f"topic {view.name!r}: {settings(view)}, created {timestamp(view.created_at)}")
-    if view.delay is not None:
-        stdout.print(f"  delay messages: due at most {duration(view.delay.max_delay_ms)} after they are sent")
     for attribute, value in sorted(view.attributes.items()):
         stdout.print(f"  {attribute} = {value}")
+    for setting, value in view.type_settings.items():
+        stdout.print(f"  {view.message_type} {setting}: {value}")
     rows = table(
         "queue", "min_offset", "max_offset", "messages", numeric=["queue", "min_offset", "max_offset", "messages"]
     )

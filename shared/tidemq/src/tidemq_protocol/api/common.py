@@ -20,10 +20,10 @@ from pydantic_core import PydanticCustomError
 
 from tidemq_protocol import kv as kv_model
 from tidemq_protocol import names
+from tidemq_protocol.filter import MAX_EXPRESSION_LENGTH, TagFilter
 from tidemq_protocol.limits import DEFAULT_MAX_BATCH_MESSAGES, MAX_QUEUES
-from tidemq_protocol.message import TagFilter
 from tidemq_protocol.names import NAME_RULE
-from tidemq_protocol.record import MAX_MESSAGE_GROUP, MESSAGE_GROUP, TIMER_DELAY_MS, TIMER_DELIVER_MS, UNIQ_KEY
+from tidemq_protocol.record import MAX_MESSAGE_GROUP, MESSAGE_GROUP, MESSAGE_ID, TIMER_DELAY_MS, TIMER_DELIVER_MS
 
 BodyEncoding = Literal["utf-8", "base64"]
 
@@ -51,9 +51,9 @@ TAG_PATTERN = f"^(?!{_BLANK_OR_STAR}$)(?![^{_CONTROL}]*\\|\\|)[^{_CONTROL}]+$"
 _FILTER_PART = f"(?!{_BLANK_OR_STAR}(?:\\|\\||$))(?:[^|]|\\|(?!\\|))+"
 TAG_FILTER_PATTERN = f"^(?:{_BLANK_OR_STAR}|{_FILTER_PART}(?:\\|\\|{_FILTER_PART})*)$"
 """A tag filter (`TagFilter.parse`): blank or `*` (every message), or tags joined by `||`, none blank or `*`."""
-JSON_RESERVED_PROPERTIES = (MESSAGE_GROUP, TIMER_DELIVER_MS, TIMER_DELAY_MS, UNIQ_KEY)
+JSON_RESERVED_PROPERTIES = (MESSAGE_GROUP, TIMER_DELIVER_MS, TIMER_DELAY_MS, MESSAGE_ID)
 """Property names a JSON message does not give: its fields set them (`message_group`, `delivery_time_ms`,
-`delay_ms`), or the broker does (UNIQ_KEY)."""
+`delay_ms`), or the broker does (MESSAGE_ID, the message's id: UNIQ_KEY)."""
 PROPERTY_NAME_SCHEMA = {
     "pattern": f"^[^{_CONTROL}]+$",
     "not": {"enum": sorted(("KEYS", "TAGS", *JSON_RESERVED_PROPERTIES))},
@@ -137,6 +137,33 @@ TagFilterText = Annotated[
         {"type": "string", "pattern": TAG_FILTER_PATTERN, "description": "Tag filter: `*`, or tags joined by `||`."}
     ),
 ]
+SQL_FORMAT = "rocketmq-sql92"
+"""The JSON Schema format of a SQL92 filter expression (`tidemq_protocol.filter.sql`'s grammar), which no pattern
+can say: the server parses it when the subscription is made, and refuses one that does not parse with a 400
+(InvalidFilterExpression, with the `position` where it goes wrong)."""
+SqlFilterText = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_EXPRESSION_LENGTH),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "format": SQL_FORMAT,
+            "minLength": 1,
+            "maxLength": MAX_EXPRESSION_LENGTH,
+            "description": "SQL92 filter over message properties (RocketMQ's), e.g. `region = 'eu' AND amount > 100`;"
+            " instead of a tag filter.",
+        }
+    ),
+]
+
+ONE_FILTER = {
+    "not": {
+        "required": ["tag", "sql"],
+        "properties": {"sql": {"type": "string"}, "tag": {"type": "string", "not": {"pattern": f"^{_BLANK_OR_STAR}$"}}},
+    }
+}
+"""A body's JSON Schema where a subscription's filter is `tag` or `sql`, never both: a `sql` with a `tag` that
+filters (not blank or `*`) is refused (422; RocketMQ's subscription has one filter type): `filter.one_filter`."""
 
 
 def json_integer(value: Any) -> Any:
@@ -190,6 +217,9 @@ class ErrorBody(ApiModel):
     max_offset: int | None = None
     current_version: int | None = Field(default=None, description="412: the key's version now (absent: no key).")
     oldest_revision: int | None = Field(default=None, description="410: the oldest revision still kept.")
+    position: int | None = Field(
+        default=None, description="400 InvalidFilterExpression: where the expression goes wrong (0-based character)."
+    )
 
 
 class Health(ApiModel):

@@ -24,11 +24,13 @@ from tidemq_protocol.retry import RetryPolicy
 
 from .common import (
     MAX_JSON_INTEGER,
+    ONE_FILTER,
     TARGET_PATTERN,
     ApiModel,
     GroupName,
     Offset,
     QueueKey,
+    SqlFilterText,
     TagFilterText,
     TopicName,
     integer_fields,
@@ -37,19 +39,26 @@ from .common import (
 
 
 class PushSubscription(push.PushSpec):
-    """A group's push delivery (RocketMQ's push consumer): new messages of `topic` matching `tag` go to
-    `target`, `batch_size` at a time, each queue in order; a failed call is retried after the group's backoff,
-    and after its `max_delivery_attempts` calls the batch goes to the group's dead-letter topic `%DLQ%<group>`
-    (the group's `retry` policy: set it when creating or changing the group)."""
+    """A group's push delivery (RocketMQ's push consumer): new messages of `topic` its filter selects (`tag`, or a SQL92
+    expression `sql`: not both) go to `target`, `batch_size` at a time, each queue in order; a failed call is retried
+    after the group's backoff, and after its `max_delivery_attempts` calls the batch goes to the group's dead-letter
+    topic `%DLQ%<group>` (the group's `retry` policy: set it when creating or changing the group)."""
 
     # What the API takes, and shows of the store's record (`ShownPush`): `target` checked against the
     # push-target grammar, so that a malformed one is a 422 naming the field.
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=ONE_FILTER)
+
     topic: TopicName
     target: Annotated[str, AfterValidator(checked_push_target)] = Field(
         description=f"Where messages go: {TARGET_FORMS}. Shown with `***` for a webhook URL's credentials.",
         json_schema_extra={"pattern": TARGET_PATTERN},
     )
     tag: TagFilterText = "*"
+    sql: SqlFilterText | None = Field(
+        default=None,
+        description="SQL92 filter over message properties, instead of `tag` (docs/filters.md): one that does not "
+        "parse is a 400 (InvalidFilterExpression) naming its `position`.",
+    )
 
     @field_validator("*", mode="before")
     @classmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     ConfigDict,
@@ -94,6 +94,15 @@ class MessageIn(ApiModel):
         if self.delivery_time_ms is not None and self.delay_ms is not None:
             raise ValueError("give delivery_time_ms or delay_ms, not both")
         return self
+
+    @classmethod
+    def of(cls, body: bytes | str, **fields: Any) -> Self:
+        """A message of `body` (text as UTF-8; bytes as UTF-8 text when they are, else base64) and `fields`."""
+        data = body.encode() if isinstance(body, str) else bytes(body)
+        try:
+            return cls(body=data.decode(), **fields)
+        except UnicodeDecodeError:
+            return cls(body=base64.b64encode(data).decode(), body_encoding="base64", **fields)
 
     def body_bytes(self) -> bytes:
         if self.body_encoding == "utf-8":

@@ -43,15 +43,13 @@ class QueueRange(ApiModel):
     max_offset: int
 
 
-class DelaySettings(ApiModel):
-    """What bounds a DELAY topic's messages (the server's settings)."""
-
-    max_delay_ms: int = Field(description="A delay message is due at most this long after it is sent.")
-
-
 class TopicDescription(TopicView):
     queue_offsets: list[QueueRange]
-    delay: DelaySettings | None = Field(default=None, description="A DELAY topic's bounds (null: not DELAY).")
+    type_settings: dict[str, int] = Field(
+        default_factory=dict,
+        description="The server's settings the topic's message type runs by (DELAY: timer_max_delay_ms, the "
+        "longest delay; TRANSACTION: transaction_timeout_ms, transaction_check_interval_ms, transaction_check_max).",
+    )
 
 
 class TierQueueView(ApiModel):

@@ -8,7 +8,7 @@ tidemq_store/serverless/segments.py). Ids come from clients, so a lookup trusts 
 names that position and size.
 
 A timer message (a DELAY topic's, sent for later: tidemq_store/timer) has its id from its send, before it has a
-record on its topic, and keeps it once delivered (its record carries it, properties.UNIQ_KEY). Its id has the
+record on its topic, and keeps it once delivered (its record carries it, properties.MESSAGE_ID). Its id has the
 same 24 digits, laid out otherwise:
 
     timer id := hex(due_ms, 12 digits) hex(random, 4 digits) hex(2^31 | random, 8 digits)

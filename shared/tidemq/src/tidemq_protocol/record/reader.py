@@ -30,13 +30,14 @@ from ..errors import CorruptStore, MessageNotFound
 from ..message import StoredMessage
 from . import v1, v2
 from .ids import ID, message_id, parse_message_id
-from .properties import UNIQ_KEY, decode_properties
+from .properties import MESSAGE_ID, decode_properties
 
 MAGIC_AT = 4  # every version's magic byte follows its total_size
 SHORTEST_HEADER = v1.HEADER_SIZE
 """Every record's header is at least this long, and holds its size, magic, physical offset and store time."""
 _SIZE = struct.Struct("<I")
 _OFFSET = struct.Struct("<Q")
+_LENGTHS = struct.Struct("<BH")  # topic_length, properties_length (TOPIC_LENGTH_AT of either version)
 _unpack_v2, _unpack_v1 = v2.HEADER.unpack_from, v1.HEADER.unpack_from
 _id_bytes = ID.pack
 _READ_PAST_END = (IndexError, struct.error)  # what a record that ends too soon raises: no magic byte, or no header
@@ -161,7 +162,7 @@ def decode_message(buf: bytes, pos: int = 0) -> StoredMessage:
 
 def _decode_located(buf: bytes, pos: int) -> tuple[StoredMessage, str]:
     """The record at `pos` decoded and verified, and the id of where it is (its message id unless it carries
-    another, UNIQ_KEY: properties.py)."""
+    another, MESSAGE_ID: properties.py)."""
     version, (size, _, _, queue, offset, physical, stored, _, _, born, tlen, plen, _) = _check_one(buf, pos)
     start = pos + version.HEADER_SIZE
     topic = buf[start : start + tlen].decode()
@@ -169,7 +170,7 @@ def _decode_located(buf: bytes, pos: int) -> tuple[StoredMessage, str]:
     keys, tag, props = decode_properties(buf[start : start + plen]) if plen else ((), None, {})
     body = buf[start + plen : pos + size]
     location = message_id(physical, size)
-    msg_id = props.get(UNIQ_KEY, location) if props else location
+    msg_id = props.pop(MESSAGE_ID, None) or location  # a moved message keeps its id
     return StoredMessage(topic, queue, offset, msg_id, born, stored, body, keys, tag, props), location
 
 
@@ -198,6 +199,39 @@ def store_timestamp_at(buf: bytes, pos: int = 0) -> int:
     return _OFFSET.unpack_from(buf, pos + _peeked_version(buf, pos).STORE_TIMESTAMP_AT)[0]
 
 
+def queue_offset_at(buf: bytes, pos: int = 0) -> int:
+    """The queue offset in the header of the record at `pos` (unverified)."""
+    return _OFFSET.unpack_from(buf, pos + _peeked_version(buf, pos).QUEUE_OFFSET_AT)[0]
+
+
+def properties_at(buf: bytes, pos: int = 0) -> tuple[int, int]:
+    """Where the properties of the record at `pos` lie in `buf`, [start, end) (unverified): for
+    `properties.PropertiesView`, which reads them there."""
+    version = _peeked_version(buf, pos)
+    topic_length, properties_length = _LENGTHS.unpack_from(buf, pos + version.TOPIC_LENGTH_AT)
+    start = pos + version.HEADER_SIZE + topic_length
+    return start, start + properties_length
+
+
+def record_starts(data: bytes) -> list[int]:
+    """Where each of the records back to back in `data` starts, read from their size fields alone. A peek that
+    checks only that the sizes tile `data` exactly (CorruptStore otherwise): for a reader that chooses among
+    records by what it peeks at (a SQL92-filtered read, tidemq_store/reads.py) and checks those it chose, as every
+    reader does, before it uses them."""
+    starts: list[int] = []
+    append, size_of = starts.append, _SIZE.unpack_from
+    position, end = 0, len(data)
+    while position < end:
+        size = size_of(data, position)[0] if end - position >= SHORTEST_HEADER else 0
+        if size < SHORTEST_HEADER:
+            raise CorruptStore(f"record at byte {position} is cut short or has size {size}")
+        append(position)
+        position += size
+    if position != end:
+        raise CorruptStore(f"record at byte {starts[-1]} runs past the end of the records read")
+    return starts
+
+
 def _physical_at(head: bytes) -> int:
     """The physical offset in the record header `head` (unverified)."""
     return _OFFSET.unpack_from(head, _peeked_version(head, 0).PHYSICAL_AT)[0]
@@ -208,7 +242,7 @@ def read_by_id(msg_id: str, max_message_bytes: int, read: Callable[[int, int], b
     CorruptStore where there is nothing). The size the id claims must be a record's the store could have written;
     the header at the position must name that very position and size before the rest is read; the whole record
     must pass its checks and be at that place. MessageNotFound otherwise: a forged id costs at most one header read
-    and one read of `max_record_size`. A record that carries the id it was put again under (UNIQ_KEY) is found by
+    and one read of `max_record_size`. A record that carries the id it was put again under (MESSAGE_ID) is found by
     where it is too, and reports that id."""
     physical, size = parse_message_id(msg_id)
     if not SHORTEST_HEADER <= size <= v2.max_record_size(max_message_bytes):
@@ -276,10 +310,10 @@ def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> l
             start += tlen
             if plen:
                 keys, tag, props = decode_properties(data[start : start + plen])
+                msg_id = props.pop(MESSAGE_ID, None) or _id_bytes(physical, size).hex()  # a moved message keeps its id
             else:
                 keys, tag, props = (), None, {}
-            # message_id(physical, size) without a call per message, unless the record was put again under an id
-            msg_id = props[UNIQ_KEY] if props and UNIQ_KEY in props else _id_bytes(physical, size).hex()
+                msg_id = _id_bytes(physical, size).hex()  # message_id(physical, size), without a call per message
             body = data[start + plen : end]
             messages.append(StoredMessage(topic, queue, offset, msg_id, born, stored, body, keys, tag, props))
         if damage is not None:

@@ -34,6 +34,7 @@ HEADER = struct.Struct("<IBIBIQQQQBHI")  # the table's fields, in order
 HEADER_SIZE = HEADER.size  # 53
 CRC_AT, CRC_START = 5, 9
 QUEUE_OFFSET_AT, PHYSICAL_AT, STORE_TIMESTAMP_AT = 14, 22, 38
+TOPIC_LENGTH_AT = 46  # topic_length, then properties_length
 _CRC = struct.Struct("<I")
 _OFFSET = struct.Struct("<Q")
 

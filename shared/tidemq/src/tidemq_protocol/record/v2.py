@@ -58,6 +58,7 @@ HEADER = struct.Struct("<IBBIQQQIIQBHI")  # the table's fields, in order
 HEADER_SIZE = HEADER.size  # 57
 BROKER_AT, BROKER_CRC_AT, CRC_AT, CRC_START = 5, 34, 38, 42
 QUEUE_AT, QUEUE_OFFSET_AT, PHYSICAL_AT, STORE_TIMESTAMP_AT = 6, 10, 18, 26
+TOPIC_LENGTH_AT = 50  # topic_length, then properties_length (both versions have them adjacent)
 MAX_TOPIC_BYTES = 127  # topic names are ASCII, at most 127 characters (model.NAME_RULE)
 _SIZE_MAGIC = struct.Struct("<IB")
 _BROKER = struct.Struct("<BIQQQ")  # flags, queue, queue_offset, physical_offset, store_timestamp: bytes [5, 34)

@@ -1,0 +1,1 @@
+"""Transactional messages (RocketMQ's half messages and check-back): see api.py."""

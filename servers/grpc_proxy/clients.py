@@ -1,0 +1,82 @@
+"""The clients this proxy holds a Telemetry stream of, keyed by their `x-mq-client-id`: the one per-client state the
+proxy keeps, because a stream is the only way the server can speak first.
+
+Nothing a request needs is kept here: each request carries what it acts on (its group, topic, filter, invisible
+time and poll), and groups, retry policies and deliveries are in the store, so any proxy over the same store serves
+any request of any client, and a client that reconnects to another proxy loses nothing. What the registry is for:
+commands the server sends a client (`send`), as a transaction check will (a `recover_orphaned_transaction_command`
+to a producer of the topic: `publishing_to`), and the settings the client last said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from .protocol import definition_pb2 as pb
+from .protocol import service_pb2 as rpc
+
+
+@dataclass(eq=False)
+class Session:
+    """One open Telemetry stream of a client: what it last said, and what the server has for it to read."""
+
+    client_id: str
+    settings: pb.Settings | None = None
+    outbox: asyncio.Queue[rpc.TelemetryCommand | None] = field(default_factory=asyncio.Queue)
+
+    def end(self) -> None:
+        """End the stream (the client said it terminates, or the proxy stops)."""
+        self.outbox.put_nowait(None)
+
+
+class Clients:
+    """The open Telemetry streams, by client id (a client may hold more than one: one per endpoint, or a new one
+    before the old is gone). Used from the event loop only."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, list[Session]] = {}
+
+    def open(self, client_id: str) -> Session:
+        session = Session(client_id)
+        self._sessions.setdefault(client_id, []).append(session)
+        return session
+
+    def close(self, session: Session) -> None:
+        sessions = self._sessions.get(session.client_id, [])
+        if session in sessions:
+            sessions.remove(session)
+        if not sessions:
+            self._sessions.pop(session.client_id, None)
+
+    def terminated(self, client_id: str) -> None:
+        """The client said it shuts down: end its streams."""
+        for session in self._sessions.get(client_id, []):
+            session.end()
+
+    def send(self, client_id: str, command: rpc.TelemetryCommand) -> bool:
+        """Hand `command` to the client's newest stream; False if it has none here."""
+        sessions = self._sessions.get(client_id)
+        if not sessions:
+            return False
+        sessions[-1].outbox.put_nowait(command)
+        return True
+
+    def publishing_to(self, topic: str) -> list[str]:
+        """The clients here whose last settings name `topic` among those they publish to."""
+        return [
+            client_id
+            for client_id, sessions in self._sessions.items()
+            if any(
+                s.settings is not None and any(t.name == topic for t in s.settings.publishing.topics) for s in sessions
+            )
+        ]
+
+    def stop(self) -> None:
+        """End every stream (the proxy stops)."""
+        for sessions in list(self._sessions.values()):
+            for session in sessions:
+                session.end()
+
+    def __len__(self) -> int:
+        return len(self._sessions)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import atexit
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -73,7 +73,21 @@ def process_store() -> MessageStore:
                     _aws = aws.connect(settings.local_aws, settings.home, _local_aws)
                 _store = open_store(settings)
                 atexit.register(_store.close)
+                for hook in _open_hooks:
+                    hook(_store)
     return _store
+
+
+_open_hooks: list[Callable[[MessageStore], None]] = []
+
+
+def when_opened(hook: Callable[[MessageStore], None]) -> None:
+    """Call `hook` with the process's store once it is opened (at once if it is open already)."""
+    with _lock:
+        _open_hooks.append(hook)
+        opened = _store
+    if opened is not None:
+        hook(opened)
 
 
 def aws_endpoint() -> AwsEndpoint | None:

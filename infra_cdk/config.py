@@ -115,6 +115,11 @@ class DeployConfig(BaseModel):
     maintenance_retention_minutes: int = Field(
         default=60, ge=1, description="How often the maintenance function applies topic retention."
     )
+    maintenance_timers_minutes: int = Field(
+        default=1,
+        ge=1,
+        description="How often the maintenance function moves due delay messages (a consumer reading moves them too).",
+    )
     maintenance_transactions_minutes: int = Field(
         default=1,
         ge=1,

@@ -4,9 +4,9 @@ packages as two layers (assets.py), configured through the settings model's own 
     admin, produce, consume   behind the HTTP API (functions/routes.py says which serves which route)
     push                      invoked asynchronously by produce and admin (and by itself, to continue), reserved
                               concurrency 1 (functions/push/handler.py says why)
-    maintenance               on three EventBridge schedules: every minute the scheduled event (upload to the cold
-                              tier), every hour {"job": "retention"}, every minute {"job": "transactions"}
-                              (transaction check-backs; functions/maintenance/handler.py)
+    maintenance               on four EventBridge schedules: every minute the scheduled event (upload to the cold
+                              tier), {"job": "timers"} (due delay messages) and {"job": "transactions"} (transaction
+                              check-backs), every hour {"job": "retention"} (functions/maintenance/handler.py)
     authorizer                the HTTP API's Lambda authorizer (api.py); outside the VPC: it reads users only
     bootstrap                 makes the first super user, invoked once by an operator (`make first-user`); no
                               route reaches it; outside the VPC: it writes users only
@@ -153,7 +153,8 @@ class Functions(Construct):
         for name in USERS_ONLY:
             if name in wanted:
                 self.functions[name] = self._function(name, users_only, in_vpc=False)
-        for notifier in ("produce", "admin", "push"):  # set push delivery going (push: its continuations)
+        # set push delivery going (push: its continuations; consume and maintenance: the delay messages they move)
+        for notifier in ("produce", "admin", "push", "consume", "maintenance"):
             self.functions[notifier].add_to_role_policy(
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.push_arn])
             )
@@ -330,13 +331,17 @@ class Functions(Construct):
 
     def _schedule_maintenance(self) -> None:
         """EventBridge rules, as functions/maintenance/handler.py expects them: the scheduled event itself for an
-        upload run, and the constant inputs {"job": "retention"} and {"job": "transactions"}."""
+        upload run, and the constant inputs {"job": "retention"}, {"job": "timers"} and {"job": "transactions"}."""
         maintenance = self.functions["maintenance"]
         jobs = {
             "upload": (self.config.maintenance_upload_minutes, None),
             "retention": (
                 self.config.maintenance_retention_minutes,
                 events.RuleTargetInput.from_object(MaintenanceEvent(job="retention").model_dump()),
+            ),
+            "timers": (
+                self.config.maintenance_timers_minutes,
+                events.RuleTargetInput.from_object(MaintenanceEvent(job="timers").model_dump()),
             ),
             "transactions": (
                 self.config.maintenance_transactions_minutes,

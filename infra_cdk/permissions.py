@@ -49,12 +49,16 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
         "users": READ,
         "queues": WRITE,
         "batches": WRITE,
+        # a DELAY topic's messages sent for later, and recalls of them (serverless/timers.py: transactions)
+        "timers": WRITE,
+        "timer_outcomes": WRITE,
         "transactions": WRITE,
     },
     # consume: the queue's item and batch items, read; long polls BatchGetItem the queues' items; pop consumption's
     # receives and acks read the group (its retry policy) and claim and settle in its ledgers (pop/receive.py:
     # conditional transactions); a message past its last delivery is put to the group's dead letters, which it may
-    # create
+    # create; a read of a DELAY topic moves its due timers (their items deleted, their outcomes written, with the
+    # sequencing of their messages)
     "consume": {
         "topics": WRITE,
         "groups": READ,
@@ -62,14 +66,21 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
         "queues": WRITE,
         "batches": WRITE,
         "pop_ledger": WRITE,
+        "timers": WRITE,
+        "timer_outcomes": WRITE,
     },
     # admin: every route of the admin API (topics, groups, users, offsets, tier upload now, transactions listed);
     # deleting a topic or a group deletes its pop ledgers (found through the table's indexes) and a topic's
     # transactions; a dead-letter resend records itself in the group's ledger of its dead letters and puts the
-    # messages to their topics
+    # messages to their topics; deleting a DELAY topic deletes its pending timers, and a message looked up by a
+    # timer id is found through the timers' index or their outcomes
     "admin": {
-        name: WRITE
-        for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger", "transactions")
+        **{
+            name: WRITE
+            for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger", "transactions")
+        },
+        "timers": WRITE,
+        "timer_outcomes": READ,
     },
     # kv: the caller (users), and the KV namespaces, their keys and their changes (conditional transactions)
     "kv": {"users": READ, "kv_namespaces": WRITE, "kv_entries": WRITE, "kv_changes": WRITE},
@@ -83,10 +94,21 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
         "queues": WRITE,
         "batches": WRITE,
         "pop_ledger": WRITE,
+        "timers": WRITE,  # its reads of a DELAY topic move due timers, as consume's do
+        "timer_outcomes": WRITE,
     },
     # maintenance: each dirty queue's item (lease, hot boundary), its batch items (indexing, retention), topics'
-    # retention; transactions: check-backs opened, rollbacks at the check limit (conditional updates, `due` index)
-    "maintenance": {"topics": READ, "queues": WRITE, "batches": WRITE, "transactions": WRITE},
+    # retention; the timers job moves every DELAY topic's due timers, and a segment file a pending timer's record is
+    # in stays (the timers' by_file index); transactions: check-backs opened, rollbacks at the check limit
+    # (conditional updates, `due` index)
+    "maintenance": {
+        "topics": READ,
+        "queues": WRITE,
+        "batches": WRITE,
+        "timers": WRITE,
+        "timer_outcomes": WRITE,
+        "transactions": WRITE,
+    },
     # the authorizer: the caller's user record
     "authorizer": {"users": READ},
     # bootstrap: lists users, and makes the first (a create-only put)

@@ -237,6 +237,12 @@ class Settings(StoreConfig):
         description="The Python (major.minor) of the application's image that runs the jobs.",
     )
 
+    timer_job_interval_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="serverless, locally: how often the maintenance function's timers job moves due timer messages "
+        "(AWS: every minute).",
+    )
     transaction_timeout_ms: int = Field(
         default=6_000,
         ge=1,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
+import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -14,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 import httpx
 import requests
 
-from servers.process import running_gateway
+from servers.process import free_port, running_gateway, start_server, stop_server, wait_healthy
 from tidemq.auth import find_credentials
 from tidemq.httpx_auth import signed_client
 from tidemq_protocol import signing
@@ -70,3 +72,47 @@ class RequestsSigner(requests.auth.AuthBase):
         signed = signing.SignedRequest(request.method, unquote(url.path), url.query, digest, now_ms(), nonce)
         request.headers.update(signing.headers(credentials.access_key, credentials.secret_key, signed))
         return request
+
+
+class RestartedGateway:
+    """A gateway process on one port and one store, killed and started again. The port stays free between a kill and
+    the next start: free_port's ports lie below the ephemeral range, so no client connection takes it, and the
+    gateway binds it with SO_REUSEADDR (uvicorn's), past the killed one's connections in TIME_WAIT."""
+
+    def __init__(self, home: Path, **settings: str) -> None:
+        self.home, self.port = home, free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "TIDEMQ_PORT": str(self.port), "TIDEMQ_HOME": str(home), **settings}
+        self.log = home / "gateway.log"
+        home.mkdir(parents=True, exist_ok=True)
+        self.process: subprocess.Popen | None = None
+
+    def start(self, healthy: bool = True) -> None:
+        self.process = start_server(["-m", "servers.gateway"], self.env, self.log)
+        if healthy:
+            wait_healthy(self.process, self.url, self.log)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        assert self.process.wait(timeout=60) == -signal.SIGKILL, self.log.read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_server(self.process)
+
+
+@contextlib.contextmanager
+def restarted_gateway(request, tmp_path: Path, backend: str, **settings: str) -> Iterator[RestartedGateway]:
+    """A RestartedGateway of `backend` (serverless: on the session's local AWS, tables of its own), started, with
+    this process signing as its super user; stopped at the end."""
+    settings = {"TIDEMQ_BACKEND": backend, **settings}
+    if backend == "serverless":
+        prefix = f"kill{uuid.uuid4().hex[:8]}"
+        settings |= {**request.getfixturevalue("local_aws").env, "TIDEMQ_DYNAMODB_PREFIX": prefix}
+    gateway = RestartedGateway(tmp_path / "data", **settings)
+    try:
+        gateway.start()
+        with signing_with(gateway.home / "credentials"):
+            yield gateway
+    finally:
+        gateway.stop()

@@ -29,8 +29,11 @@ from tidemq.credentials import Credentials
 from tidemq_protocol import codec
 from tidemq_protocol.api.common import SQL_FORMAT, TARGET_PATTERN
 from tidemq_protocol.api.messages import ProduceRequest
+from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import InvalidArgument
 from tidemq_protocol.message import Message
+from tidemq_protocol.record import MESSAGE_GROUP
+from tidemq_protocol.timer import DEFAULT_MAX_DELAY_MS, MAX_DELAY_MS, delivery_properties
 
 CUT_SHORT = b"\x01\x00\x00\x00"
 """A frame that announces a byte and ends: what a request that is not a batch is sent as."""
@@ -43,12 +46,18 @@ def produce_batch(ctx: Any, value: Any) -> bytes:
     try:
         request = ProduceRequest.model_validate(value)
         frames = [
-            (Message(m.body_bytes(), m.queue, tuple(m.keys), m.tag, m.properties), m.sharding_key)
+            (Message(m.body_bytes(), m.queue, tuple(m.keys), m.tag, properties(m)), m.sharding_key)
             for m in request.messages
         ]
         return codec.encode_produce(frames)
     except (ValidationError, InvalidArgument):
         return CUT_SHORT
+
+
+def properties(message: Any) -> dict[str, str]:
+    """A JSON message's properties as a frame carries them: its message group and its delivery time among them."""
+    grouped = {MESSAGE_GROUP: message.message_group} if message.message_group is not None else {}
+    return {**message.properties, **grouped, **delivery_properties(message.delivery_time_ms, message.delay_ms)}
 
 
 def _networks(version: int, bits: int) -> st.SearchStrategy[str]:
@@ -59,6 +68,28 @@ def _networks(version: int, bits: int) -> st.SearchStrategy[str]:
 # The formats pydantic declares for a policy's source networks, which Schemathesis does not know.
 schemathesis.openapi.format("ipv4network", _networks(4, 32))
 schemathesis.openapi.format("ipv6network", _networks(6, 128))
+
+
+PRODUCE = ("POST /v1/topics/{topic}/messages", "POST /v1/topics/{topic}/batch")
+
+
+def within_the_delay_bound(body: Any) -> Any:
+    """A produce's delay messages due within the server's TIDEMQ_TIMER_MAX_DELAY_MS (its default, 3 days) of now: a
+    bound relative to the server's clock and settings, which the document states in words (a schema cannot), as a
+    client reading it keeps to. Values the schema refuses are left as they are."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list):
+        return body
+    fixed = []
+    for message in messages:
+        if isinstance(message, dict):
+            at, delay = message.get("delivery_time_ms"), message.get("delay_ms")
+            if type(at) is int and at > now_ms() + DEFAULT_MAX_DELAY_MS // 2:
+                message = {**message, "delivery_time_ms": now_ms() + at % (DEFAULT_MAX_DELAY_MS // 2)}
+            if type(delay) is int and DEFAULT_MAX_DELAY_MS < delay <= MAX_DELAY_MS:
+                message = {**message, "delay_ms": delay % DEFAULT_MAX_DELAY_MS}
+        fixed.append(message)
+    return {**body, "messages": fixed}
 
 
 def _sql92() -> st.SearchStrategy[str]:
@@ -104,6 +135,8 @@ def filter_query(context: Any, query: Any) -> bool:
 
 @schemathesis.hook
 def map_body(context: Any, body: Any) -> Any:
+    if context.operation.label in PRODUCE:
+        return within_the_delay_bound(body)
     receiver = os.environ.get("TIDEMQ_CONTRACT_WEBHOOK")
     if context.operation.label != "PUT /v1/groups/{group}/push" or not receiver or not isinstance(body, dict):
         return body

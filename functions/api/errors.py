@@ -11,8 +11,8 @@ for it: 404 when what the URL names does not exist (the topic of `/v1/topics/ord
 `.../queues/5/messages`), 409 when the request conflicts with the current state: a topic or queue named in the body
 that does not exist (a commit on topic `orders` before it is created), an offset outside the queue's range, fewer
 queues than the topic has, the push subscription of a group that pulls, a receipt handle that names no current
-delivery, a message that does not fit its topic's message type. A client that validates against the document
-before sending gets nothing else.
+delivery, a message that does not fit its topic's message type, a recall of a delay message delivered already. A
+client that validates against the document before sending gets nothing else.
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ from tidemq_protocol.errors import (
     RevisionCompacted,
     StoreFailed,
     StoreUnavailable,
+    TimerDelivered,
+    TimerNotFound,
     TopicExists,
     TopicNotFound,
     TransactionConflict,
@@ -83,6 +85,7 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     NamespaceNotFound: 404,
     KeyNotFound: 404,
     BrokerNotFound: 404,
+    TimerNotFound: 404,
     TransactionNotFound: 404,
     TopicExists: 409,
     GroupExists: 409,
@@ -100,6 +103,7 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     BrokerReadOnly: 409,
     ReplicaDiverged: 409,
     NamespaceNotEmpty: 409,
+    TimerDelivered: 409,
     TransactionConflict: 409,
     RevisionCompacted: 410,
     VersionMismatch: 412,

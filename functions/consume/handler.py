@@ -18,6 +18,7 @@ from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import pop
 from functions.logic.consume import consume, consume_records
 from functions.observability import metrics
+from functions.push.trigger import watch_moved_timers
 from functions.store import get_store
 from shared.settings import get_settings
 from tidemq_protocol import acl, codec
@@ -36,6 +37,7 @@ from tidemq_protocol.filter import subscription_filter
 from tidemq_protocol.limits import MIB
 
 app = new_resolver()
+watch_moved_timers()  # a read of a DELAY topic moves its due timers (serverless)
 BINARY = {codec.CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}}}
 LIMITS = get_settings()
 

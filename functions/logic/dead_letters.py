@@ -42,6 +42,7 @@ from tidemq_protocol.errors import (
 )
 from tidemq_protocol.message import Message, MessageType, StoredMessage
 from tidemq_protocol.record import MESSAGE_GROUP, RESENT_FOR_GROUP
+from tidemq_protocol.timer import delivery_properties
 from tidemq_store import MessageStore
 from tidemq_store.pop.api import Claim, Entry, PopLedger, Receipt, Settlement
 from tidemq_store.pop.receive import new_nonce, now_ms
@@ -227,8 +228,11 @@ def _put(
             sent |= {letter.queue_offset: _committed(store, topic, config.queues, letter, group) for letter in batch}
             notifier.messages_stored(topic)
             continue
-        queues = config.queues
-        frames = [ProduceFrame(_message(letter, group), _origin_queue(letter, queues), None) for letter in batch]
+        at_once = delivery_properties(delay=0) if config.message_type is MessageType.DELAY else {}  # due: at once
+        frames = [
+            ProduceFrame(_message(letter, group, at_once), _origin_queue(letter, config.queues), None)
+            for letter in batch
+        ]
         results = produce_frames(store, topic, frames, notifier)
         sent |= {letter.queue_offset: result.msg_id for letter, result in zip(batch, results, strict=True)}
     return sent
@@ -236,7 +240,7 @@ def _put(
 
 def _committed(store: MessageStore, topic: str, queues: int, letter: StoredMessage, group: str) -> str:
     """Put a letter back on its TRANSACTION topic as a half message committed at once; its new id."""
-    message = _message(letter, group)
+    message = _message(letter, group, {})
     message.queue = _origin_queue(letter, queues) or 0
     half = store.transactions.prepare(topic, message, group, now_ms() + RESEND_CHECK_AFTER_MS)
     return store.transactions.end(topic, half.msg_id, True, "dead-letter resend").msg_id
@@ -246,10 +250,10 @@ RESEND_CHECK_AFTER_MS = 3_600_000
 """A resent letter's transaction is committed as soon as it is prepared: no check-back is due meanwhile."""
 
 
-def _message(letter: StoredMessage, group: str) -> Message:
+def _message(letter: StoredMessage, group: str, more: dict[str, str]) -> Message:
     own = {name: value for name, value in letter.properties.items() if name not in ORIGIN_PROPERTIES}
     origin = letter.properties.get(ORIGIN_MESSAGE_ID, letter.msg_id)
-    properties = {**own, ORIGIN_MESSAGE_ID: origin, DLQ_MESSAGE_ID: letter.msg_id, RESENT_FOR_GROUP: group}
+    properties = {**own, ORIGIN_MESSAGE_ID: origin, DLQ_MESSAGE_ID: letter.msg_id, RESENT_FOR_GROUP: group, **more}
     if ORIGIN_MESSAGE_GROUP in letter.properties:  # a FIFO message's group, back from where the letter kept it
         properties[MESSAGE_GROUP] = letter.properties[ORIGIN_MESSAGE_GROUP]
     return Message(letter.body, 0, letter.keys, letter.tag, properties, letter.born_timestamp)

@@ -1,11 +1,13 @@
-"""Produce: route each message to a queue, then store the batch in one atomic put.
+"""Produce: route each message to a queue, then store the batch in one atomic put; recall a delay message.
 
 After the put, the `PushNotifier` the caller gives is told the topic has new messages.
 
 Routing: an explicit queue wins; else a message group (a FIFO topic's messages each have one) or a sharding key
 picks `crc32(key) % queues` (`key_queue`), so one group or key always lands in one queue and keeps its order; the
 rest of a batch goes to one queue chosen round-robin per batch, so an unkeyed batch stays contiguous. The store
-refuses a batch whose messages do not fit the topic's message type (tidemq_store/batch.py).
+refuses a batch whose messages do not fit the topic's message type (tidemq_store/batch.py). On a DELAY topic each
+message says when it is due (`delivery_time_ms` or `delay_ms`); one sent for later comes back with offset -1 and a
+recall handle, which recalls it until then (tidemq_store/timer).
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from tidemq_protocol.api.messages import MessageIn, ProduceResponse, PutView
+from tidemq_protocol.api.common import JSON_RESERVED_PROPERTIES
+from tidemq_protocol.api.messages import MessageIn, ProduceResponse, PutView, RecallResponse
 from tidemq_protocol.codec import ProduceFrame
 from tidemq_protocol.errors import InvalidArgument, QueueOutOfRange
 from tidemq_protocol.message import Message, key_queue
 from tidemq_protocol.record import MESSAGE_GROUP, message_group_of
+from tidemq_protocol.timer import delivery_properties
 from tidemq_store import MessageStore, PutResult
 
 from .notifier import PushNotifier
@@ -65,12 +69,17 @@ def produce_records(store: MessageStore, topic: str, records: bytes, notifier: P
 
 
 def json_properties(index: int, message: MessageIn) -> dict[str, str]:
-    """A JSON message's properties as the record holds them: its message group among them."""
-    if MESSAGE_GROUP in message.properties:
-        raise InvalidArgument(f"message {index}: property name {MESSAGE_GROUP!r} is reserved; use message_group")
-    if message.message_group is None:
+    """A JSON message's properties as the record holds them: its message group and its delivery time among them."""
+    reserved = next((name for name in JSON_RESERVED_PROPERTIES if name in message.properties), None)
+    if reserved is not None:
+        raise InvalidArgument(
+            f"message {index}: property name {reserved!r} is reserved; use message_group, delivery_time_ms or delay_ms"
+        )
+    timing = delivery_properties(message.delivery_time_ms, message.delay_ms)
+    if message.message_group is None and not timing:
         return message.properties
-    return {**message.properties, MESSAGE_GROUP: message.message_group}
+    grouped = {} if message.message_group is None else {MESSAGE_GROUP: message.message_group}
+    return {**message.properties, **grouped, **timing}
 
 
 def produce_json(store: MessageStore, topic: str, messages: list[MessageIn], notifier: PushNotifier) -> ProduceResponse:
@@ -81,7 +90,27 @@ def produce_json(store: MessageStore, topic: str, messages: list[MessageIn], not
     results = produce_frames(store, topic, frames, notifier)
     return ProduceResponse(
         messages=[
-            PutView(msg_id=r.msg_id, queue=r.queue, offset=r.queue_offset, store_timestamp=r.store_timestamp)
+            PutView(
+                msg_id=r.msg_id,
+                queue=r.queue,
+                offset=r.queue_offset,
+                store_timestamp=r.store_timestamp,
+                recall_handle=r.recall_handle,
+            )
             for r in results
         ]
     )
+
+
+def result_line(result: PutResult) -> str:
+    """A put's result as the binary produce answers it: `msg_id queue offset`, and a recall handle after them for a
+    delay message sent for later."""
+    handle = f" {result.recall_handle}" if result.recall_handle is not None else ""
+    return f"{result.msg_id} {result.queue} {result.queue_offset}{handle}\n"
+
+
+def recall(store: MessageStore, topic: str, handle: str) -> RecallResponse:
+    """Recall the delay message `handle` names (`MessageStore.recall`)."""
+    recalled = store.recall(topic, handle)
+    status = "already_recalled" if recalled.again else "recalled"
+    return RecallResponse(msg_id=recalled.msg_id, due_ms=recalled.due_ms, status=status)

@@ -36,7 +36,14 @@ from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import InvalidArgument, OffsetConflict, OffsetOutOfRange, TopicExists, TopicNotFound
 from tidemq_protocol.message import Message, StoredMessage
 from tidemq_protocol.push_target import shown_target
-from tidemq_protocol.record import MESSAGE_GROUP, addressed_to, encode_properties, message_group_of
+from tidemq_protocol.record import (
+    MESSAGE_GROUP,
+    TIMER_DELAY_MS,
+    TIMER_DELIVER_MS,
+    addressed_to,
+    encode_properties,
+    message_group_of,
+)
 from tidemq_protocol.retry import RetryPolicy
 from tidemq_store import MessageStore, TopicConfig
 from tidemq_store.model import PushSubscription
@@ -217,17 +224,22 @@ def _cleared(retries: PushRetries, pending: PendingRetry | None) -> None:
         retries.clear(pending)
 
 
+NOT_IN_A_LETTER = frozenset({MESSAGE_GROUP, TIMER_DELIVER_MS, TIMER_DELAY_MS})
+"""Properties of a message its dead letter leaves out: the letter's topic is neither FIFO nor DELAY."""
+
+
 def letter(message: StoredMessage, origin: dict[str, str]) -> Message:
     """The dead letter of `message`: its body, keys, tag and properties, and `origin` as properties, within a
     record's bounds (a message may already have as many properties, or as many bytes of them, as a record
     holds). When they do not all fit, `origin` stays whole and the message's own properties are kept, in order,
     while they fit (then, in the extreme, its keys go too); `DLQ_REASON` says what was left out. The original
     (`ORIGIN_MESSAGE_ID`) still has it all. A message's group is kept as `ORIGIN_MESSAGE_GROUP`: the
-    dead-letter topic is not FIFO."""
+    dead-letter topic is not FIFO. Nor is it DELAY: a delay message's due time is left out (its id is the
+    origin's, ORIGIN_MESSAGE_ID)."""
     group = message_group_of(message.properties)
     if group is not None:
         origin = {**origin, ORIGIN_MESSAGE_GROUP: group}
-    own = [(name, value) for name, value in message.properties.items() if name != MESSAGE_GROUP]
+    own = [(name, value) for name, value in message.properties.items() if name not in NOT_IN_A_LETTER]
     for keys in (message.keys, ()):
         for kept in range(len(own), -1, -1):
             properties = {**dict(own[:kept]), **origin}

@@ -33,6 +33,7 @@ def describe_topic(store: MessageStore, name: str, settings: Settings) -> TopicD
 
 
 TYPE_SETTINGS = {
+    MessageType.DELAY: ("timer_max_delay_ms",),
     MessageType.TRANSACTION: ("transaction_timeout_ms", "transaction_check_interval_ms", "transaction_check_max"),
 }
 """The server's settings each message type runs by, as a topic's description shows them."""

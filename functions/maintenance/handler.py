@@ -6,11 +6,14 @@
                    since the last run it returns at once, without a request to DynamoDB or S3. Its metric
                    TierUploadLagSeconds is the age of the oldest message it found not yet uploaded
     every hour     the constant input {"job": "retention"}: topic retention
+    every minute   the constant input {"job": "timers"}: every DELAY topic's due timer messages put on their topic
+                   (tidemq_store/serverless/timers.py; a consumer reading a DELAY topic moves them sooner). Its
+                   metric TimerMessagesMoved counts them
     every minute   the constant input {"job": "transactions"}: transactional messages' check-backs opened when due,
                    rolled back at the check limit, old outcomes pruned (functions/logic/transactions.py `sweep`)
 
-The embedded engine does the first two in its own threads (there a run reports `skipped`); the local servers run
-the transactions job on a timer for either backend.
+The embedded engine does the first two, and moves its due timers, in its own threads (there a run reports
+`skipped`); the local servers run the transactions job on a timer for either backend.
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ from pydantic import BaseModel, ConfigDict
 
 from functions.logic import transactions
 from functions.observability import instrumented, logger, metrics
+from functions.push.trigger import watch_moved_timers
 from functions.store import get_store
 from shared.settings import get_settings
+
+watch_moved_timers()  # the timers job moves due timers
 
 
 class MaintenanceEvent(BaseModel):
@@ -33,7 +39,7 @@ class MaintenanceEvent(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    job: Literal["upload", "retention", "transactions"] = "upload"
+    job: Literal["upload", "retention", "timers", "transactions"] = "upload"
 
 
 @event_parser(model=MaintenanceEvent)
@@ -52,6 +58,10 @@ def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
             "segments_deleted": cleaned.segments_deleted,
             "messages_expired": cleaned.messages_expired,
         }
+    elif event.job == "timers":
+        moved = store.timers.move_due()  # each topic's push delivery is set going as they move (functions.store)
+        metrics.add_metric(name="TimerMessagesMoved", unit=MetricUnit.Count, value=sum(moved.values()))
+        result = {"job": "timers", "moved": sum(moved.values()), "topics": len(moved)}
     else:
         report = store.maintain()
         metrics.add_metric(name="MessagesUploaded", unit=MetricUnit.Count, value=report.messages_uploaded)
@@ -69,7 +79,7 @@ def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
         }
     if result.get("failed"):
         logger.warning("maintenance left queues for the next run", extra=result)
-    elif any(result.get(name) for name in ("queues", "files_deleted", "messages_expired", "rolled_back")):
+    elif any(result.get(name) for name in ("queues", "files_deleted", "messages_expired", "rolled_back", "moved")):
         logger.info("maintenance done", extra=result)
     return result
 

@@ -3,6 +3,8 @@ invokes the maintenance function's handler as EventBridge would, with the same e
 
     every `maintenance_interval_s`  the scheduled event (events/maintenance_scheduled.json)
     every `clean_interval_s`        {"job": "retention"} (events/maintenance_retention.json)
+    every `timer_job_interval_s`    {"job": "timers"} (events/maintenance_timers.json), serverless only: the
+                                    embedded engine moves its due timers in its own thread
     every min(transaction timeout, check interval)
                                     {"job": "transactions"} (events/maintenance_transactions.json), with either
                                     backend: the embedded engine has no thread of its own for check-backs
@@ -50,6 +52,7 @@ class LocalSchedule:
         retention_every_s: float | None,
         context: Callable[[str], Any],
         transactions_every_s: float | None = None,
+        timers_every_s: float | None = None,
     ) -> None:
         """Each job runs every so many seconds; None: never (the embedded engine uploads and cleans itself)."""
         self.context = context
@@ -57,6 +60,7 @@ class LocalSchedule:
             (upload_every_s, scheduled_event),
             (retention_every_s, lambda: {"job": "retention"}),
             (transactions_every_s, lambda: {"job": "transactions"}),
+            (timers_every_s, lambda: {"job": "timers"}),
         ]
         self.jobs = [(every, event) for every, event in jobs if every is not None]
         self._stop = threading.Event()

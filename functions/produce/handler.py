@@ -1,6 +1,7 @@
 """Produce function: store a batch of messages, as JSON or in the compact binary batch encoding, and tell
-this process's push notifier (`functions.push.trigger.push_notifier`); transactional messages: send a half message,
-end it, and a producer group's long poll for its check-backs (functions/logic/transactions.py)."""
+this process's push notifier (`functions.push.trigger.push_notifier`); recall a delay message before it is due;
+transactional messages: send a half message, end it, and a producer group's long poll for its check-backs
+(functions/logic/transactions.py)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,12 @@ from functions.api.params import GroupInPath, MessageIdInPath, TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import produce, transactions
 from functions.observability import metrics
-from functions.push.trigger import push_notifier
+from functions.push.trigger import push_notifier, watch_moved_timers
 from functions.store import get_store
 from shared.settings import get_settings
 from tidemq_protocol import acl, codec
 from tidemq_protocol.acl import Action
-from tidemq_protocol.api.messages import ProduceRequest, ProduceResponse
+from tidemq_protocol.api.messages import ProduceRequest, ProduceResponse, RecallRequest, RecallResponse
 from tidemq_protocol.api.transactions import (
     MOST_CHECKS,
     EndTransactionRequest,
@@ -33,6 +34,7 @@ from tidemq_protocol.api.transactions import (
 from tidemq_protocol.errors import InvalidArgument
 
 app = new_resolver()
+watch_moved_timers()  # the embedded engine's mover runs in this process
 
 
 @app.post("/v1/topics/<topic>/messages", tags=["messages"], responses=responses(415, 400, 404, 409, 413, 503))
@@ -55,7 +57,8 @@ def produce_json(topic: TopicInPath, request: ProduceRequest) -> ProduceResponse
         413,
         503,
         ok_content={"text/plain": {"schema": {"type": "string"}}},
-        description="One line `msg_id queue offset` per message, in order.",
+        description="One line `msg_id queue offset` per message, in order; a delay message sent for later has offset"
+        " -1 and its recall handle after it (`msg_id queue -1 recall_handle`).",
     ),
     description=(
         f"Body: `{codec.RECORDS_CONTENT_TYPE}` (records the store appends as they are) or `{codec.CONTENT_TYPE}`"
@@ -85,8 +88,17 @@ def produce_binary(topic: TopicInPath):
     else:
         return unsupported_media_type(content_type)
     metrics.add_metric(name="MessagesProduced", unit=MetricUnit.Count, value=len(results))
-    body = "".join(f"{r.msg_id} {r.queue} {r.queue_offset}\n" for r in results)
+    body = "".join(produce.result_line(r) for r in results)
     return Response(200, content_types.TEXT_PLAIN, body)
+
+
+@app.post("/v1/topics/<topic>/recall", tags=["messages"], responses=responses(415, 404, 409))
+def recall(topic: TopicInPath, request: RecallRequest) -> RecallResponse:
+    """Recall a delay message before it is due, by the handle its produce answered: it is then never delivered
+    (RocketMQ 5.3's RecallMessage). A publish to the topic, as the ACL has it. 404: the handle names none of the
+    topic's timer messages; 409: too late, it was delivered."""
+    require((acl.topic(topic), Action.PUB))
+    return produce.recall(get_store(), topic, request.recall_handle)
 
 
 # ---- transactional messages ----------------------------------------------------------------------

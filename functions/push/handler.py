@@ -30,7 +30,7 @@ from tidemq_protocol.api.push import PushEvent
 from tidemq_protocol.clock import now_ms
 from tidemq_store import MessageStore
 
-from .trigger import invoke_push_function, push_notifier, subscribers
+from .trigger import invoke_push_function, push_notifier, subscribers, watch_moved_timers
 
 RESERVE_MS = 2000
 """Time kept back at the end of an invocation to hand over to the next one."""
@@ -81,4 +81,5 @@ def _handle(event: PushEvent, context: Any) -> dict[str, Any]:
     return push(get_store(), event, context)
 
 
+watch_moved_timers()  # a delivery's read of a DELAY topic moves its due timers (serverless)
 lambda_handler = instrumented(_handle, count="PushInvocations")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from functools import cache
 
+from functions import store as store_module
 from functions.logic.notifier import PushNotifier
 from functions.logic.targets import TargetRules, lambda_client
 from functions.observability import logger
@@ -62,6 +63,25 @@ def stop_worker() -> None:
         worker, _worker = _worker, None
     if worker is not None:
         worker.close()
+
+
+_watching = False
+
+
+def watch_moved_timers() -> None:
+    """Have this process set push delivery going whenever it puts due timer messages on their topic (tidemq_store/
+    timer: the embedded mover, or a serverless move by a consumer's read or the maintenance job), as a produce does.
+    The handlers whose process can move timers call it once, at import."""
+    global _watching
+    with _lock:
+        if _watching:
+            return
+        _watching = True
+    store_module.when_opened(lambda store: store.timers.add_moved_listener(_timers_moved))
+
+
+def _timers_moved(topic: str, count: int) -> None:
+    push_notifier().messages_stored(topic)
 
 
 def push_notifier() -> PushNotifier:

@@ -48,8 +48,8 @@ from tidemq_store import Backend
 
 def _start_schedule():
     """What AWS runs on EventBridge schedules runs here on timers (the maintenance function): with the serverless
-    backend upload to the cold tier, clean-up and retention (the embedded engine does its own); with either, the
-    transactional messages' check-backs."""
+    backend upload to the cold tier, clean-up, retention and due timer messages (the embedded engine does its own);
+    with either, the transactional messages' check-backs."""
     settings = get_settings()
     from functions.maintenance.schedule import LocalSchedule
 
@@ -57,7 +57,11 @@ def _start_schedule():
     if settings.backend is not Backend.SERVERLESS:
         return LocalSchedule(None, None, LocalContext, checks_every_s).start()
     return LocalSchedule(
-        settings.maintenance_interval_s, settings.clean_interval_s, LocalContext, checks_every_s
+        settings.maintenance_interval_s,
+        settings.clean_interval_s,
+        LocalContext,
+        checks_every_s,
+        timers_every_s=settings.timer_job_interval_s,
     ).start()
 
 

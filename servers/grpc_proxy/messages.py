@@ -4,8 +4,8 @@ a ReceiveMessage hands out.
 A sent message is stored as a TideMQ message with
     body              the body (a GZIP `body_encoding` decompressed first: the store keeps what the producer meant)
     tag, keys         the record's tag and keys
-    user_properties   its properties as they are (a name the broker writes itself is refused:
-                      ILLEGAL_MESSAGE_PROPERTY_KEY)
+    user_properties   its properties as they are (a name the broker writes itself, or a delay message's due
+                      time, is refused: ILLEGAL_MESSAGE_PROPERTY_KEY)
     message_id        the message's id (`Message.msg_id`, kept as MESSAGE_ID, RocketMQ's `UNIQ_KEY`), as RocketMQ has it
     message_group     the record's message group (a FIFO topic's messages each have one; the produce logic routes
                       the message to its group's queue, whatever queue the client had in mind)
@@ -38,6 +38,8 @@ from tidemq_protocol.record import (
     MESSAGE_ID,
     RESENT_FOR_GROUP,
     TAGS,
+    TIMER_DELAY_MS,
+    TIMER_DELIVER_MS,
     check_message_group,
     encode_properties,
 )
@@ -48,7 +50,9 @@ from .status import Code, Refused, about
 
 BROKER_WRITTEN = frozenset({KEYS, TAGS, MESSAGE_GROUP, MESSAGE_ID, RESENT_FOR_GROUP, DLQ_MESSAGE_ID})
 """Property names the broker writes itself: a producer may not set them."""
-RESERVED_PROPERTIES = BROKER_WRITTEN | frozenset(ORIGIN_PROPERTIES)
+DUE_TIME = frozenset({TIMER_DELIVER_MS, TIMER_DELAY_MS})
+"""A delay message's due time (tidemq_protocol.timer): RocketMQ's `delivery_timestamp`, not a user property."""
+RESERVED_PROPERTIES = BROKER_WRITTEN | frozenset(ORIGIN_PROPERTIES) | DUE_TIME
 SYSTEM_CARRIED = frozenset({MESSAGE_GROUP})
 """Properties a delivered message carries as system properties rather than user properties."""
 MAX_MESSAGE_ID = 128

@@ -73,6 +73,7 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
         "POST /v1/topics": {"name": unique("new")},
         "PATCH /v1/topics/{topic}": {"retention_ms": 60_000},
         "POST /v1/topics/{topic}/messages": {"messages": [{"body": "x"}]},
+        "POST /v1/topics/{topic}/recall": {"recall_handle": "djE"},
         "POST /v1/groups": {"name": unique("new")},
         "POST /v1/groups/{group}/offsets": {"topic": topic, "offsets": {"0": 0}},
         "POST /v1/groups/{group}/reset": {"topic": topic, "to": "earliest"},

@@ -79,6 +79,19 @@ def one_round(call: Caller, name: str) -> None:
     ).text.splitlines()
     assert [line.split()[1:] for line in lines] == [["1", "0"], ["1", "1"]]  # msg_id queue offset
 
+    # a delay message sent for later, on a DELAY topic of the round's own: recalled by its handle, once and again
+    at_later = {"topic": f"{name}-later"}
+    call("POST", "/v1/topics", 201, json={"name": at_later["topic"], "queues": 1, "message_type": "DELAY"})
+    later = {"messages": [{"body": f"{name}-later", "delay_ms": 3_600_000}]}
+    (timer,) = call("POST", "/v1/topics/{topic}/messages", path=at_later, json=later).json()["messages"]
+    assert timer["offset"] == -1
+    recall = {"recall_handle": timer["recall_handle"]}
+    recalled = call("POST", "/v1/topics/{topic}/recall", path=at_later, json=recall).json()
+    assert (recalled["msg_id"], recalled["status"]) == (timer["msg_id"], "recalled")
+    again = call("POST", "/v1/topics/{topic}/recall", path=at_later, json=recall).json()
+    assert (again["msg_id"], again["status"]) == (timer["msg_id"], "already_recalled")
+    call("DELETE", "/v1/topics/{topic}", 204, path=at_later)
+
     # consume both ways, and the queries
     read = call("GET", "/v1/topics/{topic}/queues/{queue}/messages", path={**at_topic, "queue": 0}).json()
     assert [(m["topic"], m["body"]) for m in read["messages"]] == [(topic, body) for body in bodies]

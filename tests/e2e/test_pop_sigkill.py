@@ -20,19 +20,14 @@ hold and why its check needs no clock slack):
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from servers.process import free_port, start_server, stop_server, wait_healthy
-from tests.gateways import signing_with
+from tests.gateways import RestartedGateway, restarted_gateway
 from tests.pop_consumer import ConsumerProcesses
 from tests.pop_deliveries import ACKED, Delivery, acked_bodies, by_message, exclusivity_faults, now_ms
 from tests.pop_producer import ProducerProcess
@@ -45,46 +40,10 @@ CONSUMER_OPTIONS = ("--invisible-ms", str(INVISIBLE_MS), "--wait-ms", "500", "--
 STARTUP_KILL_EVERY = 3  # every third kill lands at any moment of the start-up, recovery included
 
 
-class RestartedGateway:
-    """A gateway process on one port and one store, killed and started again. The port stays free between a kill and
-    the next start: free_port's ports lie below the ephemeral range, so no client connection takes it, and the
-    gateway binds it with SO_REUSEADDR (uvicorn's), past the killed one's connections in TIME_WAIT."""
-
-    def __init__(self, home: Path, **settings: str) -> None:
-        self.home, self.port = home, free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "TIDEMQ_PORT": str(self.port), "TIDEMQ_HOME": str(home), **settings}
-        self.log = home / "gateway.log"
-        home.mkdir(parents=True, exist_ok=True)
-        self.process: subprocess.Popen | None = None
-
-    def start(self, healthy: bool = True) -> None:
-        self.process = start_server(["-m", "servers.gateway"], self.env, self.log)
-        if healthy:
-            wait_healthy(self.process, self.url, self.log)
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        assert self.process.wait(timeout=60) == -signal.SIGKILL, self.log.read_text(errors="replace")[-3000:]
-
-    def stop(self) -> None:
-        if self.process is not None:
-            stop_server(self.process)
-
-
 @pytest.fixture(params=["embedded", "serverless"])
 def gateway(request, tmp_path) -> Iterator[RestartedGateway]:
-    settings = {"TIDEMQ_BACKEND": request.param, "TIDEMQ_POP_MIN_INVISIBLE_MS": "1000"}
-    if request.param == "serverless":
-        prefix = f"kill{uuid.uuid4().hex[:8]}"
-        settings |= {**request.getfixturevalue("local_aws").env, "TIDEMQ_DYNAMODB_PREFIX": prefix}
-    gateway = RestartedGateway(tmp_path / "data", **settings)
-    try:
-        gateway.start()
-        with signing_with(gateway.home / "credentials"):
-            yield gateway
-    finally:
-        gateway.stop()
+    with restarted_gateway(request, tmp_path, request.param, TIDEMQ_POP_MIN_INVISIBLE_MS="1000") as gateway:
+        yield gateway
 
 
 @pytest.mark.slow

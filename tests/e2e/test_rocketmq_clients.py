@@ -331,6 +331,9 @@ def test_bad_requests_answer_rocketmq_codes_and_change_nothing(proxy):
     unique = message("g-raw")
     unique.user_properties["UNIQ_KEY"] = "mine"
     assert send_code(unique) == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
+    due = message("g-raw")
+    due.user_properties["TIMER_DELAY_MS"] = "1000"  # a delay is delivery_timestamp's, not a user property's
+    assert send_code(due) == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
     empty = message("g-raw")
     empty.body = b""
     assert send_code(empty) == pb.MESSAGE_BODY_EMPTY

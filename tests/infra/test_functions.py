@@ -137,7 +137,12 @@ def test_the_maintenance_function_runs_on_its_schedules(synthesized, functions_b
         jobs[MaintenanceEvent.model_validate(event).job] = rule["Properties"]["ScheduleExpression"]
         assert "DeadLetterConfig" in target
     assert set(jobs) == set(typing.get_args(MaintenanceEvent.model_fields["job"].annotation))
-    assert jobs == {"upload": "rate(1 minute)", "retention": "rate(1 hour)", "transactions": "rate(1 minute)"}
+    assert jobs == {
+        "upload": "rate(1 minute)",
+        "retention": "rate(1 hour)",
+        "timers": "rate(1 minute)",
+        "transactions": "rate(1 minute)",
+    }
 
 
 def test_the_vpc_has_no_nat_gateway_and_gateway_endpoints_for_s3_and_dynamodb(synthesized):

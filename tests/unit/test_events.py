@@ -28,6 +28,7 @@ from tidemq_protocol.api.users import UserSpec
 from tidemq_protocol.kv import NamespaceConfig
 from tidemq_protocol.message import Message, MessageType
 from tidemq_protocol.push import PushSpec
+from tidemq_protocol.record import TIMER_DELAY_MS
 from tidemq_store import GroupConfig, TopicConfig
 from tidemq_store.model import PushSubscription
 
@@ -40,6 +41,7 @@ MAINTENANCE_SAMPLES = [
     EVENTS / "maintenance_scheduled.json",
     EVENTS / "maintenance_transactions.json",
 ]
+TIMERS_SAMPLE = EVENTS / "maintenance_timers.json"
 
 
 @pytest.fixture
@@ -48,7 +50,8 @@ def seeded_store(tmp_path, monkeypatch):
     `workers` (which pops: a group does not pop the topic it pushes), message `order-1001` (and a dead letter of it,
     as if billing had failed it), KV namespace `settings` holding `feature/dark-mode` at version 1, super user
     `operator` (whom the samples' Lambda authorizer vouches for, as API Gateway passes it on) and user
-    `retired-service`; TRANSACTION topic `transfers` with a half message of producer group `checkout`."""
+    `retired-service`; DELAY topic `reminders`; TRANSACTION topic `transfers` with a half message of producer group
+    `checkout`."""
     monkeypatch.setenv("TIDEMQ_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     monkeypatch.setenv("TIDEMQ_PUSH_TARGET_TIMEOUT_S", "5")  # the push function's 30 s must fit a call
@@ -60,6 +63,7 @@ def seeded_store(tmp_path, monkeypatch):
         GroupConfig(name="billing", push=PushSubscription(topic="orders", target="python:tests.push_targets:accept"))
     )
     store.create_group(GroupConfig(name="workers"))
+    store.create_topic(TopicConfig(name="reminders", queues=1, message_type=MessageType.DELAY))
     first = store.put("orders", [Message(b"order 1001 created", keys=("order-1001",), tag="created")])[0]
     dead_letter(store, "billing", store.get("orders", first.queue, first.queue_offset, 1).messages, 16, "failed")
     store.kv.create_namespace(NamespaceConfig("settings"))
@@ -81,7 +85,7 @@ def test_every_route_has_a_sample_event():
 
 
 def test_every_sample_event_is_an_http_event_or_the_push_or_maintenance_functions():
-    assert sorted(set(SAMPLES) - set(HTTP_SAMPLES)) == sorted([PUSH_SAMPLE, *MAINTENANCE_SAMPLES])
+    assert sorted(set(SAMPLES) - set(HTTP_SAMPLES)) == sorted([PUSH_SAMPLE, *MAINTENANCE_SAMPLES, TIMERS_SAMPLE])
 
 
 @pytest.mark.parametrize("path", HTTP_SAMPLES, ids=lambda p: p.stem)
@@ -94,6 +98,9 @@ def test_sample_event_is_served_by_its_handler(seeded_store, path):
     if "{receipt_handle}" in (event.get("body") or ""):  # a pop sample names a delivery: one made for it
         (held,) = pop.receive(store_module.get_store(), get_settings(), "workers", "orders", 1, None, 0, None)
         event = {**event, "body": event["body"].replace("{receipt_handle}", held.receipt_handle)}
+    if "{recall_handle}" in (event.get("body") or ""):  # a recall sample names a delay message: one sent for it
+        (sent,) = store_module.get_store().put("reminders", [Message(b"later", properties={TIMER_DELAY_MS: "60000"})])
+        event = {**event, "body": event["body"].replace("{recall_handle}", sent.recall_handle)}
     route = next(r for r in routes() if r.route_key == event["routeKey"])
     response = handler_for(route.function)(event, LocalContext(f"tidemq-{route.function}"))
     assert 200 <= response["statusCode"] < 300, response
@@ -137,6 +144,14 @@ def test_maintenance_sample_events_run_their_jobs(seeded_store):
         "rolled_back": 0,
         "outcomes_pruned": 0,
     }
+
+
+def test_the_timers_sample_event_moves_due_timer_messages(seeded_store):
+    store = store_module.get_store()
+    store.put("reminders", [Message(b"due", properties={TIMER_DELAY_MS: "0"})])  # due at once
+    result = maintenance_function.lambda_handler(SAMPLES[TIMERS_SAMPLE], LocalContext("tidemq-maintenance"))
+    assert result["job"] == "timers"  # the embedded engine's own mover may have been first: it moved it once
+    assert store.queue_offsets("reminders")[0].max_offset == 1
 
 
 def test_one_handler_serves_binary_bodies_base64_from_api_gateway_and_as_bytes_from_the_local_gateway(seeded_store):

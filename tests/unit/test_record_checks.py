@@ -503,7 +503,7 @@ def test_message_ids_are_position_then_size_in_24_lowercase_hex_digits():
 def test_properties_encode_as_rocketmq_pairs_and_decode_back(keys, tag, properties, encoded):
     assert encode_properties(keys, tag, properties) == encoded
     assert decode_properties(encoded) == (keys, tag, properties)
-    assert check_properties(encoded) == (keys, tag, properties.get(MESSAGE_GROUP))
+    assert check_properties(encoded) == (keys, tag, properties.get(MESSAGE_GROUP), properties)
 
 
 @pytest.mark.parametrize(

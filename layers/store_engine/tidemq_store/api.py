@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from tidemq_protocol.errors import QueuesCannotShrink
 from tidemq_protocol.filter import MessageFilter
 from tidemq_protocol.message import Message, StoredMessage
+from tidemq_protocol.timer import parse_recall_handle
 
 from .acl import UserRecord
 from .errors import StoreClosed
@@ -43,6 +44,7 @@ from .model import (
 )
 from .pop.api import PopLedger
 from .reads import QueueRead, ReadRequest
+from .timer.api import Recalled, TimerStore
 from .transactions.api import TransactionLog
 
 UNSET = object()
@@ -335,6 +337,30 @@ class MessageStore(ABC):
         if self._pop_ledger is not None:
             self._pop_ledger.close()
             self._pop_ledger = None
+
+    # ---- delay and timer messages (timer/) ----------------------------------------------------------
+
+    _timers: TimerStore | None = None
+
+    @property
+    def timers(self) -> TimerStore:
+        """The store's timer messages (timer/api.py): a DELAY topic's messages sent for later, until they are due."""
+        if self._timers is None:
+            with _OPENING:
+                if self._timers is None:
+                    self._timers = self.open_timers()
+        return self._timers
+
+    def open_timers(self) -> TimerStore:
+        """The backend's TimerStore."""
+        raise NotImplementedError(f"{type(self).__name__} has no timer messages")
+
+    def recall(self, topic: str, handle: str) -> Recalled:
+        """Recall the timer message of `topic` that `handle` names (a put's `recall_handle`) before it is due, so that
+        it is never delivered (RocketMQ 5.3's RecallMessage): TimerDelivered if it was delivered already,
+        TimerNotFound if the handle names none of the topic's; a recall sent again answers as the first did."""
+        self.get_topic(topic)
+        return self.timers.recall(topic, parse_recall_handle(handle, topic))
 
     # ---- transactional messages (transactions/) ---------------------------------------------------
 

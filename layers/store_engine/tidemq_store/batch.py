@@ -8,8 +8,10 @@ Either way each message must fit its topic's message type (RocketMQ 5's, `Messag
 message carries a message group and is in its group's queue (`key_queue`: a record that lets the broker choose
 goes there), so a group's messages are in one queue in the order they were put; on any other topic none carries
 one. A TRANSACTION topic takes half messages only (a transaction's first step, transactions/api.py), and only a
-TRANSACTION topic takes them. A message that does not fit refuses its batch (MessageTypeMismatch, naming the
-topic's type).
+TRANSACTION topic takes them. On a DELAY topic every message says when it is due (TIMER_DELIVER_MS or
+TIMER_DELAY_MS: tidemq_protocol.timer), and on any other none does. A message that does not fit refuses its batch
+(MessageTypeMismatch, naming the topic's type). A producer's properties never carry a message's id (MESSAGE_ID:
+`encode_properties` refuses it, and so `check_properties`); the broker adds it (`Message.msg_id`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tidemq_protocol.record import (
     stamp,
     with_message_id,
 )
+from tidemq_protocol.timer import has_delivery
 
 from .config import StoreConfig
 from .model import TopicConfig
@@ -89,9 +92,11 @@ def _check_total(limits: StoreConfig, total: int) -> None:
         raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
 
 
-def check_message_type(config: TopicConfig, index: int, group: str | None, queue: int, half: bool = False) -> None:
+def check_message_type(
+    config: TopicConfig, index: int, group: str | None, queue: int, half: bool = False, delivery: bool = False
+) -> None:
     """MessageTypeMismatch unless message `index` (of message group `group`, in `queue`; `half`: a transaction's
-    half message) fits the topic's type (see the module docstring)."""
+    half message; `delivery`: saying when it is due) fits the topic's type (see the module docstring)."""
     kind = config.message_type
     if half != (kind is MessageType.TRANSACTION):
         raise MessageTypeMismatch(
@@ -101,6 +106,8 @@ def check_message_type(config: TopicConfig, index: int, group: str | None, queue
             else f"message {index} is not a half message; topic {config.name!r} is TRANSACTION: send it in a"
             f" transaction (POST /v1/topics/{config.name}/transactions)"
         )
+    if delivery != (kind is MessageType.DELAY):
+        _check_delivery(config, index, delivery)
     if kind is MessageType.FIFO:
         if group is None:
             raise MessageTypeMismatch(
@@ -116,6 +123,18 @@ def check_message_type(config: TopicConfig, index: int, group: str | None, queue
             f"message {index} has message_group {group!r}; topic {config.name!r} is {kind.value}: only a FIFO"
             " topic takes message groups"
         )
+
+
+def _check_delivery(config: TopicConfig, index: int, delivery: bool) -> None:
+    if delivery:
+        raise MessageTypeMismatch(
+            f"message {index} has a delivery time; topic {config.name!r} is {config.message_type.value}: only a DELAY"
+            " topic takes delay messages"
+        )
+    raise MessageTypeMismatch(
+        f"message {index} has no delivery time; topic {config.name!r} is DELAY: each of its messages needs one"
+        " (delivery_time_ms or delay_ms)"
+    )
 
 
 def validate_batch(
@@ -139,7 +158,10 @@ def validate_batch(
             body = bytes(body)
         if type(queue) is not int or not 0 <= queue < queues:
             raise QueueOutOfRange(config.name, queue, queues)
-        check_message_type(config, index, message_group_of(message.properties), queue, half)
+        properties = message.properties
+        check_message_type(
+            config, index, message_group_of(properties), queue, half, bool(properties) and has_delivery(properties)
+        )
         props = b""
         if keys or tag is not None or message.properties or message.msg_id is not None:
             try:
@@ -181,15 +203,16 @@ def validate_records(limits: StoreConfig, config: TopicConfig, records: bytes, d
             raise MessageTooLarge(
                 f"message {index} is {size - fixed} bytes (body and properties); the limit is {max_size}"
             )
-        message_keys, tag, group = (), None, None
+        message_keys, tag, group, delivery = (), None, None, False
         if props:
             try:
-                message_keys, tag, group = check_properties(props)
+                message_keys, tag, group, properties = check_properties(props)
             except InvalidArgument as error:
                 raise InvalidArgument(f"record {index}: {error}") from None
+            delivery = has_delivery(properties)
         if queue == ANY_QUEUE:
             queue = default_queue if group is None else key_queue(group, queues)
-        check_message_type(config, index, group, queue)
+        check_message_type(config, index, group, queue, delivery=delivery)
         chosen.append(queue)
         tag_codes.append(tag_hash(tag) if tag else 0)
         keys.append(message_keys)

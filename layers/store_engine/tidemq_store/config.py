@@ -12,6 +12,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tidemq_protocol.timer import DEFAULT_MAX_DELAY_MS, MAX_DELAY_MS
+
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
@@ -116,6 +118,25 @@ class StoreConfig(BaseSettings):
     )
     dynamodb_prefix: str = Field(
         default="tidemq", pattern=r"^[A-Za-z0-9_.-]{1,200}$", description="serverless: DynamoDB table name prefix."
+    )
+
+    timer_max_delay_ms: int = Field(
+        default=DEFAULT_MAX_DELAY_MS,
+        ge=0,
+        le=MAX_DELAY_MS,
+        description="Longest delay a delay message may have: its delivery time at most this far ahead (3 days; at "
+        "most 40).",
+    )
+    timer_outcome_retention_ms: int = Field(
+        default=DEFAULT_MAX_DELAY_MS,
+        ge=0,
+        description="How long past its due time a delivered or recalled timer's outcome is kept, so that a recall of "
+        "it says too late (delivered) or recalled.",
+    )
+    timer_poll_ms: int = Field(
+        default=100,
+        ge=1,
+        description="serverless: a consumer of a DELAY topic moves its due timers at most this often (per process).",
     )
 
     @property

@@ -139,10 +139,14 @@ class GroupConfig(BaseModel):
 
 @dataclass(slots=True)
 class PutResult:
+    """Where a put's message went. A timer message (a DELAY topic's, due later) is on no queue yet: its queue_offset
+    is -1 until it is delivered, and `recall_handle` recalls it until then (None for every other message)."""
+
     msg_id: str
     queue: int
     queue_offset: int
     store_timestamp: int
+    recall_handle: str | None = None
 
 
 @dataclass(slots=True, frozen=True)

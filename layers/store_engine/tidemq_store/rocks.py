@@ -3,6 +3,7 @@ progress use it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from rocksdict import BlockBasedOptions, ColumnFamily, Options, Rdict
@@ -21,17 +22,24 @@ class Families:
     """`views[name]` reads and writes one family; `handles[name]` targets it inside a WriteBatch."""
 
     def __init__(
-        self, path: Path, names: tuple[str, ...], *, atomic_flush: bool = False, retired: tuple[str, ...] = ()
+        self,
+        path: Path,
+        names: tuple[str, ...],
+        *,
+        atomic_flush: bool = False,
+        retired: tuple[str, ...] = (),
+        tuned: Callable[[], Options] = family_options,
     ) -> None:
         """Open (or create) the database with the families `names`; families in `retired` (kept by an older
-        version, no longer used) are dropped if the database has them."""
-        options = family_options()
+        version, no longer used) are dropped if the database has them. `tuned` makes the options of the database and
+        of each family (default: `family_options`)."""
+        options = tuned()
         options.create_if_missing(True)
         options.create_missing_column_families(True)
         options.set_atomic_flush(atomic_flush)
         found = set(Rdict.list_cf(str(path))) if (path / "CURRENT").exists() else set()
         present = [name for name in retired if name in found]  # RocksDB opens only with every family named
-        families = {name: family_options() for name in (*names, *present)}
+        families = {name: tuned() for name in (*names, *present)}
         self.db = Rdict(str(path), options, column_families=families)
         for name in present:
             self.db.drop_column_family(name)

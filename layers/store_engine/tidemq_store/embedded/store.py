@@ -9,6 +9,7 @@ Layout under `StoreConfig.home`:
     metadata/      RocksDB: topics, groups, consumer offsets, users (see metadata.py)
     checkpoint     where ConsumeQueue replay starts (see consumequeue.Checkpoint)
     kv/            RocksDB: the KV namespaces' entries (see kv.py)
+    timers/        RocksDB: timer messages not yet due, and the outcomes of those that were (see timers.py)
     transactions/  RocksDB: transactional messages, half messages and outcomes (see transactions.py)
 
 Write path (one writer at a time, under `_write_lock`): validate the whole batch, assign queue
@@ -25,6 +26,7 @@ they share (parts.py):
     admin.py        topics, groups and consumer offsets, users (under the same write lock)
     retention.py    expiry, segment deletion and release, the background round (checkpoints and retention)
     recovery.py     checkpoints, and the replay of the log into the ConsumeQueue when the store opens
+    timers.py       a DELAY topic's messages sent for later, and the mover that puts them on their topic when due
     transactions.py the transaction log: half messages, their commit or rollback, and check-back
     replication.py  a slave's log as a copy of its master's (RIP-31; replica.py owns the chunk format)
 """
@@ -36,7 +38,8 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 
 from tidemq_protocol import clock
 from tidemq_protocol.errors import (
@@ -47,21 +50,23 @@ from tidemq_protocol.errors import (
     StoreFailed,
     TopicNotFound,
 )
-from tidemq_protocol.message import Message, StoredMessage
-from tidemq_protocol.record import decode_message, message_id, parse_message_id, read_by_id
+from tidemq_protocol.message import Message, MessageType, StoredMessage
+from tidemq_protocol.record import decode_message, is_timer_id, message_id, parse_message_id, read_by_id
 
 from ..api import MessageStore
 from ..batch import ValidatedBatch, validate_batch, validate_records
-from ..config import StoreConfig
+from ..config import FlushDiskType, StoreConfig
 from ..cq_entry import CqEntries
 from ..errors import StoreLocked
 from ..hot import HotStore, PutListener, QueueExtent, StoredBatch
 from ..kv.api import KeyValueStore
-from ..model import PutResult, QueueOffsets, check_page_limit, check_queue
+from ..model import PutResult, QueueOffsets, TopicConfig, check_page_limit, check_queue
 from ..pop.api import PopLedger
 from ..reads import ReadRequest, RunsRead, check_read
 from ..selection import scan_size, select_runs
 from ..threads import background_thread
+from ..timer.api import TimerStore
+from ..timer.plan import put_delayed
 from .admin import MetadataOperations
 from .commitlog import CommitLog
 from .consumequeue import Checkpoint, ConsumeQueueStore
@@ -104,21 +109,41 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         self._stop = threading.Event()
         self._maintenance = background_thread(self._maintain, "store-maintenance")
         self._maintenance.start()
+        from .timers import RocksTimers
+
+        self._timers = RocksTimers(self, home / "timers", config.flush_disk_type is FlushDiskType.SYNC)
+        self._timers.start()
 
     # ---- put -------------------------------------------------------------------------------------
 
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
-        return self._append(topic, validate_batch(self.config, self.get_topic(topic), messages))
+        config = self.get_topic(topic)
+        return self._store(config, validate_batch(self.config, config, messages))
 
     def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
-        return self._append(topic, validate_records(self.config, self.get_topic(topic), records, default_queue))
+        config = self.get_topic(topic)
+        return self._store(config, validate_records(self.config, config, records, default_queue))
+
+    def _store(self, config: TopicConfig, batch: ValidatedBatch) -> list[PutResult]:
+        """Append a checked batch, or keep it until due (a DELAY topic's messages sent for later: timers.py)."""
+        if config.message_type is MessageType.DELAY:
+            append = partial(self._append, config.name)
+            return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms())
+        return self._append(config.name, batch)
 
     def append_batch(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
         """Append a batch checked already, as it is (the transaction log's committed messages: their type is the
         topic's, and their records name their ids)."""
         return self._append(topic, batch)
 
-    def _append(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
+    def append_due(self, topic: str, batch: ValidatedBatch, intent: Callable[[int], None]) -> list[PutResult]:
+        """Append the records of due timers (timers.py), calling `intent` with the position they will start at
+        just before, under the write lock: nothing else is appended between the two."""
+        return self._append(topic, batch, intent)
+
+    def _append(
+        self, topic: str, batch: ValidatedBatch, intent: Callable[[int], None] | None = None
+    ) -> list[PutResult]:
         with self._write_lock:
             self._check_open()
             if self.meta.get_topic(topic) is None:  # deleted while we validated
@@ -127,6 +152,8 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
             next_offsets: dict[int, int] = {}
             offsets, positions = [], []
             start = position = self.commitlog.written_position
+            if intent is not None:
+                intent(start)
             for queue, size in zip(batch.queues, batch.sizes, strict=True):
                 offset = next_offsets.get(queue)
                 if offset is None:
@@ -238,6 +265,8 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         return self.cq.first_offset(topic, queue, low, high, lambda e: e.store_timestamp >= timestamp_ms)
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
+        if is_timer_id(msg_id):
+            return self.timers.message(msg_id.lower())
         position, size = parse_message_id(msg_id)
         if position >= TX_ID_BASE:  # a half message's id, which its committed message keeps
             return self.transactions.committed_message(msg_id)
@@ -310,6 +339,9 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
 
         return EmbeddedKeyValueStore(store, self.config.home / "kv", self.config.metadata_sync)
 
+    def open_timers(self) -> TimerStore:
+        return self._timers
+
     def open_pop_ledger(self) -> PopLedger:
         from ..pop.known import KnownLedgers
         from .pop import RocksPopLedger
@@ -323,6 +355,7 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
     def close(self) -> None:
         if self._closed:
             return
+        self._timers.close()  # its mover appends: it stops first
         self.close_transactions()
         self.close_kv()
         self.close_pop_ledger()

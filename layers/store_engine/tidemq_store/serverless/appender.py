@@ -1,46 +1,67 @@
 """The serverless backend's put: a batch validated against its topic, appended to this process's segment file
 (segments.py: each queue's records together, one write and one fsync), then sequenced all or nothing
-(queue_index.py), and only then acknowledged, each message with its id (file and place) and its offset.
+(queue_index.py), and only then acknowledged, each message with its id (file and place) and its offset. A DELAY
+topic's batch is kept until due instead (timers.py), which appends it here then.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tidemq_protocol import clock
 from tidemq_protocol.errors import QueueOutOfRange
-from tidemq_protocol.message import Message
+from tidemq_protocol.message import Message, MessageType
 from tidemq_protocol.record import message_id
 
 from ..batch import ValidatedBatch, validate_batch, validate_records
 from ..config import StoreConfig
-from ..model import PutResult, check_queue
+from ..model import PutResult, TopicConfig, check_queue
 from .metadata import Metadata
 from .queue_index import BatchRef, ExtraWrite, QueueIndex, QueueMissing
 from .segments import SegmentWriter, physical_offset
 
+Delayed = Callable[[TopicConfig, ValidatedBatch], list[PutResult]]
+"""What stores a DELAY topic's checked batch (timer/plan.py `put_delayed`, over the store's timers)."""
+Also = Callable[[list[str]], ExtraWrite]
+"""Given a batch's message ids (where its records will be), the writes to make with its sequencing."""
+
 
 class Appender:
-    """Puts of one process: into its `writer`'s segment files, sequenced in `index`."""
+    """Puts of one process: into its `writer`'s segment files, sequenced in `index`; a DELAY topic's batches go to
+    `delayed`."""
 
-    def __init__(self, config: StoreConfig, metadata: Metadata, writer: SegmentWriter, index: QueueIndex) -> None:
+    def __init__(
+        self, config: StoreConfig, metadata: Metadata, writer: SegmentWriter, index: QueueIndex, delayed: Delayed
+    ) -> None:
         self.config, self.metadata, self.writer, self.index = config, metadata, writer, index
+        self.delayed = delayed
 
     def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
+        config = self.metadata.cached_topic(topic)
         try:
-            batch = validate_batch(self.config, self.metadata.cached_topic(topic), messages)
+            batch = validate_batch(self.config, config, messages)
         except QueueOutOfRange:
-            batch = validate_batch(self.config, self.metadata.cached_topic(topic, fresh=True), messages)
-        return self._append(topic, batch)
+            config = self.metadata.cached_topic(topic, fresh=True)
+            batch = validate_batch(self.config, config, messages)
+        return self._store(config, batch)
 
     def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
+        config = self.metadata.cached_topic(topic)
         try:
-            batch = validate_records(self.config, self.metadata.cached_topic(topic), records, default_queue)
+            batch = validate_records(self.config, config, records, default_queue)
         except QueueOutOfRange:
-            batch = validate_records(self.config, self.metadata.cached_topic(topic, fresh=True), records, default_queue)
-        return self._append(topic, batch)
+            config = self.metadata.cached_topic(topic, fresh=True)
+            batch = validate_records(self.config, config, records, default_queue)
+        return self._store(config, batch)
 
-    def _append(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
+    def _store(self, config: TopicConfig, batch: ValidatedBatch) -> list[PutResult]:
+        if config.message_type is MessageType.DELAY:
+            return self.delayed(config, batch)
+        return self.append(config.name, batch)
+
+    def append(self, topic: str, batch: ValidatedBatch, also: Also | None = None) -> list[PutResult]:
+        """Append a checked batch; `also` adds writes to make with its sequencing or not at all
+        (`QueueIndex.sequence`: ItemChanged when one of their conditions fails)."""
         by_queue: dict[int, list[int]] = {}
         for index, queue in enumerate(batch.queues):
             by_queue.setdefault(queue, []).append(index)
@@ -56,20 +77,23 @@ class Appender:
             has_keys = any(batch.keys[index] for index in indexes)
             parts[queue] = BatchRef(0, len(indexes), appended.file, at, length, store_timestamp, has_keys)
             at += length
-        firsts = self.sequence(topic, parts)
-        results: list[PutResult | None] = [None] * len(batch)
+        ids: list[str] = [""] * len(batch)
         for queue, part in parts.items():
             at = part.position
+            for index in by_queue[queue]:
+                ids[index] = message_id(physical_offset(appended.file, at), batch.sizes[index])
+                at += batch.sizes[index]
+        firsts = self.sequence(topic, parts, also(ids) if also is not None else None)
+        results: list[PutResult | None] = [None] * len(batch)
+        for queue in parts:
             for i, index in enumerate(by_queue[queue]):
-                size = batch.sizes[index]
-                msg_id = message_id(physical_offset(appended.file, at), size)
-                results[index] = PutResult(msg_id, queue, firsts[queue] + i, store_timestamp)
-                at += size
+                results[index] = PutResult(ids[index], queue, firsts[queue] + i, store_timestamp)
         return results  # type: ignore[return-value]
 
     def sequence(self, topic: str, parts: dict[int, BatchRef], also: ExtraWrite | None = None) -> dict[int, int]:
         """Give each queue's part of the batch its offsets, all or none (queue_index.py); the first of each.
-        `also`: another item's conditional write in the same transaction (a transaction's commit)."""
+        `also`: other items' conditional writes in the same transaction (a transaction's commit, due timers'
+        deletions)."""
         try:
             return self.index.sequence(topic, parts, also)
         except QueueMissing as missing:  # a queue's first put, or the topic is gone (or lost it): look again

@@ -12,11 +12,11 @@
    - move the hot boundary (`hot_offset`) over what is uploaded and older than `efs_hot_ms`, clear
      `dirty` if nothing arrived meanwhile, release the lease: one conditional UpdateItem;
    - delete the `batches` items below the new boundary (readers go to the tier there).
-2. Deleting files. A segment file nobody has written for `efs_segment_grace_s` whose name the `by_file`
-   index no longer shows is deleted: what it held is in the tier, expired, or was never sequenced (a
-   writer that died between its append and its sequencing). Skipped when an upload failed (its queue may
-   still point into files), and for files whose entries this run itself indexed (the index is
-   eventually consistent).
+2. Deleting files. A segment file nobody has written for `efs_segment_grace_s` whose name neither `by_file`
+   index (the batches', the pending timers') shows is deleted: what it held is in the tier, expired, was never
+   sequenced (a writer that died between its append and its sequencing) or was a timer since moved or recalled.
+   Skipped when an upload failed (its queue may still point into files), and for files whose entries this run
+   itself indexed (the index is eventually consistent).
 3. Retention (`retention`, its own schedule): per queue, expired cold segments are deleted and
    `min_offset` moves past expired batches.
 
@@ -99,7 +99,7 @@ class Maintenance:
         skip_margin_s: float = SKIP_MARGIN_S,
     ) -> None:
         self.config, self.metadata, self.index, self.segments, self.tier = config, metadata, index, segments, tier
-        self.queues, self.batches = tables.queues, tables.batches
+        self.queues, self.batches, self.timers = tables.queues, tables.batches, tables.timers
         self.skip_margin_s = skip_margin_s
         self.marker = config.efs_directory / "maintenance.json"
 
@@ -281,6 +281,8 @@ class Maintenance:
                 continue
             if next(iter(by_file.query(entry.name, limit=1)), None) is not None:
                 continue  # still hot: the upload that moves its batches cold makes the next run look again
+            if next(iter(self.timers.by_file.query(entry.name, limit=1)), None) is not None:
+                continue  # a timer not yet due has its record there (timers.py): its move makes a run look again
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)
                 deleted += 1

@@ -44,9 +44,10 @@ Why it is safe:
   conflicting transaction) reads again and retries, with jittered backoff. Transactions return no values,
   hence the read; and under contention they retry where step 1 never does, so they are kept to the batches
   that need them.
-- A batch sequenced on a condition of another item (`sequence(..., also=)`: a transaction's commit, which records
-  its outcome in the same write, transactions.py) is sequenced the same way, by one transaction that also
-  writes that item: the batch gets its offsets exactly when that item's condition holds (else ItemChanged).
+- A batch sequenced on a condition of other items (`sequence(..., also=)`: a transaction's commit, which records
+  its outcome in the same write, transactions.py; due timers, deleted from the timers table in the same write,
+  timers.py) is sequenced the same way, by one transaction that also writes those items: the batch gets its
+  offsets exactly when their conditions hold (else ItemChanged).
 
 Cost: one request per batch, plus two per TRIM_EVERY (16) batches for indexing: 1.125 requests a batch,
 whatever the concurrency (two for a batch spread over several queues, more when it has to retry). The
@@ -123,12 +124,12 @@ EMPTY = QueueState(0, 0, 0, 0, [], False)
 
 
 ExtraWrite = Callable[[TransactWrite, dict[int, int]], None]
-"""Adds one item's conditional write to a sequencing transaction, given each queue's first offset in it."""
+"""Adds conditional writes of other items to a sequencing transaction, given each queue's first offset in it."""
 
 
 class ItemChanged(Exception):
-    """The condition of the item a batch was to be sequenced with (`sequence(..., also=)`) did not hold: nothing
-    was written."""
+    """A condition of the other items' writes a batch was to be sequenced with (`sequence(..., also=)`) did not
+    hold: nothing was written (the batch's records lie in their file, referenced by nothing)."""
 
 
 class QueueMissing(Exception):
@@ -167,8 +168,8 @@ class QueueIndex:
     def sequence(self, topic: str, parts: dict[int, BatchRef], also: ExtraWrite | None = None) -> dict[int, int]:
         """Step 1 (and, when its turn, 3) of the protocol for a batch whose part in queue q is `parts[q]`: every
         part gets its offsets, or none does; return each part's first offset. QueueMissing names the queues
-        that have no item yet. `also`: in the same transaction, the write of another item (ItemChanged if its
-        condition fails)."""
+        that have no item yet. `also` adds writes of other items to the sequencing, made with it or not at all (in
+        its transaction, whatever the batch's queues): ItemChanged if one of their conditions fails."""
         if len(parts) == 1 and also is None:
             ((queue, batch),) = parts.items()
             return {queue: self._sequence_alone(topic, queue, batch)}
@@ -212,9 +213,9 @@ class QueueIndex:
                             queues(queue_key(topic, queue)), actions, condition=queues.next_offset == seen
                         )
                     if also is not None:
-                        also(transaction, {queue: state.next_offset for queue, state in states.items()})  # the last
+                        also(transaction, {queue: state.next_offset for queue, state in states.items()})
             except TransactWriteError as error:
-                if also is not None and _failed_last(error):
+                if also is not None and _failed_beyond(error, len(parts)):
                     raise ItemChanged() from None
                 if not raced(error):
                     raise
@@ -439,10 +440,10 @@ def raced(error: TransactWriteError) -> bool:
     )
 
 
-def _failed_last(error: TransactWriteError) -> bool:
-    """Whether the condition of a transaction's last item failed."""
-    reasons = error.cancellation_reasons or []
-    return bool(reasons) and reasons[-1] is not None and reasons[-1].code == "ConditionalCheckFailed"
+def _failed_beyond(error: TransactWriteError, first: int) -> bool:
+    """Whether the condition of one of a transaction's items from index `first` on failed."""
+    reasons = (error.cancellation_reasons or [])[first:]
+    return any(reason is not None and reason.code == "ConditionalCheckFailed" for reason in reasons)
 
 
 def is_conditional(error: Exception) -> bool:

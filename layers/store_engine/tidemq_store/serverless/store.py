@@ -7,8 +7,9 @@ directory (EFS in AWS) and DynamoDB, with no process that owns a queue (RIP-20's
     appender.py     the put: a batch appended to the writer's segment file, then sequenced
     segments.py     the records: each writer's own files on the shared directory
     queue_index.py  the sequencing protocol: offsets, dense and ordered, from one DynamoDB write per batch
-    tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches, pop_ledger, transactions
+    tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches, pop_ledger, timers, transactions
     pop.py          the pop groups' ledgers (pop consumption's state)
+    timers.py       a DELAY topic's messages sent for later, moved onto their topic when due
     transactions.py transactional messages: half messages in the segment files, their state in DynamoDB
     cold.py         the cold tier as this backend reads it
     maintenance.py  the scheduled run: upload to the cold tier, retention, deleting unreferenced files
@@ -25,7 +26,9 @@ queue's hot boundary it reads the cold tier instead (maintenance.py moves messag
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from tidemq_protocol import clock
@@ -36,11 +39,20 @@ from tidemq_protocol.errors import (
     QueueOutOfRange,
 )
 from tidemq_protocol.filter import MessageFilter, SqlFilter, selected_records
-from tidemq_protocol.message import Message, StoredMessage
-from tidemq_protocol.record import decode_records, parse_message_id, queue_offset_at, read_by_id, rebase, record_starts
+from tidemq_protocol.message import Message, MessageType, StoredMessage
+from tidemq_protocol.record import (
+    decode_records,
+    is_timer_id,
+    parse_message_id,
+    queue_offset_at,
+    read_by_id,
+    rebase,
+    record_starts,
+)
 
 from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MaintenanceReport, MessageStore
+from ..batch import ValidatedBatch
 from ..config import StoreConfig, TierMedium
 from ..model import (
     GroupConfig,
@@ -55,6 +67,8 @@ from ..model import (
 from ..pop.api import PopLedger
 from ..reads import DecodedRead, QueueRead, ReadRequest, RunsRead, check_read, matching
 from ..selection import scan_size
+from ..timer.api import TimerStore
+from ..timer.plan import put_delayed
 from ..transactions.api import TransactionLog
 from .appender import Appender
 from .arrivals import ArrivalWatch
@@ -84,7 +98,7 @@ class ServerlessMessageStore(MessageStore):
         self.index = QueueIndex(self.tables, self._keys_of)
         self.metadata = Metadata(self.tables, config.max_page_bytes)
         self.offsets = ConsumerOffsets(self.tables, self.metadata, self.index)
-        self.appender = Appender(config, self.metadata, self.writer, self.index)
+        self.appender = Appender(config, self.metadata, self.writer, self.index, self._delayed)
         self._arrivals = ArrivalWatch(self.index.next_offsets, WAIT_POLL_S)
         self.tier = None
         if config.tier is not TierMedium.OFF:
@@ -133,6 +147,8 @@ class ServerlessMessageStore(MessageStore):
             self.index.drop(name, queue)
         self.offsets.forget_topic(name)
         self.pop_ledger.forget_topic(name)  # a topic made again under the name starts every pop group afresh
+        if config.message_type is MessageType.DELAY:
+            self.timers.forget_topic(name)
         self.transactions.forget_topic(name)  # its half messages are never committed
         if self.tier is not None:
             self.tier.forget(name)
@@ -199,6 +215,18 @@ class ServerlessMessageStore(MessageStore):
     def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
         return self.appender.put_records(topic, records, default_queue)
 
+    def _delayed(self, config: TopicConfig, batch: ValidatedBatch) -> list[PutResult]:
+        """A DELAY topic's checked batch: appended if every message is due, else kept until due (timers.py)."""
+        append = partial(self.appender.append, config.name)
+        return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms())
+
+    def open_timers(self) -> TimerStore:
+        from .timers import DynamoTimers
+
+        return DynamoTimers(
+            self.config, self.tables, self.metadata, self.writer, self.segments, self.appender, self.message_by_id
+        )
+
     def _keys_of(self, batch: BatchRef) -> set[str]:
         data = read_segment(self.segments, batch.file, batch.position, batch.length)
         return {key for message in decode_records(data) for key in message.keys}
@@ -218,6 +246,8 @@ class ServerlessMessageStore(MessageStore):
         except QueueOutOfRange:
             check_queue(config := self._cached_topic(topic, fresh=True), queue)
         chosen_by = check_read(request, self.config.max_get_messages)
+        if config.message_type is MessageType.DELAY:
+            self.timers.asked(topic)  # a consumer asks: the topic's due timers move first (timers.py)
         through = request.offset + scan_size(request.max_messages, chosen_by) if type(request.offset) is int else 0
         try:
             return self._read(request, chosen_by, self.index.readable(topic, queue, through, config.queues))
@@ -317,8 +347,16 @@ class ServerlessMessageStore(MessageStore):
     def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
         """Long polling: the process's waits share one poll, a BatchGetItem of the queues waited on every
         WAIT_POLL_S (no process can notify us: arrivals.py)."""
-        check_queue(self.get_topic(topic), queue)
-        return self._arrivals.wait(topic, queue, offset, timeout_s)
+        config = self.get_topic(topic)
+        check_queue(config, queue)
+        if config.message_type is not MessageType.DELAY:
+            return self._arrivals.wait(topic, queue, offset, timeout_s)
+        deadline, poll = time.monotonic() + timeout_s, self.config.timer_poll_ms / 1000
+        while (left := deadline - time.monotonic()) > 0:  # a DELAY topic's waiter moves its due timers as it waits
+            self.timers.asked(topic)
+            if self._arrivals.wait(topic, queue, offset, min(left, poll)):
+                return True
+        return False
 
     def _min_offset(self, topic: str, queue: int, state: QueueState) -> int:
         """The oldest readable offset: the queue's minimum, or below the hot boundary, the cold tier's."""
@@ -353,7 +391,9 @@ class ServerlessMessageStore(MessageStore):
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
         """The id names the file and place (`record.read_by_id` checks what is there before reading it whole); the
-        queue's entries (or the `by_file` index) say which offset."""
+        queue's entries (or the `by_file` index) say which offset. A timer id is the timers' to look up."""
+        if is_timer_id(msg_id):
+            return self.timers.message(msg_id.lower())
         physical, _ = parse_message_id(msg_id)
         file, position = split_physical(physical)
         message = read_by_id(msg_id, self.config.max_message_bytes, self._read_physical)
@@ -474,6 +514,8 @@ class ServerlessMessageStore(MessageStore):
         return DynamoDbTransactionLog(self)
 
     def close(self) -> None:
+        if self._timers is not None:
+            self._timers.close()
         self.close_transactions()
         self.close_pop_ledger()
         self.close_kv()

@@ -30,6 +30,14 @@ pop_ledger     "group#topic" (hash) | slot (range)
             queue's cursor (and group, topic: the sparse indexes `by_group` (group | topic) and `by_topic`
             (topic | group) list a group's or a topic's ledgers), slot "queue/offset" (20 digits) an entry:
             attempt, nonce, visible_at_ms, and message_group in a FIFO receive's entries (absent otherwise)
+timers         topic (hash) | id (range)
+         -> file, position, length, scheduled_ms: a DELAY topic's message not yet due (serverless/timers.py), its
+            record on the shared directory; ids start with their due time, so the due ones are a range of the topic's.
+            The index `by_file` (file | id) says which segment files pending timers still hold, `by_id` (id) finds
+            one by its id alone
+timer_outcomes id (hash)
+         -> topic, outcome, at_ms, location: what became of a timer no longer pending (delivered, where; recalled;
+            dropped); `purge_at` (DynamoDB TTL, epoch s): TIDEMQ_TIMER_OUTCOME_RETENTION_MS past its due time
 transactions   msg_id (hash)                    -> a transaction (serverless/transactions.py): topic, queue,
             producer_group, state, prepared_ms, check_at, checks, claimed, answer, ended_ms, ended_by, offset,
             and where its half message is (file, position, length, has_keys); the sparse indexes `due` (due="p"
@@ -216,6 +224,35 @@ class Tables:
             by_group = PopLedgersByGroup()
             by_topic = PopLedgersByTopic()
 
+        class TimersByFile(GlobalSecondaryIndex):
+            Meta = _index("by_file")
+            file = UnicodeAttribute(hash_key=True)
+            id = UnicodeAttribute(range_key=True)
+
+        class TimersById(GlobalSecondaryIndex):
+            Meta = _index("by_id")
+            id = UnicodeAttribute(hash_key=True)
+
+        class Timers(Model):
+            Meta = _meta("timers", prefix, host, region)
+            topic = UnicodeAttribute(hash_key=True)
+            id = UnicodeAttribute(range_key=True)
+            file = UnicodeAttribute()
+            position = NumberAttribute()
+            length = NumberAttribute()
+            scheduled_ms = NumberAttribute()
+            by_file = TimersByFile()
+            by_id = TimersById()
+
+        class TimerOutcomes(Model):
+            Meta = _meta("timer_outcomes", prefix, host, region)
+            id = UnicodeAttribute(hash_key=True)
+            topic = UnicodeAttribute()
+            outcome = NumberAttribute()
+            at_ms = NumberAttribute()
+            location = UnicodeAttribute(null=True)  # a delivered one's message id where it is
+            purge_at = TTLAttribute()
+
         class TransactionsDue(GlobalSecondaryIndex):
             Meta = _index("due", AllProjection())
             due = UnicodeAttribute(hash_key=True)
@@ -262,6 +299,7 @@ class Tables:
         self.offsets, self.queues, self.batches = Offsets, Queues, Batches
         self.kv_namespaces, self.kv_entries, self.kv_changes = KvNamespaces, KvEntries, KvChanges
         self.pop_ledger = PopLedger
+        self.timers, self.timer_outcomes = Timers, TimerOutcomes
         self.transactions = Transactions
         self.connection = Connection(
             region=region,
@@ -279,6 +317,6 @@ class Tables:
     def create_missing(self) -> None:
         messages = (self.topics, self.groups, self.users, self.offsets, self.queues, self.batches)
         kv = (self.kv_namespaces, self.kv_entries, self.kv_changes)
-        for model in (*messages, *kv, self.pop_ledger, self.transactions):
+        for model in (*messages, *kv, self.pop_ledger, self.timers, self.timer_outcomes, self.transactions):
             if not model.exists():
                 model.create_table(wait=True)

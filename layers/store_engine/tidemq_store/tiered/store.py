@@ -45,6 +45,7 @@ from ..model import (
 )
 from ..pop.api import PopLedger
 from ..reads import QueueRead, ReadRequest, RunsRead, check_read
+from ..timer.api import TimerStore
 from ..transactions.api import TransactionLog
 from .cache import ReadAheadCache, read_cold
 from .container import TieredQueue
@@ -242,6 +243,10 @@ class TieredMessageStore(MessageStore):
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
         return self.hot.message_by_id(msg_id)
+
+    @property
+    def timers(self) -> TimerStore:
+        return self.hot.timers
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
         return self.hot.messages_by_key(topic, key, limit)

@@ -7,6 +7,9 @@
     Admin().create_group("billing", retry=RetryPolicy(max_delivery_attempts=5))  # dead letters after 5 deliveries
     with Producer("orders") as producer:
         producer.send(b"hello", keys=["order-1"], tag="new")
+    with Producer("reminders") as producer:  # a DELAY topic: tidemq.producer
+        sent = producer.send(b"later", delay=timedelta(minutes=5))
+        producer.recall(sent.recall_handle)
     with Consumer("orders", group="billing", tag="new") as consumer:
         messages = consumer.poll()
         consumer.commit()
@@ -49,6 +52,7 @@ _EXPORTS = {
     "OutgoingMessage": "tidemq.producer",
     "Producer": "tidemq.producer",
     "SendResult": "tidemq.producer",
+    "RecallResult": "tidemq.producer",
     "Resolution": "tidemq.transaction_producer",
     "RetryPolicy": "tidemq_protocol.retry",
     "ServerUnreachable": "tidemq.errors",
@@ -72,6 +76,7 @@ __all__ = [
     "KeyValue",
     "OutgoingMessage",
     "Producer",
+    "RecallResult",
     "Resolution",
     "RetryPolicy",
     "SendResult",
@@ -106,6 +111,6 @@ if TYPE_CHECKING:
     from .container import Container
     from .errors import ApiError, ServerUnreachable
     from .kv import KV, KeyValue
-    from .producer import OutgoingMessage, Producer, SendResult
+    from .producer import OutgoingMessage, Producer, RecallResult, SendResult
     from .simple_consumer import SimpleConsumer
     from .transaction_producer import HalfMessage, Resolution, TransactionProducer

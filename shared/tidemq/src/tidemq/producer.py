@@ -10,6 +10,13 @@ A batch is stored atomically (all or nothing). Without a queue or sharding key t
 whole batch in one queue, chosen round-robin per batch; one sharding key always goes to one queue.
 A FIFO topic takes only messages with a `message_group` (and no other topic takes them): one group's messages go
 to one queue, in the order sent, and a FIFO consumer group receives them in that order.
+
+A DELAY topic takes only delay messages, each with a `delivery_time` (a datetime, or ms since the epoch) or a
+`delay` (a timedelta, or ms): no consumer sees one before then. One sent for later comes back with offset -1 and a
+`recall_handle`, which `recall` takes to cancel it before it is due:
+
+    sent = producer.send(b"remind me", delay=timedelta(minutes=10))
+    producer.recall(sent.recall_handle)     # never delivered (TimerDelivered if it was already)
 """
 
 from __future__ import annotations
@@ -18,11 +25,13 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TypedDict, Unpack
 
 from tidemq_protocol import codec
 from tidemq_protocol.message import Message
 from tidemq_protocol.record import MESSAGE_GROUP
+from tidemq_protocol.timer import delivery_properties
 
 from .api_client import ApiClient
 from .client import HttpClient, segment
@@ -45,18 +54,30 @@ class OutgoingMessage:
     queue: int | None = None
     sharding_key: str | None = None
     message_group: str | None = None
+    delivery_time: datetime | int | None = None
+    delay: timedelta | int | None = None
 
 
 @dataclass(slots=True, frozen=True)
 class SendResult:
     """Where a message was stored, and how far its put got (RocketMQ's sendStatus): `SEND_OK`, or, from a
     BrokerContainer's SYNC_MASTER whose slave did not confirm it, `FLUSH_SLAVE_TIMEOUT` or `SLAVE_NOT_AVAILABLE`
-    (stored on the master only)."""
+    (stored on the master only). A delay message sent for later has offset -1 and a `recall_handle` (else None)."""
 
     msg_id: str
     queue: int
     offset: int
     send_status: str = "SEND_OK"
+    recall_handle: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class RecallResult:
+    """A recalled delay message: it will never be delivered (`again`: a recall of it came before)."""
+
+    msg_id: str
+    due_ms: int
+    again: bool
 
 
 class MessageOptions(TypedDict, total=False):
@@ -68,6 +89,8 @@ class MessageOptions(TypedDict, total=False):
     queue: int | None
     sharding_key: str | None
     message_group: str | None
+    delivery_time: datetime | int | None
+    delay: timedelta | int | None
 
 
 def outgoing(
@@ -79,10 +102,16 @@ def outgoing(
     queue: int | None = None,
     sharding_key: str | None = None,
     message_group: str | None = None,
+    delivery_time: datetime | int | None = None,
+    delay: timedelta | int | None = None,
 ) -> OutgoingMessage:
-    """A message to send (`body`: bytes, or text sent as UTF-8), for `Producer.send_batch`."""
+    """A message to send (`body`: bytes, or text sent as UTF-8), for `Producer.send_batch`; a delay message (a DELAY
+    topic's) with a `delivery_time` (a datetime, or ms since the epoch) or a `delay` (a timedelta, or ms)."""
     data = body.encode() if isinstance(body, str) else bytes(body)
-    return OutgoingMessage(data, tuple(keys), tag, dict(properties or {}), queue, sharding_key, message_group)
+    delivery_properties(delivery_time, delay)  # InvalidArgument now, not at the send
+    return OutgoingMessage(
+        data, tuple(keys), tag, dict(properties or {}), queue, sharding_key, message_group, delivery_time, delay
+    )
 
 
 def _stored(message: OutgoingMessage) -> Message:
@@ -90,6 +119,8 @@ def _stored(message: OutgoingMessage) -> Message:
     properties = message.properties
     if message.message_group is not None:  # a property the record carries (tidemq_protocol.record.MESSAGE_GROUP)
         properties = {**properties, MESSAGE_GROUP: message.message_group}
+    if message.delivery_time is not None or message.delay is not None:  # TIMER_DELIVER_MS or TIMER_DELAY_MS
+        properties = {**properties, **delivery_properties(message.delivery_time, message.delay)}
     return Message(message.body, queue, tuple(message.keys), message.tag, properties)
 
 
@@ -204,10 +235,20 @@ class Producer(ApiClient):
         )
         results = []
         status = response.headers.get(codec.SEND_STATUS_HEADER, "SEND_OK")
-        for line in response.text.splitlines():  # "msg_id queue offset" per message, in order
-            msg_id, queue, offset = line.split()
-            results.append(SendResult(msg_id, int(queue), int(offset), status))
+        for line in response.text.splitlines():  # "msg_id queue offset [recall_handle]" per message, in order
+            msg_id, queue, offset, *handle = line.split()
+            results.append(SendResult(msg_id, int(queue), int(offset), status, handle[0] if handle else None))
         return results
+
+    def recall(self, recall_handle: str) -> RecallResult:
+        """Recall a delay message of this topic before it is due (its send's `recall_handle`): it is then never
+        delivered. TimerDelivered if it was delivered already; TimerNotFound if the handle names none of the
+        topic's; a recall sent again answers as the first did (`again`)."""
+        response = self._client.request(
+            "POST", f"/v1/topics/{segment(self.topic)}/recall", json={"recall_handle": recall_handle}
+        )
+        answer = response.json()
+        return RecallResult(answer["msg_id"], answer["due_ms"], answer["status"] == "already_recalled")
 
     def close(self) -> None:
         """Send what is buffered, then close the HTTP client (unless it was passed in)."""

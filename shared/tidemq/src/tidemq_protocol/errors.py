@@ -277,6 +277,20 @@ class DiskQuotaExceeded(ClientError):
     copy of its oldest segments): it takes no new messages until space is freed (RIP-31's logical disk space)."""
 
 
+# ---- delay and timer messages (tidemq_protocol.timer) ----------------------------------------------
+
+
+class TimerNotFound(ClientError):
+    """A recall names no timer message of the topic: the handle is not one this broker gave, is for another topic,
+    or its timer was delivered or recalled so long ago that its outcome is no longer kept. Nothing was changed.
+    (HTTP: 404.)"""
+
+
+class TimerDelivered(ClientError):
+    """A recall came too late: the timer message is delivered already (RocketMQ 5.3's RecallMessage refuses it so).
+    Nothing was changed. (HTTP: 409, the request conflicts with what the topic holds now.)"""
+
+
 class InvalidFilterExpression(InvalidArgument):
     """A subscription's filter expression that does not parse, or means nothing (RocketMQ's
     ILLEGAL_FILTER_EXPRESSION), refused where the subscription is made, never at read time. `position` is the

@@ -1,4 +1,4 @@
-"""`tidemq message ...`: look messages up by id or by key; each is printed as one JSON line."""
+"""`tidemq message ...`: look messages up by id or by key, each printed as one JSON line; recall a delay message."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .output import message_json
 
 @click.group()
 def message() -> None:
-    """Look messages up by id or key."""
+    """Look messages up by id or key; recall a delay message."""
 
 
 @message.command("get")
@@ -36,3 +36,16 @@ def by_key(client: HttpClient, topic: str, key: str, limit: int) -> None:
         raise MessageNotFound(f"in topic {topic!r} with key {key!r}")
     for view in found:
         click.echo(message_json(view))
+
+
+@message.command("recall")
+@click.argument("topic")
+@click.argument("recall_handle")
+@click.pass_obj
+def recall(client: HttpClient, topic: str, recall_handle: str) -> None:
+    """Recall the delay message of TOPIC that RECALL_HANDLE names (printed by `tidemq produce --delay`) before it is
+    due: it is then never delivered."""
+    from ..producer import Producer
+
+    recalled = Producer(topic, client=client).recall(recall_handle)
+    click.echo(f"recalled {recalled.msg_id}" + (" (recalled before)" if recalled.again else ""))

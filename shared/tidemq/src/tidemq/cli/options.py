@@ -65,9 +65,47 @@ class BackoffText(click.ParamType):
             self.fail(str(error), param, ctx)
 
 
+class Duration(click.ParamType):
+    """A duration in ms: `1500`, `1500ms`, `10s`, `5m` or `2h`."""
+
+    name = "DURATION"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from tidemq_protocol.errors import InvalidArgument
+        from tidemq_protocol.retry import duration_ms
+
+        if isinstance(value, int):
+            return value
+        try:
+            return duration_ms(str(value))
+        except InvalidArgument as error:
+            self.fail(str(error), param, ctx)
+
+
+class PointInTime(click.ParamType):
+    """A time: ms since the epoch, or an ISO 8601 date and time (without a zone: the local one)."""
+
+    name = "TIME"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from datetime import datetime
+
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if text.isdigit():
+            return int(text)
+        try:
+            return round(datetime.fromisoformat(text).timestamp() * 1000)
+        except ValueError:
+            self.fail(f"{value!r} is neither ms since the epoch nor an ISO 8601 time (2030-01-31T08:00Z)", param, ctx)
+
+
 START = StartPosition()
 RETENTION = Retention()
 BACKOFF = BackoffText()
+DURATION = Duration()
+POINT_IN_TIME = PointInTime()
 
 
 def retry_options(command: Callable) -> Callable:

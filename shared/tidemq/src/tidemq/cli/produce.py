@@ -12,7 +12,8 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from ..admin import Admin
 from ..client import HttpClient
-from ..producer import DEFAULT_BATCH_SIZE, Producer
+from ..producer import DEFAULT_BATCH_SIZE, Producer, SendResult
+from .options import DURATION, POINT_IN_TIME
 from .output import stderr, stdout
 
 
@@ -60,6 +61,16 @@ def _size(source: BinaryIO) -> int | None:
 @click.option("--message-group", help="The message group of every message (a FIFO topic's messages each need one).")
 @click.option("--queue", type=click.IntRange(min=0), help="Send every message to this queue.")
 @click.option(
+    "--delay",
+    type=DURATION,
+    help="A DELAY topic's delay: deliver every message this long after it arrives (10s, 5m, 2h or ms).",
+)
+@click.option(
+    "--deliver-at",
+    type=POINT_IN_TIME,
+    help="A DELAY topic's delivery time for every message: ms since the epoch, or ISO 8601 (2030-01-31T08:00Z).",
+)
+@click.option(
     "--batch-size",
     type=click.IntRange(1, 1000),
     default=DEFAULT_BATCH_SIZE,
@@ -78,15 +89,21 @@ def produce(
     sharding_key: str | None,
     message_group: str | None,
     queue: int | None,
+    delay: int | None,
+    deliver_at: int | None,
     batch_size: int,
     quiet: bool,
 ) -> None:
     """Send each line of the input (without its line break) to TOPIC as one message.
 
-    Without --queue or --sharding-key each batch goes to one queue, taking the queues in turn.
+    Without --queue or --sharding-key each batch goes to one queue, taking the queues in turn. With --delay or
+    --deliver-at (a DELAY topic), each message sent for later is printed as `msg_id recall_handle`: `tidemq message
+    recall TOPIC HANDLE` recalls it before it is due.
     """
     if sum(option is not None for option in (queue, sharding_key, message_group)) > 1:
         raise click.UsageError("give one of --queue, --sharding-key and --message-group")
+    if delay is not None and deliver_at is not None:
+        raise click.UsageError("give --delay or --deliver-at, not both")
     Admin(client=client).describe_topic(topic)  # an unknown topic fails before any input is read
     producer = Producer(topic, client=client, batch_size=batch_size)
     progress = Progress(
@@ -116,12 +133,24 @@ def produce(
                 queue=queue,
                 sharding_key=sharding_key,
                 message_group=message_group,
+                delivery_time=deliver_at,
+                delay=delay,
             )
             if stored:
                 sent += len(stored)
+                _print_handles(stored)
                 progress.update(task, completed=read, sent=sent, rate=sent / (time.perf_counter() - started))
-        sent += len(producer.flush())
+        stored = producer.flush()
+        sent += len(stored)
+        _print_handles(stored)
         progress.update(task, completed=read, sent=sent, rate=sent / (time.perf_counter() - started))
     elapsed = time.perf_counter() - started
     if not quiet:
         stdout.print(f"produced {sent} messages in {elapsed:.2f} s ({sent / max(elapsed, 1e-9):.0f} msgs/s)")
+
+
+def _print_handles(results: list[SendResult]) -> None:
+    """`msg_id recall_handle` of each delay message sent for later."""
+    for result in results:
+        if result.recall_handle is not None:
+            click.echo(f"{result.msg_id} {result.recall_handle}")

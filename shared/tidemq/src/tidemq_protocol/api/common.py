@@ -23,7 +23,7 @@ from tidemq_protocol import names
 from tidemq_protocol.filter import MAX_EXPRESSION_LENGTH, TagFilter
 from tidemq_protocol.limits import DEFAULT_MAX_BATCH_MESSAGES, MAX_QUEUES
 from tidemq_protocol.names import NAME_RULE
-from tidemq_protocol.record import MAX_MESSAGE_GROUP, MESSAGE_GROUP, MESSAGE_ID
+from tidemq_protocol.record import MAX_MESSAGE_GROUP, MESSAGE_GROUP, MESSAGE_ID, TIMER_DELAY_MS, TIMER_DELIVER_MS
 
 BodyEncoding = Literal["utf-8", "base64"]
 
@@ -51,14 +51,17 @@ TAG_PATTERN = f"^(?!{_BLANK_OR_STAR}$)(?![^{_CONTROL}]*\\|\\|)[^{_CONTROL}]+$"
 _FILTER_PART = f"(?!{_BLANK_OR_STAR}(?:\\|\\||$))(?:[^|]|\\|(?!\\|))+"
 TAG_FILTER_PATTERN = f"^(?:{_BLANK_OR_STAR}|{_FILTER_PART}(?:\\|\\|{_FILTER_PART})*)$"
 """A tag filter (`TagFilter.parse`): blank or `*` (every message), or tags joined by `||`, none blank or `*`."""
+JSON_RESERVED_PROPERTIES = (MESSAGE_GROUP, TIMER_DELIVER_MS, TIMER_DELAY_MS, MESSAGE_ID)
+"""Property names a JSON message does not give: its fields set them (`message_group`, `delivery_time_ms`,
+`delay_ms`), or the broker does (MESSAGE_ID, the message's id: UNIQ_KEY)."""
 PROPERTY_NAME_SCHEMA = {
     "pattern": f"^[^{_CONTROL}]+$",
-    "not": {"enum": sorted(("KEYS", "TAGS", MESSAGE_GROUP, MESSAGE_ID))},
+    "not": {"enum": sorted(("KEYS", "TAGS", *JSON_RESERVED_PROPERTIES))},
 }
 PROPERTY_VALUE_PATTERN = "^[^\\x01\\x02]*$"
-"""Property names carry no control character and are not the reserved KEYS and TAGS, nor the message group's
-(`message_group` sets it) or the broker's message id (UNIQ_KEY); values carry no \\x01 or \\x02 (RocketMQ's
-separators in the stored properties)."""
+"""Property names carry no control character and are not the reserved KEYS and TAGS, nor one a field sets or the
+broker does (JSON_RESERVED_PROPERTIES); values carry no \\x01 or \\x02 (RocketMQ's separators in the stored
+properties)."""
 MessageGroup = Annotated[
     str,
     Field(

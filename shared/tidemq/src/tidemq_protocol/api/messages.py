@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     ConfigDict,
@@ -15,12 +15,14 @@ from pydantic import (
 from tidemq_protocol.codec import SEND_STATUS_HEADER  # noqa: F401  (where the servers import it from)
 from tidemq_protocol.message import StoredMessage
 from tidemq_protocol.record import MESSAGE_GROUP, message_group_of
+from tidemq_protocol.timer import MAX_DELAY_MS, MAX_RECALL_HANDLE
 
 from .common import (
     _BASE64,
     BASE64_PATTERN,
     KEY_PATTERN,
     MAX_BATCH_MESSAGES,
+    MAX_JSON_INTEGER,
     PROPERTY_NAME_SCHEMA,
     PROPERTY_VALUE_PATTERN,
     TAG_PATTERN,
@@ -40,8 +42,12 @@ class MessageIn(ApiModel):
             # a base64 body is valid base64: what `body_bytes` decodes
             "if": {"properties": {"body_encoding": {"const": "base64"}}, "required": ["body_encoding"]},
             "then": {"properties": {"body": {"pattern": BASE64_PATTERN}}},
-            # a message group routes its message as a sharding key does: one or the other
-            "not": {"required": ["sharding_key", "message_group"]},
+            "allOf": [
+                # a message group routes its message as a sharding key does: one or the other
+                {"not": {"required": ["sharding_key", "message_group"]}},
+                # a delay message says when it is due one way
+                {"not": {"required": ["delivery_time_ms", "delay_ms"]}},
+            ],
         }
     )
 
@@ -68,12 +74,25 @@ class MessageIn(ApiModel):
         description="The message's message group: required on a FIFO topic (its messages are consumed in order, "
         "per group), refused on any other. A group's messages go to one queue, chosen by the group.",
     )
+    delivery_time_ms: Annotated[int, Field(ge=0, le=MAX_JSON_INTEGER)] | None = Field(
+        default=None,
+        description="A delay message's delivery time, ms since the epoch: required on a DELAY topic (or delay_ms), "
+        "refused on any other. At most TIDEMQ_TIMER_MAX_DELAY_MS ahead (3 days by default: further is a 400); a time "
+        "past delivers at once. No consumer sees the message before then.",
+    )
+    delay_ms: Annotated[int, Field(ge=0, le=MAX_DELAY_MS)] | None = Field(
+        default=None,
+        description="A delay message's delay from its arrival, in ms (instead of delivery_time_ms): at most "
+        "TIDEMQ_TIMER_MAX_DELAY_MS (3 days by default: longer is a 400; 40 days at most).",
+    )
 
     @model_validator(mode="after")
     def _body_decodes(self) -> MessageIn:
         self.body_bytes()
         if self.sharding_key is not None and self.message_group is not None:
             raise ValueError("give sharding_key or message_group, not both: a message's group is its key")
+        if self.delivery_time_ms is not None and self.delay_ms is not None:
+            raise ValueError("give delivery_time_ms or delay_ms, not both")
         return self
 
     @classmethod
@@ -101,8 +120,12 @@ class ProduceRequest(ApiModel):
 class PutView(ApiModel):
     msg_id: str
     queue: int
-    offset: int
+    offset: int = Field(description="The message's offset in its queue; -1 for a delay message sent for later.")
     store_timestamp: int
+    recall_handle: str | None = Field(
+        default=None,
+        description="A delay message sent for later: what recalls it before it is due (POST .../recall).",
+    )
 
 
 class ProduceResponse(ApiModel):
@@ -114,6 +137,28 @@ def _shown(properties: dict[str, str]) -> dict[str, str]:
     if MESSAGE_GROUP not in properties:
         return properties
     return {name: value for name, value in properties.items() if name != MESSAGE_GROUP}
+
+
+RECALL_HANDLE_PATTERN = "^[A-Za-z0-9_-]+$"
+
+
+class RecallRequest(ApiModel):
+    """Recall a delay message before it is due (RocketMQ 5.3's RecallMessage): it is then never delivered."""
+
+    recall_handle: str = Field(
+        min_length=1,
+        max_length=MAX_RECALL_HANDLE,
+        pattern=RECALL_HANDLE_PATTERN,
+        description="What the produce answered for the message (`recall_handle`).",
+    )
+
+
+class RecallResponse(ApiModel):
+    msg_id: str = Field(description="The recalled message's id.")
+    due_ms: int = Field(description="When it was due (it will never be delivered).")
+    status: Literal["recalled", "already_recalled"] = Field(
+        description="`already_recalled`: a recall of it came before (this one, sent again, changed nothing)."
+    )
 
 
 class MessageView(ApiModel):

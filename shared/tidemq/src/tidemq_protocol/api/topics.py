@@ -47,8 +47,8 @@ class TopicDescription(TopicView):
     queue_offsets: list[QueueRange]
     type_settings: dict[str, int] = Field(
         default_factory=dict,
-        description="The server's settings the topic's message type runs by (TRANSACTION: transaction_timeout_ms, "
-        "transaction_check_interval_ms, transaction_check_max).",
+        description="The server's settings the topic's message type runs by (DELAY: timer_max_delay_ms, the "
+        "longest delay; TRANSACTION: transaction_timeout_ms, transaction_check_interval_ms, transaction_check_max).",
     )
 
 

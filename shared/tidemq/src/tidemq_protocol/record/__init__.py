@@ -13,7 +13,7 @@ logs, tier segments and serverless files stay readable.
     produced.py    the broker's check of what a producer sends
     properties.py  a record's properties: keys, tag, message group and user properties, and a view of them
                    read where a record lies (what a SQL92 filter reads)
-    ids.py         message ids: a record's position and size
+    ids.py         message ids: a record's position and size; timer ids
 
 Importers use this package's names (`tidemq_protocol.record.decode_records`); version 1's constants are here with
 the suffix _V1 (MAGIC_V1, HEADER_SIZE_V1, ...), version 2's without.
@@ -21,7 +21,7 @@ the suffix _V1 (MAGIC_V1, HEADER_SIZE_V1, ...), version 2's without.
 
 from __future__ import annotations
 
-from .ids import message_id, parse_message_id
+from .ids import is_timer_id, message_id, new_timer_id, parse_message_id, timer_due_ms
 from .produced import ProducedRecords, check_produced
 from .properties import (
     KEYS,
@@ -33,6 +33,8 @@ from .properties import (
     RESENT_FOR_GROUP,
     RESERVED_PROPERTIES,
     TAGS,
+    TIMER_DELAY_MS,
+    TIMER_DELIVER_MS,
     CheckedProperties,
     PropertiesView,
     addressed_to,
@@ -117,6 +119,8 @@ __all__ = [
     "SHORTEST_HEADER",
     "STORE_TIMESTAMP_AT",
     "TAGS",
+    "TIMER_DELAY_MS",
+    "TIMER_DELIVER_MS",
     "CheckedProperties",
     "PendingRecord",
     "ProducedRecords",
@@ -135,9 +139,11 @@ __all__ = [
     "encode_properties",
     "encode_record",
     "encode_stored",
+    "is_timer_id",
     "max_record_size",
     "message_group_of",
     "message_id",
+    "new_timer_id",
     "parse_message_id",
     "properties_at",
     "property_map",
@@ -151,6 +157,7 @@ __all__ = [
     "size_at",
     "stamp",
     "store_timestamp_at",
+    "timer_due_ms",
     "verify_records",
     "with_message_id",
 ]

@@ -8,13 +8,16 @@ message group (RocketMQ 5's messageGroup, SQS's MessageGroupId), under the name 
 (`__SHARDINGKEY`), so a record carries its group in every encoding (JSON produce, frames, records) and to every
 reader. Its value is at most MAX_MESSAGE_GROUP characters, none a control character; a message without one has no
 group (a FIFO topic takes only messages with one, any other topic only messages without: tidemq_store/batch.py).
+A delay message (a DELAY topic's) carries its delivery time as TIMER_DELIVER_MS or TIMER_DELAY_MS, RocketMQ's
+names (tidemq_protocol.timer says how).
 All of it encoded fits in properties_length's 2 bytes, less its sign as RocketMQ has it (MAX_PROPERTIES_BYTES). A
 producer encodes them (`encode_properties`) and the broker takes only what that would have made
 (`check_properties`).
 
 MESSAGE_ID (RocketMQ's `UNIQ_KEY`, the message id a client sees) is the broker's alone: a record that carries it
 has that id rather than its position's (ids.py), so a message the broker moves keeps the id it was given (the
-embedded engine's committed transactional messages, tidemq_store/transactions), and a message a RocketMQ 5 client
+embedded engine's committed transactional messages, tidemq_store/transactions; a timer message once due, with its
+timer id: tidemq_store/timer), and a message a RocketMQ 5 client
 sent through the gRPC proxy has the id the client gave it (`Message.msg_id`), as RocketMQ has it. Readers take it out
 of the properties into the message's id (reader.py); a producer's properties may not name it (`encode_properties`
 refuses it: it would forge an id), and the broker adds it with `with_message_id`.
@@ -36,6 +39,8 @@ RESERVED_PROPERTIES = frozenset({KEYS, TAGS})
 MESSAGE_GROUP = "__SHARDINGKEY"
 MAX_MESSAGE_GROUP = 128  # SQS's bound on a MessageGroupId
 MESSAGE_ID = "UNIQ_KEY"
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # a delay message's delivery time, ms since the epoch (tidemq_protocol.timer)
+TIMER_DELAY_MS = "TIMER_DELAY_MS"  # ... or its delay after the broker receives it; the broker keeps TIMER_DELIVER_MS
 _NAME_SEP, _PROP_SEP = "\x01", "\x02"
 
 
@@ -124,11 +129,12 @@ def decode_properties(raw: bytes) -> tuple[tuple[str, ...], str | None, dict[str
 
 
 class CheckedProperties(NamedTuple):
-    """What the broker keeps of a producer's properties besides their bytes."""
+    """What the broker keeps of a producer's properties besides their bytes (`properties`: the user properties)."""
 
     keys: tuple[str, ...]
     tag: str | None
     message_group: str | None
+    properties: dict[str, str]
 
 
 def check_properties(raw: bytes) -> CheckedProperties:
@@ -141,7 +147,7 @@ def check_properties(raw: bytes) -> CheckedProperties:
         raise InvalidArgument("properties are not `name\\x01value\\x02` pairs of UTF-8 text") from None
     if encode_properties(keys, tag, properties) != raw:
         raise InvalidArgument("properties are not encoded as tidemq_protocol.record.encode_properties encodes them")
-    return CheckedProperties(keys, tag, message_group_of(properties))
+    return CheckedProperties(keys, tag, message_group_of(properties), properties)
 
 
 def property_map(keys: tuple[str, ...], tag: str | None, properties: Mapping[str, str]) -> dict[str, str]:

@@ -157,14 +157,21 @@ def _check_one(buf: bytes, pos: int) -> tuple[ModuleType, Header]:
 
 def decode_message(buf: bytes, pos: int = 0) -> StoredMessage:
     """Decode and verify the record at `pos` of `buf` into a StoredMessage."""
+    return _decode_located(buf, pos)[0]
+
+
+def _decode_located(buf: bytes, pos: int) -> tuple[StoredMessage, str]:
+    """The record at `pos` decoded and verified, and the id of where it is (its message id unless it carries
+    another, MESSAGE_ID: properties.py)."""
     version, (size, _, _, queue, offset, physical, stored, _, _, born, tlen, plen, _) = _check_one(buf, pos)
     start = pos + version.HEADER_SIZE
     topic = buf[start : start + tlen].decode()
     start += tlen
     keys, tag, props = decode_properties(buf[start : start + plen]) if plen else ((), None, {})
     body = buf[start + plen : pos + size]
-    msg_id = props.pop(MESSAGE_ID, None) or message_id(physical, size)  # a moved message keeps its id
-    return StoredMessage(topic, queue, offset, msg_id, born, stored, body, keys, tag, props)
+    location = message_id(physical, size)
+    msg_id = props.pop(MESSAGE_ID, None) or location  # a moved message keeps its id
+    return StoredMessage(topic, queue, offset, msg_id, born, stored, body, keys, tag, props), location
 
 
 def read_header(buf: bytes, pos: int = 0) -> RecordHeader:
@@ -234,8 +241,9 @@ def read_by_id(msg_id: str, max_message_bytes: int, read: Callable[[int, int], b
     """The message `msg_id` names, read with `read(physical_offset, length)` (the backend's files; OSError or
     CorruptStore where there is nothing). The size the id claims must be a record's the store could have written;
     the header at the position must name that very position and size before the rest is read; the whole record
-    must pass its checks and carry that id. MessageNotFound otherwise: a forged id costs at most one header read
-    and one read of `max_record_size`."""
+    must pass its checks and be at that place. MessageNotFound otherwise: a forged id costs at most one header read
+    and one read of `max_record_size`. A record that carries the id it was put again under (MESSAGE_ID) is found by
+    where it is too, and reports that id."""
     physical, size = parse_message_id(msg_id)
     if not SHORTEST_HEADER <= size <= v2.max_record_size(max_message_bytes):
         raise MessageNotFound(f"with id {msg_id}")
@@ -243,10 +251,10 @@ def read_by_id(msg_id: str, max_message_bytes: int, read: Callable[[int, int], b
         head = read(physical, SHORTEST_HEADER)
         if len(head) != SHORTEST_HEADER or size_at(head) != size or _physical_at(head) != physical:
             raise MessageNotFound(f"with id {msg_id}")
-        message = decode_message(head + read(physical + SHORTEST_HEADER, size - SHORTEST_HEADER))
+        message, location = _decode_located(head + read(physical + SHORTEST_HEADER, size - SHORTEST_HEADER), 0)
     except (OSError, CorruptStore):
         raise MessageNotFound(f"with id {msg_id}") from None
-    if message.msg_id != msg_id:
+    if location != msg_id:
         raise MessageNotFound(f"with id {msg_id}")
     return message
 

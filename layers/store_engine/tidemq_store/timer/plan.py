@@ -1,0 +1,129 @@
+"""What a put on a DELAY topic becomes, for every backend: messages to append now, or timers to keep until due.
+
+Each message of the batch (checked whole by batch.py: each says when it is due) gets its due time (`timer.due_ms`:
+a delay from now, or its delivery time, within TIDEMQ_TIMER_MAX_DELAY_MS), and is encoded again with that time as
+TIMER_DELIVER_MS in place of what the producer gave. If every message is due already, the batch is appended at
+once, as any put. Otherwise every message of it becomes a timer (`TimerBatch`), those due already included (the
+mover puts them on the topic at once), so that the put stays all or nothing in one store: each gets a timer id
+(record/ids.py) and carries it as MESSAGE_ID, the id it keeps once delivered. A put of timers holds at most
+MAX_TIMERS_PER_PUT messages (the serverless backend stores it with one DynamoDB transaction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tidemq_protocol.errors import InvalidArgument, InvalidBatch, MessageTooLarge
+from tidemq_protocol.message import StoredMessage, tag_hash
+from tidemq_protocol.record import (
+    TIMER_DELAY_MS,
+    TIMER_DELIVER_MS,
+    decode_records,
+    encode_properties,
+    encode_record,
+    new_timer_id,
+    with_message_id,
+)
+from tidemq_protocol.timer import due_ms, recall_handle
+
+from ..batch import ValidatedBatch
+from ..config import StoreConfig
+from ..model import PutResult, TopicConfig
+from .api import Timer, TimerBatch, TimerIdTaken, TimerStore
+
+MAX_TIMERS_PER_PUT = 100
+"""Timer messages one put may hold (DynamoDB's most items in one transaction)."""
+PLAN_ATTEMPTS = 3
+"""Plans of one put, each with fresh ids, before a taken id (TimerIdTaken) is an error."""
+NOT_ON_ITS_QUEUE = -1
+"""The queue offset a put reports for a timer message: it has none until it is delivered."""
+
+
+def put_delayed(
+    timers: TimerStore,
+    limits: StoreConfig,
+    config: TopicConfig,
+    batch: ValidatedBatch,
+    append: Callable[[ValidatedBatch], list[PutResult]],
+    now_ms: int,
+) -> list[PutResult]:
+    """Store a checked batch of a DELAY topic (see the module docstring): appended with `append` if every message
+    is due, else kept in `timers`, each result with its recall handle."""
+    messages = decode_records(batch.records)
+    dues = [due_ms(m.properties, now_ms, limits.timer_max_delay_ms, i) for i, m in enumerate(messages)]
+    if all(due <= now_ms for due in dues):
+        return append(_encoded(limits, config, messages, batch.queues, dues, None))
+    if len(messages) > MAX_TIMERS_PER_PUT:
+        raise InvalidBatch(
+            f"a put of messages due later holds at most {MAX_TIMERS_PER_PUT} of them, got {len(messages)}"
+        )
+    for attempt in range(PLAN_ATTEMPTS):
+        ids = [new_timer_id(due) for due in dues]
+        planned = _encoded(limits, config, messages, batch.queues, dues, ids)
+        kept = TimerBatch(config.name, now_ms, [_timer(planned, i, ids[i], dues[i]) for i in range(len(ids))])
+        try:
+            timers.schedule(kept)
+        except TimerIdTaken:
+            if attempt == PLAN_ATTEMPTS - 1:
+                raise
+            continue
+        return [
+            PutResult(msg_id, queue, NOT_ON_ITS_QUEUE, now_ms, recall_handle(config.name, msg_id))
+            for msg_id, queue in zip(ids, batch.queues, strict=True)
+        ]
+    raise AssertionError("unreachable")
+
+
+def _timer(batch: ValidatedBatch, index: int, msg_id: str, due: int) -> Timer:
+    start = sum(batch.sizes[:index])
+    return Timer(msg_id, due, batch.queues[index], bytes(batch.records[start : start + batch.sizes[index]]))
+
+
+def _encoded(
+    limits: StoreConfig,
+    config: TopicConfig,
+    messages: list[StoredMessage],
+    queues: Sequence[int],
+    dues: list[int],
+    ids: list[str] | None,
+) -> ValidatedBatch:
+    """The messages encoded again with their due times (and, as timers, their ids), checked against the limits."""
+    topic, records, total = config.name.encode(), [], 0
+    for index, message in enumerate(messages):
+        properties = {name: value for name, value in message.properties.items() if name != TIMER_DELAY_MS}
+        properties[TIMER_DELIVER_MS] = str(dues[index])
+        try:
+            encoded = encode_properties(message.keys, message.tag, properties)
+            if ids is not None:
+                encoded = with_message_id(encoded, ids[index])
+        except InvalidArgument as error:
+            raise InvalidArgument(f"message {index}: {error}") from None
+        size = len(message.body) + len(encoded)
+        if size > limits.max_message_bytes:
+            raise MessageTooLarge(
+                f"message {index} is {size} bytes (body and properties, its due time and id among them); the limit"
+                f" is {limits.max_message_bytes}"
+            )
+        record = encode_record(topic, queues[index], message.born_timestamp, encoded, message.body)
+        total += len(record)
+        records.append(record)
+    if total > limits.max_batch_bytes:
+        raise MessageTooLarge(f"the batch is {total} bytes encoded; the limit is {limits.max_batch_bytes}")
+    return batch_of(records, messages, queues)
+
+
+def batch_of(records: list[bytes], messages: list[StoredMessage], queues: Sequence[int]) -> ValidatedBatch:
+    """A ValidatedBatch of `records` (record i holding `messages[i]`, for queue `queues[i]`)."""
+    return ValidatedBatch(
+        b"".join(records),
+        [len(record) for record in records],
+        list(queues),
+        [tag_hash(m.tag) for m in messages],
+        [m.keys for m in messages],
+    )
+
+
+def due_batch(records: list[bytes]) -> ValidatedBatch:
+    """The records of due timers as a batch to append (each to the queue its record names)."""
+    messages = decode_records(b"".join(records))
+    return batch_of(records, messages, [m.queue for m in messages])

@@ -16,6 +16,7 @@ from tidemq_protocol.record import (
     encode_stored,
     properties_at,
     property_map,
+    queue_offset_at,
     record_starts,
     v1,
 )
@@ -102,6 +103,13 @@ def test_a_records_properties_read_where_they_lie_are_its_decoded_properties():
         expected = property_map(message.keys, message.tag, message.properties)
         for name in ("a", "b", "c", "d", "flag", "region", "missing", "TAGS", "KEYS", "egion", "a\x01"):
             assert view.get(name) == expected.get(name), (message.body, name)
+        assert queue_offset_at(data, position) == message.queue_offset
+
+
+def test_a_view_cut_before_its_last_separator_reads_its_last_value_to_the_end():
+    properties = encode_properties((), None, {"a": "1", "b": "22"})
+    assert PropertiesView(properties, 0, len(properties) - 1).get("b") == "22"
+    assert PropertiesView(properties, 2, len(properties)).get("a") is None  # only what lies in [start, end) is read
 
 
 def test_records_whose_sizes_do_not_tile_what_was_read_are_refused():

@@ -2,6 +2,7 @@
 directory (EFS in AWS) and DynamoDB, with no process that owns a queue (RIP-20's stateless compute).
 
     store.py        the MessageStore: reads and lookups here, the rest from the modules below
+    hot_reads.py    the reads of the segment files (the hot records)
     metadata.py     topics, groups and users: one DynamoDB item each
     offsets.py      the consumer groups' committed offsets
     appender.py     the put: a batch appended to the writer's segment file, then sequenced
@@ -38,16 +39,14 @@ from tidemq_protocol.errors import (
     OffsetOutOfRange,
     QueueOutOfRange,
 )
-from tidemq_protocol.filter import MessageFilter, SqlFilter, selected_records
+from tidemq_protocol.filter import MessageFilter, SqlFilter
 from tidemq_protocol.message import Message, MessageType, StoredMessage
 from tidemq_protocol.record import (
     decode_records,
     is_timer_id,
     parse_message_id,
-    queue_offset_at,
     read_by_id,
     rebase,
-    record_starts,
 )
 
 from ..acl import UserRecord
@@ -72,6 +71,7 @@ from ..timer.plan import put_delayed
 from ..transactions.api import TransactionLog
 from .appender import Appender
 from .arrivals import ArrivalWatch
+from .hot_reads import SegmentReads
 from .known_queues import QUEUE_CACHE_S, KnownQueue
 from .metadata import Metadata
 from .offsets import ConsumerOffsets
@@ -96,6 +96,7 @@ class ServerlessMessageStore(MessageStore):
         max_age_s = min(config.efs_segment_age_s, config.efs_segment_grace_s / 2)  # segments.py says why
         self.writer = SegmentWriter(self.segments, config.efs_segment_bytes, max_age_s)
         self.index = QueueIndex(self.tables, self._keys_of)
+        self.hot = SegmentReads(self.segments, self.index, config.max_batch_messages)
         self.metadata = Metadata(self.tables, config.max_page_bytes)
         self.offsets = ConsumerOffsets(self.tables, self.metadata, self.index)
         self.appender = Appender(config, self.metadata, self.writer, self.index, self._delayed)
@@ -237,7 +238,7 @@ class ServerlessMessageStore(MessageStore):
         """Whole records with their real offsets, decoded (so `read_records` counts the messages that match): below the
         queue's hot boundary the cold tier's, read as the tiered store reads them, else the batches' in the segment
         files, which are decoded to choose (no ConsumeQueue holds their tags); a SQL92 filter is evaluated on the
-        records where they lie, cold (`RunsRead`, the embedded engine's) and hot (`_selected_read`). Messages this
+        records where they lie, cold (`RunsRead`, the embedded engine's) and hot (hot_reads.py). Messages this
         process knows are there cost no request (known_queues.py); a segment file gone since is read again afresh."""
         topic, queue = request.topic, request.queue
         config = self._cached_topic(topic)
@@ -270,9 +271,9 @@ class ServerlessMessageStore(MessageStore):
             return DecodedRead(records, matching(messages, chosen_by), cold.selection.next_offset, low, high)
         end = min(high, offset + scan_size(max_messages, chosen_by))
         if isinstance(chosen_by, SqlFilter):
-            return self._selected_read(request, chosen_by, known, end, low, high)
+            return self.hot.selected(request, chosen_by, known, end, low, high)
         parts, messages, size, next_offset = [], [], 0, offset
-        for message, record in self._segment_records(topic, queue, known, offset, end):
+        for message, record in self.hot.records(topic, queue, known, offset, end):
             if chosen_by is None or chosen_by.accepts(message):
                 if messages and size + len(record) > max_bytes:
                     break
@@ -283,66 +284,6 @@ class ServerlessMessageStore(MessageStore):
             if len(messages) == max_messages:
                 break
         return DecodedRead(b"".join(parts), messages, next_offset, low, high)
-
-    def _selected_read(
-        self, request: ReadRequest, sql: SqlFilter, known: KnownQueue, end: int, low: int, high: int
-    ) -> DecodedRead:
-        """A SQL92-filtered read of the segment files' records of offsets [offset, end): evaluated on each batch's
-        records where they lie (`tidemq_protocol.filter.selected_records`), only those selected decoded."""
-        topic, queue, offset = request.topic, request.queue, request.offset
-        parts: list[bytes] = []
-        size, next_offset = 0, offset
-        for first_offset, count, data in self._segment_runs(topic, queue, known, offset, end):
-            for start, stop in selected_records(data, sql):
-                if parts and size + stop - start > request.max_bytes:
-                    return self._decoded(topic, queue, parts, queue_offset_at(data, start), low, high)
-                parts.append(data[start:stop])
-                size += stop - start
-                if len(parts) == request.max_messages:
-                    return self._decoded(topic, queue, parts, queue_offset_at(data, start) + 1, low, high)
-            next_offset = first_offset + count
-        return self._decoded(topic, queue, parts, next_offset, low, high)
-
-    @staticmethod
-    def _decoded(topic: str, queue: int, parts: list[bytes], next_offset: int, low: int, high: int) -> DecodedRead:
-        records = b"".join(parts)
-        expect = (topic, queue, queue_offset_at(records)) if records else None
-        return DecodedRead(records, decode_records(records, expect), next_offset, low, high)
-
-    def _segment_runs(
-        self, topic: str, queue: int, known: KnownQueue, offset: int, end: int
-    ) -> Iterator[tuple[int, int, bytes]]:
-        """The queue's records of offsets [offset, end) in the segment files, as runs of records with their real
-        offsets (`record.rebase`, which checks each), each with its first offset and how many records it holds: one
-        pread per batch."""
-        window = self.config.max_batch_messages
-        for ref in self.index.known_batches(topic, queue, known, offset, end, window):
-            data = rebase(read_segment(self.segments, ref.file, ref.position, ref.length), ref.first_offset)
-            starts = record_starts(data)  # rebase gave them offsets first_offset, +1, ...
-            low, high = max(0, offset - ref.first_offset), min(len(starts), end - ref.first_offset)
-            if low < high:
-                run = data[starts[low] : starts[high] if high < len(starts) else len(data)]
-                yield ref.first_offset + low, high - low, run
-            if high < len(starts):
-                return
-
-    def _segment_records(
-        self, topic: str, queue: int, known: KnownQueue, offset: int, end: int
-    ) -> Iterator[tuple[StoredMessage, bytes]]:
-        """The queue's records of offsets [offset, end) in the segment files, each decoded (with its real offset,
-        `record.rebase`) and as stored, batch by batch: one pread and one decode per batch."""
-        window = self.config.max_batch_messages
-        for ref in self.index.known_batches(topic, queue, known, offset, end, window):
-            data = rebase(read_segment(self.segments, ref.file, ref.position, ref.length), ref.first_offset)
-            position = 0
-            for message in decode_records(data, (topic, queue, ref.first_offset)):
-                length = int.from_bytes(data[position : position + 4], "little")
-                record = data[position : position + length]
-                position += length
-                if message.queue_offset >= end:
-                    return
-                if message.queue_offset >= offset:
-                    yield message, record
 
     def wait_for_messages(self, topic: str, queue: int, offset: int, timeout_s: float) -> bool:
         """Long polling: the process's waits share one poll, a BatchGetItem of the queues waited on every

@@ -6,7 +6,9 @@
     api.py         the HTTP API: functions/routes.py's routes, the authorizer, throttling
     pipeline.py    EMR Serverless, the Spark package, the job schedules
     monitoring.py  alarms, their topic, the dashboard
+    grpc_proxy.py  optional (`-c grpc_proxy=true`): the RocketMQ 5 gRPC proxy on ECS Fargate behind an ALB, its image
+                   from proxy/Dockerfile
 
-config.py reads the CDK context; assets.py builds the function code and layers without Docker; permissions.py says
-what each principal may do. `cdk.json` runs `python -m infra_cdk.app`.
+config.py reads the CDK context; assets.py builds the function code and layers (and the proxy's image context)
+without Docker; permissions.py says what each principal may do. `cdk.json` runs `python -m infra_cdk.app`.
 """

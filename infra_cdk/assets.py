@@ -10,6 +10,12 @@
                                      python3.12 runs on Amazon Linux 2023, glibc 2.34, as EMR 7 does), never from
                                      this machine's installed packages
 
+    proxy-<hash>/                    the gRPC proxy's container image context (infra_cdk/grpc_proxy.py): its
+                                     Dockerfile (infra_cdk/proxy/Dockerfile), app/ (what `python -m
+                                     servers.grpc_proxy` imports, and the whole engine) and packages/ (its
+                                     third-party packages, installed as the dependencies layer's are): the image
+                                     only copies them onto Python 3.12, so an arm64 image builds on any machine
+
 Each directory is named by a hash of what it holds, written whole into a scratch directory and then renamed into
 place, so a second synth (or a concurrent one) reuses it: the dependencies are downloaded once per set of versions.
 Versions are those of this virtualenv (the ones the tests ran with), as constraints.
@@ -53,6 +59,11 @@ LOCAL_ONLY = frozenset({"moto", "werkzeug"})
 """Imports of the development tools (devtools/: the embedded moto server), which nothing Lambda runs imports (an
 import-linter contract): never shipped (tests/infra/test_assets.py checks no handler reaches them)."""
 STALE_AFTER_S = 3600.0
+PROXY_ENTRY = "servers.grpc_proxy.__main__"
+PROXY_DOCKERFILE = REPO / "infra_cdk" / "proxy" / "Dockerfile"
+IMAGE_CODE, IMAGE_PACKAGES = "app", "packages"
+"""Where the proxy's image context holds the project's modules and the third-party packages (the Dockerfile's
+PYTHONPATH)."""
 
 
 def handler_modules(functions: Iterable[str]) -> list[str]:
@@ -229,6 +240,24 @@ def build_lambda_assets(functions: Iterable[str]) -> LambdaAssets:
         distributions=pins,
         imports=imports,
     )
+
+
+def build_proxy_context() -> Path:
+    """The gRPC proxy's image context (the module docstring says what it holds); its packages are those of a Lambda
+    layer (CPython 3.12, manylinux aarch64), built once per set of versions."""
+    imports = scan([PROXY_ENTRY], source_roots())
+    specs = lambda_requirements(imports)
+    dependencies = build_dependencies(specs, closure(specs))
+    project = {module_path(name, source): source for name, source in imports.modules.items()}
+    engine = {inside.removeprefix(f"{LAYER_ROOT}/"): source for inside, source in engine_files().items()}
+    files = {f"{IMAGE_CODE}/{inside}": source for inside, source in {**project, **engine}.items()}
+    files[PROXY_DOCKERFILE.name] = PROXY_DOCKERFILE
+
+    def fill(root: Path) -> None:
+        _copy_files(files, root)
+        shutil.copytree(dependencies / LAYER_ROOT, root / IMAGE_PACKAGES)
+
+    return _materialize("proxy", _digest(_source_digest(files), dependencies.name), fill)
 
 
 # ---- the Spark package ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ their defaults unless a field here says otherwise.
 from __future__ import annotations
 
 from collections.abc import Callable
+from ipaddress import IPv4Network
 from typing import Any, Literal
 
 from aws_cdk import aws_logs as logs
@@ -125,6 +126,25 @@ class DeployConfig(BaseModel):
         ge=1,
         description="How often the maintenance function opens due transaction check-backs and rolls back at the limit.",
     )
+    grpc_proxy: bool = Field(
+        default=False,
+        description="Deploy the RocketMQ 5 gRPC proxy: ECS Fargate tasks behind an internet-facing Application Load "
+        "Balancer (docs/deploy.md; it costs while idle, the rest of the stack does not).",
+    )
+    grpc_proxy_certificate_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[A-Za-z0-9-]+$",
+        description="The ACM certificate of the proxy's HTTPS listener (gRPC needs TLS at the load balancer); "
+        "required with grpc_proxy.",
+    )
+    grpc_proxy_max_tasks: int = Field(default=4, ge=1, le=100, description="Most proxy tasks autoscaling runs.")
+    grpc_proxy_cpu_target: int = Field(
+        default=60, ge=10, le=90, description="Average CPU (%) of the proxy tasks that autoscaling keeps them at."
+    )
+    grpc_proxy_ingress_cidr: IPv4Network = Field(
+        default=IPv4Network("0.0.0.0/0"),
+        description="Who may reach the proxy's load balancer (port 443); every request is signed regardless.",
+    )
     emr_release_label: str = Field(default="emr-7.9.0", description="The EMR Serverless release of the Spark jobs.")
     emr_max_vcpu: int = Field(default=16, ge=1, description="Most vCPUs the EMR Serverless application may use.")
     emr_max_memory_gb: int = Field(default=64, ge=1, description="Most memory (GB) it may use.")
@@ -155,6 +175,11 @@ class DeployConfig(BaseModel):
         push_needs_s = Settings.model_fields["push_target_timeout_s"].default + RESERVE_MS / 1000 + 5
         if self.push_timeout_s < push_needs_s:
             raise ValueError(f"push_timeout_s must be at least {push_needs_s:.0f} (a target call and the hand-over)")
+        if self.grpc_proxy and not self.grpc_proxy_certificate_arn:
+            raise ValueError(
+                "grpc_proxy needs grpc_proxy_certificate_arn: the ARN of an ACM certificate, in the stack's region, "
+                "for the load balancer's HTTPS listener (RocketMQ clients reach the proxy over TLS)"
+            )
         longest_poll_s = Settings.model_fields["max_get_wait_ms"].default / 1000
         if longest_poll_s + 5 > API_TIMEOUT_S:
             raise ValueError("the longest long poll must end well within the API functions' timeout")
@@ -163,6 +188,11 @@ class DeployConfig(BaseModel):
     @property
     def log_retention(self) -> logs.RetentionDays:
         return logs.RetentionDays[LOG_RETENTION[self.log_retention_days]]
+
+    @property
+    def grpc_proxy_region(self) -> str:
+        """The region of the proxy's certificate, which is the load balancer's (ACM certificates are regional)."""
+        return (self.grpc_proxy_certificate_arn or "").split(":")[3]
 
     def memory(self, function: str) -> int:
         return {**FUNCTION_MEMORY_MB, **self.memory_mb}[function]

@@ -36,7 +36,7 @@ from shared.settings import Settings
 from . import assets
 from .config import FUNCTION_TIMEOUT_S, DeployConfig
 from .network import Network
-from .permissions import FUNCTION_TABLES, FUNCTION_TIER, bucket_statements, table_statements
+from .permissions import FUNCTION_TABLES, FUNCTION_TIER, bucket_statements, shared_directory_statement, table_statements
 from .storage import Storage
 
 STORE_FUNCTIONS = (*API_FUNCTIONS, "push", "maintenance")
@@ -71,6 +71,28 @@ def settings_environment(**values: Any) -> dict[str, str]:
     Settings.model_validate(known)
     prefix = Settings.model_config["env_prefix"]
     return {f"{prefix}{name}".upper(): str(value) for name, value in values.items()}
+
+
+def serverless_settings(config: DeployConfig) -> dict[str, Any]:
+    """The settings of every process of this stack that opens a store: the serverless backend over its tables, with
+    authentication on (the auth key is given apart: an environment variable of the functions, a secret of the gRPC
+    proxy's tasks)."""
+    return dict(backend="serverless", home=HOME, local_aws="off", dynamodb_prefix=config.prefix, auth="on")
+
+
+def store_settings(config: DeployConfig, storage: Storage) -> dict[str, Any]:
+    """The settings of a process serving messages (the store functions, the gRPC proxy's tasks): the shared
+    directory mounted at EFS_MOUNT, the cold tier in the data bucket, push delivery set going by invoking the push
+    function."""
+    return dict(
+        **serverless_settings(config),
+        efs_path=EFS_MOUNT,
+        tier="s3",
+        tier_bucket=storage.data.bucket_name,
+        tier_prefix=config.tier_prefix,
+        push_mode="lambda",
+        push_function=config.function_name("push"),
+    )
 
 
 class Functions(Construct):
@@ -125,23 +147,8 @@ class Functions(Construct):
             resource_name=push_name,
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
-        common = dict(
-            backend="serverless",
-            home=HOME,
-            local_aws="off",
-            dynamodb_prefix=config.prefix,
-            auth="on",
-            auth_key=storage.auth_key_value,
-        )
-        store = dict(
-            **common,
-            efs_path=EFS_MOUNT,
-            tier="s3",
-            tier_bucket=storage.data.bucket_name,
-            tier_prefix=config.tier_prefix,
-            push_mode="lambda",
-            push_function=push_name,
-        )
+        common = dict(**serverless_settings(config), auth_key=storage.auth_key_value)
+        store = dict(**store_settings(config, storage), auth_key=storage.auth_key_value)
         self.functions: dict[str, lambda_.Function] = {}
         for name in STORE_FUNCTIONS:
             extra: dict[str, Any] = {}
@@ -311,20 +318,12 @@ class Functions(Construct):
         """The EFS access point, mounted at EFS_MOUNT; the CDK's own `from_efs_access_point` allows ClientMount on
         `*` (with a condition), so the statements here name the file system instead."""
         storage = self.storage
-        file_system_arn = storage.file_system.file_system_arn
-        on_access_point = {"StringEquals": {"elasticfilesystem:AccessPointArn": storage.access_point.access_point_arn}}
         return lambda_.FileSystem(
             arn=storage.access_point.access_point_arn,
             local_mount_path=EFS_MOUNT,
             connections=storage.file_system.connections,
             dependency=[storage.file_system.mount_targets_available],
-            policies=[
-                iam.PolicyStatement(
-                    actions=["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
-                    resources=[file_system_arn],
-                    conditions=on_access_point,
-                )
-            ],
+            policies=[shared_directory_statement(storage)],
         )
 
     # ---- schedules -----------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 S3 and DynamoDB are reached through gateway endpoints (free); the Lambda API through one interface endpoint, which
 the produce, admin and push functions need to invoke the push function (and push, its `lambda:` targets). Nothing
 else in the VPC calls an AWS API: logs and metrics (EMF) leave through Lambda's own log delivery. With
-`nat_gateways` > 0 the functions also reach the internet (webhook push targets).
+`nat_gateways` > 0 the functions also reach the internet (webhook push targets). With `grpc_proxy` the VPC has public
+subnets too, where the proxy's load balancer is (grpc_proxy.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class Network(Construct):
         else:
             private = ec2.SubnetType.PRIVATE_ISOLATED
             subnets = [ec2.SubnetConfiguration(name="private", subnet_type=private, cidr_mask=22)]
+            if config.grpc_proxy:  # after the private ones, so that turning it on leaves their addresses as they are
+                subnets.append(ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24))
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
@@ -43,6 +46,7 @@ class Network(Construct):
         )
         self.private_subnets = ec2.SubnetSelection(subnet_type=private)
         self.private_subnet_ids = self.vpc.select_subnets(subnet_type=private).subnet_ids
+        self.public_subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
         flow_logs = logs.LogGroup(
             self,
             "FlowLogs",

@@ -16,7 +16,7 @@ from enum import Enum
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 
-from .storage import TableRef
+from .storage import Storage, TableRef
 
 
 class TableUse(Enum):
@@ -122,6 +122,14 @@ FUNCTION_TIER: dict[str, BucketUse] = {
     "push": BucketUse.READ,
     "maintenance": BucketUse.WRITE,
 }
+PROXY_SERVES = ("produce", "consume")
+"""The functions whose logic the gRPC proxy runs (servers/grpc_proxy/service.py): SendMessage is produce's, the
+receives, acks, invisible-time changes and dead-lettering are consume's pop consumption, QueryRoute reads topics."""
+PROXY_TABLES: dict[str, TableUse] = {
+    table: max((FUNCTION_TABLES[name].get(table, OPEN) for name in PROXY_SERVES), key=list(TableUse).index)
+    for table in sorted({table for name in PROXY_SERVES for table in FUNCTION_TABLES[name]})
+}
+PROXY_TIER = BucketUse.READ  # consume's: a receive reads segments from the cold tier
 JOB_TABLES: dict[str, TableUse] = {"topics": READ, "queues": WRITE, "batches": WRITE}
 """The Spark jobs (compaction, retention, migration): topics' attributes, queues' leases and bounds, batch items."""
 
@@ -135,6 +143,17 @@ def table_statements(tables: dict[str, TableRef], uses: dict[str, TableUse]) -> 
             resources = [arn for name in names for arn in tables[name].arns]
             statements.append(iam.PolicyStatement(actions=list(use.value), resources=resources))
     return statements
+
+
+def shared_directory_statement(storage: Storage) -> iam.PolicyStatement:
+    """Mounting and writing the shared directory (EFS) through its access point only. The CDK's own grants allow
+    ClientMount on `*` (with a condition); this names the file system instead."""
+    on_access_point = {"StringEquals": {"elasticfilesystem:AccessPointArn": storage.access_point.access_point_arn}}
+    return iam.PolicyStatement(
+        actions=["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
+        resources=[storage.file_system.file_system_arn],
+        conditions=on_access_point,
+    )
 
 
 def bucket_statements(bucket: s3.IBucket, prefix: str, use: BucketUse) -> list[iam.PolicyStatement]:

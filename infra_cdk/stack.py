@@ -1,5 +1,6 @@
-"""The TideMQ stack: network, storage, functions, API, pipeline and monitoring, one construct each, and what an
-operator needs afterwards as outputs (the API's URL; the settings of `python -m spark_emr run --emr`)."""
+"""The TideMQ stack: network, storage, functions, API, pipeline and monitoring, one construct each (and, as an option,
+the RocketMQ 5 gRPC proxy), and what an operator needs afterwards as outputs (the API's URL; the settings of
+`python -m spark_emr run --emr`; the proxy's endpoint)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from constructs import Construct
 from .api import Api
 from .config import DeployConfig
 from .functions import Functions
+from .grpc_proxy import GrpcProxy
 from .monitoring import Monitoring
 from .network import Network
 from .pipeline import Pipeline
@@ -40,6 +42,11 @@ class TideMQStack(Stack):
         self.monitoring = Monitoring(
             self, "Monitoring", config=config, functions=self.functions, api=self.api, pipeline=self.pipeline
         )
+        self.grpc_proxy = None
+        if config.grpc_proxy:
+            self.grpc_proxy = GrpcProxy(
+                self, "GrpcProxy", config=config, network=self.network, storage=self.storage, functions=self.functions
+            )
         self._suppress_cdk_provided()
 
         outputs = {
@@ -55,6 +62,8 @@ class TideMQStack(Stack):
                 "Makes the first super user (make first-user)",
             ),
         }
+        if self.grpc_proxy is not None:
+            outputs["GrpcProxyEndpoint"] = (self.grpc_proxy.endpoint, "RocketMQ 5 clients' endpoint (TLS on)")
         for name, (value, description) in outputs.items():
             CfnOutput(self, name, value=value, description=description)
 

@@ -14,6 +14,7 @@ from infra_cdk.config import DeployConfig, from_context
 from infra_cdk.functions import EFS_MOUNT
 from infra_cdk.grpc_proxy import HEALTH_CHECK_PATH, PROXY_PORT, TASK_CPU, TASK_MEMORY_MIB
 from infra_cdk.permissions import PROXY_TABLES, TableUse
+from tests.infra import test_least_privilege as least_privilege
 from tests.infra.cloud import render
 from tests.infra.conftest import PROXY_CONTEXT
 from tests.infra.test_least_privilege import listed, statements
@@ -180,3 +181,17 @@ def test_aws_solutions_checks_pass_with_the_proxy_and_every_suppression_says_why
     for row in rows:
         if row["Compliance"] == "Suppressed":
             assert len(row["Exception Reason"].split()) >= 8, row
+
+
+def test_no_policy_grants_a_wildcard_action_on_a_data_resource_with_the_proxy(synthesized_with_proxy):
+    least_privilege.test_no_policy_grants_a_wildcard_action_on_a_data_resource(synthesized_with_proxy)
+
+
+def test_only_actions_without_resource_level_permissions_name_every_resource(synthesized_with_proxy):
+    everywhere = {
+        action
+        for policy, statement in statements(synthesized_with_proxy)
+        if not policy.startswith(least_privilege.CDK_SINGLETONS) and "*" in listed(statement["Resource"])
+        for action in listed(statement["Action"])
+    }
+    assert everywhere <= least_privilege.WITHOUT_RESOURCE_LEVEL | {"ecr:GetAuthorizationToken"}, everywhere

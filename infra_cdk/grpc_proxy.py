@@ -78,6 +78,8 @@ class GrpcProxy(Construct):
         functions: Functions,
     ) -> None:
         super().__init__(scope, id)
+        # Outbound open as the functions' is: from the private subnets it reaches only what the VPC routes to (the
+        # endpoints, EFS; with NAT the internet). Inbound: the load balancer on the proxy's port, nothing else.
         self.security_group = ec2.SecurityGroup(
             self, "Tasks", vpc=network.vpc, description="TideMQ gRPC proxy tasks", allow_all_outbound=True
         )

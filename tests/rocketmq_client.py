@@ -2,12 +2,22 @@
 (tests/e2e/test_rocketmq_clients.py): one JSON spec in argv[1], one JSON line out per event.
 
     {"role": "producer", "messages": [{"body": "<base64>", "tag": ..., "keys": [...], "properties": {...},
-                                       "group": ...}, ...]}
-        -> {"sent": <message id>, "offset": n} per message, or {"error": <class>, "code": <RocketMQ code>}
+                                       "group": ..., "delay_s": s, "recall": true, "transaction": "commit",
+                                       "after_line": true}, ...],
+     "checker": {"<base64 body>": "COMMIT" | "ROLLBACK"}, "await_checks": n}
+        -> {"sent": <message id>, "offset": n, "transaction_id": ..., "recall_handle": ...} per message, or
+           {"error": <class>, "code": <RocketMQ code>}; {"recalled": <message id>} after a recall; with a "checker",
+           messages with a "transaction" ("commit", "rollback", or "none": left for the server's check) are half
+           messages, {"ended": body, "as": ...} after each end, and {"checked": body, "answer": ...} per check the
+           server asked, the producer staying until it has answered "await_checks" of them; a message "after_line"
+           is sent once the test writes a line to the client's standard input, and after "pause_s" seconds
     {"role": "simple", "group": g, "steps": [{"do": "receive", "want": n, "invisible_s": s}, {"do": "ack", "body": b},
                                              {"do": "change", "body": b, "invisible_s": s},
                                              {"do": "await", "body": b, "invisible_s": s}, ...]}
         -> {"received": {...message...}} per delivery, {"acked": body}, {"changed": body}, or an error
+    {"role": "drain", "group": g, "invisible_s": s}
+        -> receives and acks until the test closes its standard input, going on past failed calls:
+           {"received": {...}} per delivery, {"acked": <message id>} per ack answered OK, {"error": ...} per failure
     {"role": "push", "group": g, "fail": [<base64 bodies its listener fails>]}
         -> {"consumed": {...message...}, "result": "SUCCESS" | "FAILURE"} per call of its listener, until the test
            closes its standard input
@@ -35,7 +45,8 @@ from rocketmq import (
     PushConsumer,
     SimpleConsumer,
 )
-from rocketmq.grpc_protocol import FilterType
+from rocketmq.grpc_protocol import FilterType, TransactionResolution
+from rocketmq.v5.producer import TransactionChecker
 
 _print_lock = threading.Lock()
 
@@ -55,6 +66,8 @@ def view(message) -> dict:
         "group": message.message_group,
         "attempt": message.delivery_attempt,
         "topic": message.topic,
+        "delivery_timestamp": message.delivery_timestamp,
+        "at": time.time(),
     }
 
 
@@ -62,29 +75,72 @@ def failed(error: Exception) -> dict:
     return {"error": type(error).__name__, "code": getattr(error, "code", None), "message": str(error)[:300]}
 
 
+class Checker(TransactionChecker):
+    """Answers the server's checks as the spec says for each body, and counts them."""
+
+    def __init__(self, answers: dict[str, str]) -> None:
+        self.answers, self.checked = answers, threading.Semaphore(0)
+
+    def check(self, message) -> TransactionResolution:
+        body = base64.b64encode(message.body).decode()
+        answer = self.answers.get(body, "ROLLBACK")
+        emit({"checked": body, "answer": answer, "message_id": message.message_id})
+        self.checked.release()
+        return TransactionResolution.Value(answer)
+
+
 def produce(config: ClientConfiguration, spec: dict) -> None:
-    producer = Producer(config, (spec["topic"],))
+    checker = Checker(spec["checker"]) if "checker" in spec else None
+    producer = Producer(config, (spec["topic"],), checker)
     producer.startup()
     try:
         for item in spec["messages"]:
-            message = Message()
-            message.topic = spec["topic"]
-            message.body = base64.b64decode(item["body"])
-            if item.get("tag"):
-                message.tag = item["tag"]
-            for key in item.get("keys", ()):
-                message.keys = key  # the setter adds one key
-            for name, value in item.get("properties", {}).items():
-                message.add_property(name, value)
-            if item.get("group"):
-                message.message_group = item["group"]
             try:
-                receipt = producer.send(message)
-                emit({"sent": receipt.message_id, "offset": receipt.offset})
+                send_one(producer, spec["topic"], item)
             except Exception as error:  # the test reads what the client raised
                 emit(failed(error))
+        deadline = time.monotonic() + spec.get("deadline_s", 120)
+        for _ in range(spec.get("await_checks", 0)):
+            if not checker.checked.acquire(timeout=max(deadline - time.monotonic(), 0)):
+                emit({"error": "TimeoutError", "code": None, "message": "a check the server was to ask never came"})
+                break
+        time.sleep(0.5 if checker else 0)  # the last check's answer on its way (the client answers asynchronously)
     finally:
         producer.shutdown()
+
+
+def send_one(producer: Producer, topic: str, item: dict) -> None:
+    if item.get("after_line"):  # the test says when, by writing a line
+        sys.stdin.readline()
+    time.sleep(item.get("pause_s", 0))
+    message = Message()
+    message.topic = topic
+    message.body = base64.b64decode(item["body"])
+    if item.get("tag"):
+        message.tag = item["tag"]
+    for key in item.get("keys", ()):
+        message.keys = key  # the setter adds one key
+    for name, value in item.get("properties", {}).items():
+        message.add_property(name, value)
+    if item.get("group"):
+        message.message_group = item["group"]
+    if "delay_s" in item:
+        message.delivery_timestamp = int(time.time()) + item["delay_s"]  # seconds, whatever its docstring says
+    transaction = producer.begin_transaction() if "transaction" in item else None
+    receipt = producer.send(message, transaction)
+    emit(
+        {
+            "sent": receipt.message_id,
+            "offset": receipt.offset,
+            "transaction_id": receipt.transaction_id or None,
+            "recall_handle": receipt.recall_handle,
+        }
+    )
+    if item.get("transaction") in ("commit", "rollback"):
+        getattr(transaction, item["transaction"])()
+        emit({"ended": item["body"], "as": item["transaction"]})
+    if item.get("recall"):
+        emit({"recalled": producer.recall_message(topic, receipt.recall_handle)})
 
 
 def subscription(spec: dict) -> FilterExpression:
@@ -128,6 +184,29 @@ def simple(config: ClientConfiguration, spec: dict) -> None:
         consumer.shutdown()
 
 
+def drain(config: ClientConfiguration, spec: dict) -> None:
+    consumer = SimpleConsumer(config, spec["group"], {spec["topic"]: subscription(spec)}, await_duration=5)
+    consumer.startup()
+    emit({"started": True})
+    try:
+        while not select.select([sys.stdin], [], [], 0)[0]:  # until the test closes stdin
+            try:
+                messages = consumer.receive(16, spec.get("invisible_s", 10))
+            except Exception as error:  # the proxy is down: the next call may find it up
+                emit(failed(error))
+                time.sleep(0.2)
+                continue
+            for message in messages:
+                emit({"received": view(message)})
+                try:
+                    consumer.ack(message)
+                    emit({"acked": message.message_id})
+                except Exception as error:  # not acked: it comes again after its invisible time
+                    emit(failed(error))
+    finally:
+        consumer.shutdown()
+
+
 class Listener:
     def __init__(self, fail: set[str]) -> None:
         self.fail = fail
@@ -156,7 +235,7 @@ def main() -> None:
         spec["endpoint"], Credentials(spec["access_key"], spec["secret_key"]), request_timeout=10
     )
     try:
-        {"producer": produce, "simple": simple, "push": push}[spec["role"]](config, spec)
+        {"producer": produce, "simple": simple, "drain": drain, "push": push}[spec["role"]](config, spec)
     except Exception as error:  # startup refused, ...
         emit(failed(error))
 

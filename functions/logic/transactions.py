@@ -16,6 +16,7 @@ Both act through the engine's conditional writes, so any number of them may run 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from tidemq_protocol.errors import (
     TransactionConflict,
     TransactionNotFound,
 )
-from tidemq_protocol.message import Message, key_queue
+from tidemq_protocol.message import Message, StoredMessage, key_queue
 from tidemq_store import MessageStore
 from tidemq_store.model import check_page_limit
 from tidemq_store.transactions.api import Transaction, TransactionState
@@ -78,8 +79,18 @@ def send_half(
     elif message.sharding_key:
         queue = key_queue(message.sharding_key, queues)
     else:
-        queue = next(_round_robin) % queues
+        queue = next_queue(queues)
     half = Message(message.body_bytes(), queue, tuple(message.keys), message.tag, json_properties(0, message))
+    return prepare(store, settings, topic, producer_group, half)
+
+
+def next_queue(queues: int) -> int:
+    """The queue of a half message that names none, round-robin."""
+    return next(_round_robin) % queues
+
+
+def prepare(store: MessageStore, settings: Settings, topic: str, producer_group: str, half: Message) -> Transaction:
+    """Store `half` (routed to its queue) as a half message of `topic`, its first check due after the timeout."""
     return store.transactions.prepare(topic, half, producer_group, now_ms() + settings.transaction_timeout_ms)
 
 
@@ -141,13 +152,12 @@ def take_checks(
     if wait_ms > settings.max_get_wait_ms:
         raise InvalidArgument(f"wait_ms must be 0..{settings.max_get_wait_ms}, got {wait_ms}")
     store.get_topic(topic)  # TopicNotFound: a 404, not a wait
-    log = store.transactions
     deadline, pause = time.monotonic() + wait_ms / 1000, POLL_FIRST_S
     while True:
-        taken = run_checks(store, settings, max_checks, topic, producer_group, claim=True).opened
-        if len(taken) < max_checks:
-            taken += log.claim(topic, producer_group, max_checks - len(taken))
-        checks = [check for check in (_check(store, t) for t in taken) if check is not None]
+        checks = [
+            TransactionCheck(check=taken.claimed, transaction=view(taken), message=MessageView.of(message))
+            for taken, message in claim_checks(store, settings, topic, producer_group, max_checks)
+        ]
         left = deadline - time.monotonic()
         if checks or left <= 0:
             return checks
@@ -155,13 +165,20 @@ def take_checks(
         pause = min(pause * 2, POLL_MOST_S)
 
 
-def _check(store: MessageStore, transaction: Transaction) -> TransactionCheck | None:
-    """The check a producer is sent (None: its transaction ended meanwhile)."""
-    try:
-        message = store.transactions.half_message(transaction)
-    except MessageNotFound:
-        return None
-    return TransactionCheck(check=transaction.claimed, transaction=view(transaction), message=MessageView.of(message))
+def claim_checks(
+    store: MessageStore, settings: Settings, topic: str, producer_group: str, max_checks: int
+) -> list[tuple[Transaction, StoredMessage]]:
+    """Up to `max_checks` check-backs of the group's transactions of `topic` (opened now if due, or opened by the
+    sweep), each taken by this caller alone, with its half message; none waited for."""
+    log = store.transactions
+    taken = run_checks(store, settings, max_checks, topic, producer_group, claim=True).opened
+    if len(taken) < max_checks:
+        taken += log.claim(topic, producer_group, max_checks - len(taken))
+    checks = []
+    for transaction in taken:
+        with contextlib.suppress(MessageNotFound):  # its transaction ended meanwhile
+            checks.append((transaction, log.half_message(transaction)))
+    return checks
 
 
 @dataclass

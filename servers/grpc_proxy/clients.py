@@ -4,8 +4,8 @@ proxy keeps, because a stream is the only way the server can speak first.
 Nothing a request needs is kept here: each request carries what it acts on (its group, topic, filter, invisible
 time and poll), and groups, retry policies and deliveries are in the store, so any proxy over the same store serves
 any request of any client, and a client that reconnects to another proxy loses nothing. What the registry is for:
-commands the server sends a client (`send`), as a transaction check will (a `recover_orphaned_transaction_command`
-to a producer of the topic: `publishing_to`), and the settings the client last said.
+commands the server sends a client (`send`), as a transaction check does (a `recover_orphaned_transaction_command`
+to a producer of the topic: `publishing_to`, checks.py), and the settings the client last said.
 """
 
 from __future__ import annotations
@@ -61,6 +61,16 @@ class Clients:
             return False
         sessions[-1].outbox.put_nowait(command)
         return True
+
+    def published_topics(self) -> set[str]:
+        """Every topic a client here last said it publishes to."""
+        return {
+            topic.name
+            for sessions in self._sessions.values()
+            for session in sessions
+            if session.settings is not None
+            for topic in session.settings.publishing.topics
+        }
 
     def publishing_to(self, topic: str) -> list[str]:
         """The clients here whose last settings name `topic` among those they publish to."""

@@ -10,13 +10,17 @@ A sent message is stored as a TideMQ message with
     message_group     the record's message group (a FIFO topic's messages each have one; the produce logic routes
                       the message to its group's queue, whatever queue the client had in mind)
     born_timestamp    the record's born timestamp
-The client's `message_type` must be the topic's (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE). DELAY and TRANSACTION
-messages are refused (UNSUPPORTED) until the engine has them: a `delivery_timestamp` or a transactional send is then
-one more field here and one more branch in service.py's SendMessage.
+    delivery_timestamp  a delay message's due time (TIMER_DELIVER_MS, tidemq_protocol.timer): the store keeps it as
+                      a timer until then (tidemq_store/timer)
+The client's `message_type` must be the topic's (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE; the store checks the rest: a
+DELAY topic's messages each have a delivery time, no other topic's do). A TRANSACTION message is stored the same
+way, as the half message of its transaction (service.py's SendMessage sends it so).
 
 A delivered message carries RocketMQ's system properties: the producer's id (the store's own for a message sent
-over HTTP), receipt handle, delivery attempt, queue and offset, store time and a `body_digest` (MD5 in upper-case
-hex, which every client compares alike; Node compares CRC32 as decimal, Python as hex).
+over HTTP; a delay message kept for later and a transaction's message have the id the store gave them, answered
+to the send), receipt handle, delivery attempt, queue and offset, store time, a delay message's delivery time, and
+a `body_digest` (MD5 in upper-case hex, which every client compares alike; Node compares CRC32 as decimal, Python
+as hex).
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ BROKER_WRITTEN = frozenset({KEYS, TAGS, MESSAGE_GROUP, MESSAGE_ID, RESENT_FOR_GR
 DUE_TIME = frozenset({TIMER_DELIVER_MS, TIMER_DELAY_MS})
 """A delay message's due time (tidemq_protocol.timer): RocketMQ's `delivery_timestamp`, not a user property."""
 RESERVED_PROPERTIES = BROKER_WRITTEN | frozenset(ORIGIN_PROPERTIES) | DUE_TIME
-SYSTEM_CARRIED = frozenset({MESSAGE_GROUP})
+SYSTEM_CARRIED = frozenset({MESSAGE_GROUP, TIMER_DELIVER_MS})
 """Properties a delivered message carries as system properties rather than user properties."""
 MAX_MESSAGE_ID = 128
 
@@ -64,7 +68,6 @@ MESSAGE_TYPES = {
     MessageType.TRANSACTION: pb.TRANSACTION,
 }
 """A TideMQ topic's message type -> RocketMQ's (a topic accepts exactly its own)."""
-NOT_YET = {pb.DELAY: "delay", pb.TRANSACTION: "transactional"}
 
 
 def millis(stamp: Timestamp) -> int:
@@ -88,9 +91,6 @@ def to_store(message: pb.Message, topic_type: MessageType, max_bytes: int) -> Pr
     no queue: the produce logic routes it."""
     system = message.system_properties
     declared = system.message_type
-    if declared in NOT_YET or system.HasField("delivery_timestamp"):
-        kind = NOT_YET.get(declared, "delay")
-        raise Refused(Code.UNSUPPORTED, f"{kind} messages are not served through gRPC yet")
     if declared != pb.MESSAGE_TYPE_UNSPECIFIED and declared != MESSAGE_TYPES[topic_type]:
         raise MessageTypeMismatch(
             f"a {pb.MessageType.Name(declared)} message cannot go to topic {message.topic.name!r}, of type {topic_type}"
@@ -109,6 +109,8 @@ def to_store(message: pb.Message, topic_type: MessageType, max_bytes: int) -> Pr
     if system.HasField("message_group"):
         with about(Code.ILLEGAL_MESSAGE_GROUP):
             properties[MESSAGE_GROUP] = check_message_group(system.message_group)
+    if system.HasField("delivery_timestamp"):
+        properties[TIMER_DELIVER_MS] = str(max(millis(system.delivery_timestamp), 0))
     born = millis(system.born_timestamp) if system.HasField("born_timestamp") else None
     return ProduceFrame(Message(body, 0, keys, tag, properties, born, message_id), None, None)
 
@@ -171,6 +173,8 @@ def stored(message: StoredMessage, topic_type: MessageType, namespace: str, brok
         system.tag = message.tag
     if MESSAGE_GROUP in properties:
         system.message_group = properties[MESSAGE_GROUP]
+    if TIMER_DELIVER_MS in properties:
+        system.delivery_timestamp.CopyFrom(timestamp(int(properties[TIMER_DELIVER_MS])))
     return pb.Message(
         topic=pb.Resource(resource_namespace=namespace, name=message.topic),
         user_properties={name: value for name, value in properties.items() if name not in SYSTEM_CARRIED},

@@ -82,9 +82,11 @@ class RunningProxy:
     service: MessagingService
     threads: ThreadPoolExecutor
     port: int
+    checks: asyncio.Task
 
     async def stop(self) -> None:
         """End the Telemetry streams, let requests in flight finish (briefly), then stop."""
+        self.checks.cancel()
         self.service.clients.stop()
         await self.server.stop(STOP_GRACE_S)
         await asyncio.to_thread(self.threads.shutdown)
@@ -106,4 +108,4 @@ async def start(
         raise RuntimeError(f"the gRPC proxy cannot listen on {settings.host}:{settings.grpc_port}")
     service.address = (settings.host, port)
     await server.start()
-    return RunningProxy(server, service, threads, port)
+    return RunningProxy(server, service, threads, port, asyncio.create_task(service.checks.forever()))

@@ -4,15 +4,22 @@
 
     QueryRoute                 the topic's queues (routes.py); Pub, Sub or Get on the topic
     Heartbeat                  authenticated; nothing to keep (the proxy is stateless)
-    Telemetry                  the client's settings answered with the server's (client_settings.py), at once
-    SendMessage                produce: Pub on the topic; the produce logic routes (a FIFO message by its group)
+    Telemetry                  the client's settings answered with the server's (client_settings.py), at once;
+                               transaction checks handed to producers (checks.py)
+    SendMessage                produce: Pub on the topic; the produce logic routes (a FIFO message by its group); a
+                               delay message kept for later answers the id and recall handle the store gave it; a
+                               TRANSACTION topic's message is a half message (functions/logic/transactions.py),
+                               its transaction id the half message's id
+    EndTransaction             commit, roll back, or (no resolution) note that the producer does not know yet: Pub
+                               on the topic; any proxy ends any transaction (the state is the store's)
+    RecallMessage              recall a delay message before it is due: Pub on the topic
     ReceiveMessage             pop receive, long-polled without holding a thread; Sub on group and topic
     AckMessage                 pop ack, one status per entry
     ChangeInvisibleDuration    pop change of invisible time (0 .. the longest: a push consumer's nack), new handle
     ForwardMessageToDeadLetterQueue   the delivery's message to the group's dead letters, the delivery settled
     QueryAssignment            the topic as a whole (routes.py); Sub on group and topic
     NotifyClientTermination    the client's Telemetry streams ended
-Every other method (EndTransaction, RecallMessage, the pull RPCs, lite topics) answers UNSUPPORTED.
+Every other method (the pull RPCs, lite topics) answers UNSUPPORTED.
 
 Store calls run on the proxy's own threads (TIDEMQ_GRPC_THREADS) under the caller's identity; a waiting receive
 sleeps on the event loop between its looks (`pop.pauses`), so a long poll or an idle stream holds no thread. The
@@ -25,25 +32,29 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from functions.api.auth import Caller, calling_as, require, require_any
-from functions.logic import pop, produce
+from functions.logic import pop, produce, transactions
 from functions.push.trigger import push_notifier
 from functions.store import get_store
 from shared.settings import Settings
 from tidemq_protocol import acl
 from tidemq_protocol.acl import Action
+from tidemq_protocol.api.common import MSG_ID_PATTERN
 from tidemq_protocol.errors import InvalidArgument
 from tidemq_protocol.filter import subscription_filter
+from tidemq_protocol.message import Message, MessageType
 from tidemq_protocol.names import check_name
 from tidemq_store import MessageStore
 
 from . import client_settings, messages, routes
 from .auth import CLIENT_ID, caller_of
+from .checks import GRPC_PRODUCERS, CheckBacks
 from .clients import Clients
 from .protocol import definition_pb2 as pb
 from .protocol import service_pb2 as rpc
@@ -53,6 +64,7 @@ R = TypeVar("R")
 ANSWER_MARGIN_MS = 500
 """Time kept from a receive's deadline to answer in after its poll."""
 ACK_CODES = {"acked": Code.OK, "already_acked": Code.OK, "invalid_receipt_handle": Code.INVALID_RECEIPT_HANDLE}
+RESOLUTIONS = {pb.COMMIT: "commit", pb.ROLLBACK: "rollback", pb.TRANSACTION_RESOLUTION_UNSPECIFIED: "unknown"}
 
 
 def answering(response: type[Any]) -> Callable:
@@ -86,6 +98,13 @@ def sub(group: str, topic: str) -> None:
     require((acl.group(group), Action.SUB), (acl.topic(topic), Action.SUB))
 
 
+def check_transaction_id(text: str) -> str:
+    """`text` if it can be a transaction's id (its half message's id), else InvalidArgument."""
+    if not re.fullmatch(MSG_ID_PATTERN, text):
+        raise InvalidArgument(f"transaction_id must be a half message's id (24 hexadecimal digits), got {text[:64]!r}")
+    return text
+
+
 def millis(span: Any) -> int:
     return span.seconds * 1000 + span.nanos // 1_000_000
 
@@ -104,6 +123,7 @@ class MessagingService:
         self.settings, self.threads, self.broker, self.address = settings, threads, broker, address
         self.store = store
         self.clients = Clients()
+        self.checks = CheckBacks(self.clients, store, settings, self.run, broker)
 
     # ---- plumbing --------------------------------------------------------------------------------------------
 
@@ -224,13 +244,53 @@ class MessagingService:
             config = store.cached_topic(topic)
             most = self.settings.max_message_bytes
             frames = [messages.to_store(m, config.message_type, most) for m in request.messages]
+            if config.message_type is MessageType.TRANSACTION:
+                return [self._half(store, topic, config.queues, frame.message) for frame in frames]
             results = produce.produce_frames(store, topic, frames, push_notifier())
             return [
-                rpc.SendResultEntry(status=OK, message_id=m.system_properties.message_id, offset=r.queue_offset)
+                rpc.SendResultEntry(
+                    status=OK,
+                    # a delay message kept for later has the id the store gave it (tidemq_store/timer)
+                    message_id=m.system_properties.message_id if r.recall_handle is None else r.msg_id,
+                    offset=r.queue_offset,
+                    recall_handle=r.recall_handle or "",
+                )
                 for m, r in zip(request.messages, results, strict=True)
             ]
 
         return rpc.SendMessageResponse(status=OK, entries=await self.call(context, send))
+
+    def _half(self, store: MessageStore, topic: str, queues: int, half: Message) -> rpc.SendResultEntry:
+        """A half message sent: its transaction's id is the half message's, which its committed message keeps."""
+        half.queue, half.msg_id = transactions.next_queue(queues), None
+        sent = transactions.prepare(store, self.settings, topic, GRPC_PRODUCERS, half)
+        return rpc.SendResultEntry(status=OK, message_id=sent.msg_id, transaction_id=sent.msg_id)
+
+    @answering(rpc.EndTransactionResponse)
+    async def EndTransaction(self, request: rpc.EndTransactionRequest, context: Any) -> rpc.EndTransactionResponse:
+        topic = topic_name(request.topic)
+        resolution = RESOLUTIONS.get(request.resolution)
+        if resolution is None:
+            raise Refused(Code.BAD_REQUEST, f"resolution {request.resolution} is not one RocketMQ defines")
+        with about(Code.INVALID_TRANSACTION_ID):
+            transaction_id = check_transaction_id(request.transaction_id)
+
+        def end() -> None:
+            require((acl.topic(topic), Action.PUB))
+            transactions.end(self.store(), push_notifier(), topic, transaction_id, resolution, None)
+
+        await self.call(context, end)
+        return rpc.EndTransactionResponse(status=OK)
+
+    @answering(rpc.RecallMessageResponse)
+    async def RecallMessage(self, request: rpc.RecallMessageRequest, context: Any) -> rpc.RecallMessageResponse:
+        topic = topic_name(request.topic)
+
+        def recall() -> str:
+            require((acl.topic(topic), Action.PUB))
+            return produce.recall(self.store(), topic, request.recall_handle).msg_id
+
+        return rpc.RecallMessageResponse(status=OK, message_id=await self.call(context, recall))
 
     # ---- consuming -------------------------------------------------------------------------------------------
 

@@ -37,7 +37,11 @@ from tidemq_protocol.errors import (
     RequestTooLarge,
     StoreFailed,
     StoreUnavailable,
+    TimerDelivered,
+    TimerNotFound,
     TopicNotFound,
+    TransactionConflict,
+    TransactionNotFound,
     Unauthenticated,
     UserNotFound,
 )
@@ -62,6 +66,10 @@ CODES: dict[type[Exception], int] = {
     QueueOutOfRange: Code.NOT_FOUND,
     MessageNotFound: Code.NOT_FOUND,
     MessageTooLarge: Code.MESSAGE_BODY_TOO_LARGE,
+    TransactionNotFound: Code.INVALID_TRANSACTION_ID,
+    TransactionConflict: Code.PRECONDITION_FAILED,  # it ended the other way; nothing changed (HTTP: 409)
+    TimerNotFound: Code.NOT_FOUND,
+    TimerDelivered: Code.PRECONDITION_FAILED,  # too late to recall: delivered (HTTP: 409)
     RequestTooLarge: Code.PAYLOAD_TOO_LARGE,
     Overloaded: Code.TOO_MANY_REQUESTS,  # ends a producer's retries: this proxy is busy, not the message wrong
     DiskQuotaExceeded: Code.TOO_MANY_REQUESTS,

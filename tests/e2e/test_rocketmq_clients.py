@@ -12,8 +12,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -256,6 +257,109 @@ def wait_for_dead_letters(proxy: Proxy, group: str) -> list[dict]:
     raise AssertionError(f"no dead letter of {group} in {DEADLINE_S} s")
 
 
+def test_delay_messages_come_when_due_and_a_recalled_one_never(proxy, tmp_path):
+    create(proxy, "g-delay", "g-delay-group", message_type="DELAY")
+    later, never = b"due in 2 s", b"recalled before it is due"
+    messages = [{"body": b64(later), "delay_s": 2}, {"body": b64(never), "delay_s": 600, "recall": True}]
+    events = run_client(proxy, {"role": "producer", "topic": "g-delay", "messages": messages}, tmp_path)
+    sent = [event for event in events if "sent" in event]
+    assert len(sent) == 2 and all(event["recall_handle"] for event in sent), events
+    assert [event["recalled"] for event in events if "recalled" in event] == [sent[1]["sent"]]
+    steps = [{"do": "receive", "want": 1, "invisible_s": 60}]
+    spec = {"role": "simple", "topic": "g-delay", "group": "g-delay-group", "steps": steps}
+    (delivery,) = [event["received"] for event in run_client(proxy, spec, tmp_path) if "received" in event]
+    assert (delivery["body"], delivery["message_id"]) == (b64(later), sent[0]["sent"])  # the id its send answered
+    (view,) = stored(proxy, "g-delay").values()  # the recalled one is nowhere
+    assert body_of(view) == later and view["msg_id"] == sent[0]["sent"]
+    assert delivery["delivery_timestamp"] <= view["store_timestamp"]  # put on its queue when due, not before
+    again = proxy.http.post("/v1/topics/g-delay/recall", json={"recall_handle": sent[1]["recall_handle"]})
+    assert again.json()["status"] == "already_recalled"
+
+
+def test_transactions_commit_roll_back_and_the_servers_check_is_answered_by_the_clients_checker(proxy, tmp_path):
+    create(proxy, "g-tx", message_type="TRANSACTION")
+    commit, rollback, unknown = b"commit me", b"roll me back", b"left to the check"
+    messages = [
+        {"body": b64(commit), "transaction": "commit"},
+        {"body": b64(rollback), "transaction": "rollback"},
+        {"body": b64(unknown), "transaction": "none"},
+    ]
+    answers = {b64(commit): "COMMIT", b64(rollback): "ROLLBACK", b64(unknown): "COMMIT"}
+    spec = {"role": "producer", "topic": "g-tx", "messages": messages, "checker": answers, "await_checks": 1}
+    events = run_client(proxy, spec, tmp_path)
+    assert not [event for event in events if "error" in event], events
+    sent = [event for event in events if "sent" in event]
+    assert all(event["transaction_id"] == event["sent"] for event in sent)
+    assert b64(unknown) in [event["checked"] for event in events if "checked" in event]
+    outcomes = {}
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:  # the checker's answer is on its way when the client ends
+        outcomes = {
+            event["sent"]: proxy.http.get(f"/v1/topics/g-tx/transactions/{event['sent']}").json()["state"]
+            for event in sent
+        }
+        if "prepared" not in outcomes.values():
+            break
+        time.sleep(0.2)
+    assert list(outcomes.values()) == ["committed", "rolled_back", "committed"]
+    views = stored(proxy, "g-tx")
+    assert {body_of(view) for view in views.values()} == {commit, unknown}
+    assert set(views) == {sent[0]["sent"], sent[2]["sent"]}  # committed with the id the send answered
+
+
+def test_fifo_order_per_message_group_holds_with_four_push_consumers(proxy, tmp_path):
+    create(proxy, "g-fifo-push", message_type="FIFO")
+    assert proxy.http.post("/v1/groups", json={"name": "g-fifo-push-group", "fifo": True}).status_code == 201
+    groups, per_group = [f"order-{i}" for i in range(8)], 6
+    messages = [{"body": b64(f"{group}/{n}".encode()), "group": group} for n in range(per_group) for group in groups]
+    spec = {"role": "push", "topic": "g-fifo-push", "group": "g-fifo-push-group"}
+    consumers = [EventReader(start_client(proxy, spec, tmp_path)) for _ in range(4)]
+    try:
+        wait_until(lambda: all(c.started() for c in consumers), "the four consumers started")
+        send(proxy, "g-fifo-push", messages, tmp_path)
+        wait_until(lambda: sum(len(c.consumed()) for c in consumers) >= len(messages), "every message consumed")
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    calls = sorted((event for c in consumers for event in c.consumed()), key=lambda event: event["consumed"]["at"])
+    assert len(calls) == len(messages), "each message consumed once"
+    for group in groups:
+        bodies = [base64.b64decode(e["consumed"]["body"]).decode() for e in calls if e["consumed"]["group"] == group]
+        assert bodies == [f"{group}/{n}" for n in range(per_group)]  # in send order, whichever consumer took each
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"not in {DEADLINE_S} s: {what}"
+        time.sleep(0.2)
+
+
+class EventReader:
+    """A client process whose events are read as they come (on a thread), until `close` ends it."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process, self.events = process, []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            if line.startswith("{"):
+                self.events.append(json.loads(line))
+
+    def started(self) -> bool:
+        return any("started" in event for event in list(self.events))
+
+    def consumed(self) -> list[dict]:
+        return [event for event in list(self.events) if "consumed" in event]
+
+    def close(self) -> None:
+        self.process.stdin.close()  # the consumer shuts down
+        self.process.wait(timeout=DEADLINE_S)
+        self.reader.join(timeout=DEADLINE_S)
+
+
 # ---- refusals -------------------------------------------------------------------------------------------------
 
 
@@ -356,8 +460,11 @@ def test_bad_requests_answer_rocketmq_codes_and_change_nothing(proxy):
     change = rpc.ChangeInvisibleDurationRequest(group=group, topic=topic, receipt_handle="forged")
     change.invisible_duration.seconds = 10
     assert call(proxy, "ChangeInvisibleDuration", change).status.code == pb.INVALID_RECEIPT_HANDLE
-    ended = rpc.EndTransactionRequest(topic=topic, message_id="raw-1", transaction_id="t")
-    assert call(proxy, "EndTransaction", ended).status.code == pb.UNSUPPORTED
+    for transaction_id in ("t", "0" * 24):  # not an id; no transaction's
+        ended = rpc.EndTransactionRequest(topic=topic, message_id="raw-1", transaction_id=transaction_id)
+        assert call(proxy, "EndTransaction", ended).status.code == pb.INVALID_TRANSACTION_ID
+    recall = rpc.RecallMessageRequest(topic=topic, recall_handle="forged")
+    assert call(proxy, "RecallMessage", recall).status.code == pb.NOT_FOUND
     assert stored(proxy, "g-raw") == {}  # nothing of it was stored
 
 

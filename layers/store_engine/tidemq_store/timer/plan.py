@@ -5,7 +5,8 @@ a delay from now, or its delivery time, within TIDEMQ_TIMER_MAX_DELAY_MS), and i
 TIMER_DELIVER_MS in place of what the producer gave. If every message is due already, the batch is appended at
 once, as any put. Otherwise every message of it becomes a timer (`TimerBatch`), those due already included (the
 mover puts them on the topic at once), so that the put stays all or nothing in one store: each gets a timer id
-(record/ids.py) and carries it as MESSAGE_ID, the id it keeps once delivered. A put of timers holds at most
+(record/ids.py) and carries it as MESSAGE_ID, the id it keeps once delivered. A batch appended at once keeps the ids
+its messages carry (a RocketMQ client's message id, servers/grpc_proxy/messages.py). A put of timers holds at most
 MAX_TIMERS_PER_PUT messages (the serverless backend stores it with one DynamoDB transaction).
 """
 
@@ -16,12 +17,16 @@ from collections.abc import Callable, Sequence
 from tidemq_protocol.errors import InvalidArgument, InvalidBatch, MessageTooLarge
 from tidemq_protocol.message import StoredMessage, tag_hash
 from tidemq_protocol.record import (
+    MESSAGE_ID,
     TIMER_DELAY_MS,
     TIMER_DELIVER_MS,
+    PropertiesView,
     decode_records,
     encode_properties,
     encode_record,
     new_timer_id,
+    properties_at,
+    record_starts,
     with_message_id,
 )
 from tidemq_protocol.timer import due_ms, recall_handle
@@ -52,7 +57,7 @@ def put_delayed(
     messages = decode_records(batch.records)
     dues = [due_ms(m.properties, now_ms, limits.timer_max_delay_ms, i) for i, m in enumerate(messages)]
     if all(due <= now_ms for due in dues):
-        return append(_encoded(limits, config, messages, batch.queues, dues, None))
+        return append(_encoded(limits, config, messages, batch.queues, dues, _carried_ids(batch.records)))
     if len(messages) > MAX_TIMERS_PER_PUT:
         raise InvalidBatch(
             f"a put of messages due later holds at most {MAX_TIMERS_PER_PUT} of them, got {len(messages)}"
@@ -74,6 +79,11 @@ def put_delayed(
     raise AssertionError("unreachable")
 
 
+def _carried_ids(records: bytes) -> list[str | None]:
+    """The id each record carries (MESSAGE_ID: one a producer gave), None where the store is to give it one."""
+    return [PropertiesView(records, *properties_at(records, start)).get(MESSAGE_ID) for start in record_starts(records)]
+
+
 def _timer(batch: ValidatedBatch, index: int, msg_id: str, due: int) -> Timer:
     start = sum(batch.sizes[:index])
     return Timer(msg_id, due, batch.queues[index], bytes(batch.records[start : start + batch.sizes[index]]))
@@ -85,17 +95,19 @@ def _encoded(
     messages: list[StoredMessage],
     queues: Sequence[int],
     dues: list[int],
-    ids: list[str] | None,
+    ids: Sequence[str | None],
 ) -> ValidatedBatch:
-    """The messages encoded again with their due times (and, as timers, their ids), checked against the limits."""
+    """The messages encoded again with their due times and ids (a timer's, or the one it carried), checked against
+    the limits."""
     topic, records, total = config.name.encode(), [], 0
     for index, message in enumerate(messages):
         properties = {name: value for name, value in message.properties.items() if name != TIMER_DELAY_MS}
         properties[TIMER_DELIVER_MS] = str(dues[index])
         try:
             encoded = encode_properties(message.keys, message.tag, properties)
-            if ids is not None:
-                encoded = with_message_id(encoded, ids[index])
+            msg_id = ids[index]
+            if msg_id is not None:
+                encoded = with_message_id(encoded, msg_id)
         except InvalidArgument as error:
             raise InvalidArgument(f"message {index}: {error}") from None
         size = len(message.body) + len(encoded)

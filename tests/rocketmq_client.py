@@ -72,7 +72,9 @@ def view(message) -> dict:
 
 
 def failed(error: Exception) -> dict:
-    return {"error": type(error).__name__, "code": getattr(error, "code", None), "message": str(error)[:300]}
+    code = getattr(error, "code", None)  # RocketMQ's status code; gRPC's errors have a method of that name
+    code = code().name if callable(code) else code
+    return {"error": type(error).__name__, "code": code, "message": str(error)[:300]}
 
 
 class Checker(TransactionChecker):

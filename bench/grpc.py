@@ -266,7 +266,10 @@ def main() -> None:
         "loadavg": round(os.getloadavg()[0], 2),
     }
     grpc_p50s, http_p50s = [], []
-    with tempfile.TemporaryDirectory(prefix="tidemq-bench-grpc-") as temp, gateway(Path(temp) / "data", args.flush) as gw:
+    with (
+        tempfile.TemporaryDirectory(prefix="tidemq-bench-grpc-") as temp,
+        gateway(Path(temp) / "data", args.flush) as gw,
+    ):
         for run in range(1, args.repeat + 1):
             for clients in args.clients:
                 send, receive = phases(gw, clients, args, Path(temp))
@@ -277,7 +280,9 @@ def main() -> None:
                     print(json.dumps({**line, **settings}), flush=True)
             http = http_single_send(gw, args)
             http_p50s.append(http["send_p50_ms"])
-            print(json.dumps({"bench": "grpc", "phase": "http_single_send", "run": run, **http, **settings}), flush=True)
+            print(
+                json.dumps({"bench": "grpc", "phase": "http_single_send", "run": run, **http, **settings}), flush=True
+            )
     line = {"bench": "grpc", "run": "median", "http_single_send_p50_ms": statistics.median(http_p50s)}
     if grpc_p50s:
         grpc_p50 = statistics.median(grpc_p50s)

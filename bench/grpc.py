@@ -254,7 +254,7 @@ def main() -> None:
     if args.size < 8:
         parser.error("--size must be at least 8 (the sequence number)")
     settings = {
-        "messages": args.n,
+        "messages_per_phase": args.n,
         "size": args.size,
         "queues": args.queues,
         "batch": args.batch,

@@ -10,11 +10,17 @@ the client acks) every message of the topic, each checked to come back once. The
 work included: it runs in that process). Then L single sends with the SDK (`Producer.send`, one message a request,
 same body size) over HTTP to the same gateway.
 
-Prints one JSON line per phase and run, and one with the medians:
+Then the proxy without RocketMQ's client (grpcio's blocking stub in the bench's process, the proxy's protobuf
+modules): single calls of a method it answers UNSUPPORTED on its event loop (what grpc.aio costs alone), of
+Heartbeat (authentication and a hop to the proxy's threads besides) and of SendMessage.
+
+Prints one JSON line per phase and run, one per phase with the medians, and the comparison:
   {"bench": "grpc", "phase": "send", "clients": 1, "send_p50_ms": ..., "send_p99_ms": ..., "msgs_per_s": ...,
    "gateway_cpu_ms_per_msg": ...}
   {"bench": "grpc", "phase": "receive_ack", "clients": 8, "msgs_per_s": ..., "gateway_cpu_ms_per_msg": ...}
   {"bench": "grpc", "phase": "http_single_send", "send_p50_ms": ..., "send_p99_ms": ...}
+  {"bench": "grpc", "phase": "raw_grpc", "unserved_p50_ms": ..., "heartbeat_p50_ms": ..., "send_p50_ms": ...,
+   "send_gateway_cpu_ms_per_call": ...}
   {"bench": "grpc", "run": "median", ..., "grpc_vs_http_single_send_p50": ...}   # the 1-client gRPC send p50 / HTTP's
 
     .venv/bin/python bench/grpc.py                        # 4,000 x 1 KiB per phase, 1 and 8 clients, 3 runs
@@ -32,6 +38,8 @@ _here = str(Path(__file__).resolve().parent)
 sys.path = [p for p in sys.path if p and str(Path(p).resolve()) != _here] + [_here]
 
 import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import hmac  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
@@ -236,6 +244,83 @@ def http_single_send(server: Gateway, args) -> dict:
     return {"send_p50_ms": round(percentile(latencies, 50), 3), "send_p99_ms": round(percentile(latencies, 99), 3)}
 
 
+UNSERVED = "QueryOffset"
+"""A method the proxy answers UNSUPPORTED on its event loop (a pull RPC): what a call costs grpc.aio alone."""
+
+
+def signed_metadata(credentials: Credentials) -> list[tuple[str, str]]:
+    """Headers as a RocketMQ 5 client signs a call (docs/rocketmq-clients.md#authentication)."""
+    date = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    signature = hmac.new(credentials.secret_key.encode(), date.encode(), hashlib.sha1).hexdigest()
+    authorization = (
+        f"MQv2-HMAC-SHA1 Credential={credentials.access_key}, SignedHeaders=x-mq-date-time, Signature={signature}"
+    )
+    return [("x-mq-date-time", date), ("x-mq-client-id", "bench"), ("authorization", authorization)]
+
+
+def raw_calls(server: Gateway, args) -> dict:
+    """The proxy without RocketMQ's client: single calls from grpcio's blocking stub in this process (the proxy's
+    own protobuf modules), each timed: a method answered UNSUPPORTED (grpc.aio's cost alone), Heartbeat (and
+    authentication, on the proxy's threads) and SendMessage of one message (and the store's put)."""
+    import grpc
+
+    from servers.grpc_proxy.protocol import SERVICE
+    from servers.grpc_proxy.protocol import definition_pb2 as pb
+    from servers.grpc_proxy.protocol import service_pb2 as rpc
+
+    topic = f"raw-{uuid.uuid4().hex[:8]}"
+    with Admin(client=HttpClient(server.url, credentials=server.credentials)) as admin:
+        admin.create_topic(topic, queues=args.queues)
+
+    def message(i: int) -> rpc.SendMessageRequest:
+        system = pb.SystemProperties(message_id=f"raw-{i}", message_type=pb.NORMAL)
+        return rpc.SendMessageRequest(
+            messages=[pb.Message(topic=pb.Resource(name=topic), system_properties=system, body=body(i, args.size))]
+        )
+
+    calls = {
+        "unserved": (UNSERVED, lambda i: rpc.QueryOffsetRequest(), pb.UNSUPPORTED),
+        "heartbeat": ("Heartbeat", lambda i: rpc.HeartbeatRequest(), pb.OK),
+        "send": ("SendMessage", message, pb.OK),
+    }
+    figures = {}
+    with grpc.insecure_channel(server.endpoint) as channel:
+        for name, (method, request, expected) in calls.items():
+            stub = channel.unary_unary(
+                f"/{SERVICE}/{method}",
+                request_serializer=lambda r: r.SerializeToString(),
+                response_deserializer=getattr(rpc, f"{method}Response").FromString,
+            )
+            latencies = []
+            cpu_before = None
+            for i in range(args.warmup + args.n):
+                if i == args.warmup:
+                    cpu_before = cpu_s(server.process.pid)
+                called = time.perf_counter()
+                answer = stub(request(i), metadata=signed_metadata(server.credentials), timeout=30)
+                if i >= args.warmup:
+                    latencies.append((time.perf_counter() - called) * 1000)
+                if answer.status.code != expected:
+                    raise SystemExit(f"{method} answered {answer.status}")
+            cpu = cpu_s(server.process.pid) - cpu_before
+            latencies.sort()
+            figures |= {
+                f"{name}_p50_ms": round(percentile(latencies, 50), 3),
+                f"{name}_gateway_cpu_ms_per_call": round(cpu * 1000 / args.n, 3),
+            }
+    return figures
+
+
+def medians(lines: list[dict]) -> dict:
+    """The median of each figure of `lines` (one phase's, one per run)."""
+    figures = {}
+    for key in lines[0]:
+        values = [line[key] for line in lines]
+        median = statistics.median(values)
+        figures[key] = round(median) if all(isinstance(v, int) for v in values) else round(median, 3)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=4000, help="messages per phase, shared by its clients")
@@ -265,7 +350,13 @@ def main() -> None:
         "python": platform.python_version(),
         "loadavg": round(os.getloadavg()[0], 2),
     }
-    grpc_p50s, http_p50s = [], []
+    results: dict[tuple[str, int | None], list[dict]] = {}
+
+    def report(phase: str, clients: int | None, run: int, figures: dict) -> None:
+        results.setdefault((phase, clients), []).append(figures)
+        line = {"bench": "grpc", "phase": phase, **({"clients": clients} if clients else {}), "run": run}
+        print(json.dumps({**line, **figures, **settings}), flush=True)
+
     with (
         tempfile.TemporaryDirectory(prefix="tidemq-bench-grpc-") as temp,
         gateway(Path(temp) / "data", args.flush) as gw,
@@ -273,20 +364,18 @@ def main() -> None:
         for run in range(1, args.repeat + 1):
             for clients in args.clients:
                 send, receive = phases(gw, clients, args, Path(temp))
-                if clients == 1:
-                    grpc_p50s.append(send["send_p50_ms"])
-                for phase, figures in (("send", send), ("receive_ack", receive)):
-                    line = {"bench": "grpc", "phase": phase, "clients": clients, "run": run, **figures}
-                    print(json.dumps({**line, **settings}), flush=True)
-            http = http_single_send(gw, args)
-            http_p50s.append(http["send_p50_ms"])
-            print(
-                json.dumps({"bench": "grpc", "phase": "http_single_send", "run": run, **http, **settings}), flush=True
-            )
-    line = {"bench": "grpc", "run": "median", "http_single_send_p50_ms": statistics.median(http_p50s)}
-    if grpc_p50s:
-        grpc_p50 = statistics.median(grpc_p50s)
-        ratio = round(grpc_p50 / line["http_single_send_p50_ms"], 3)
+                report("send", clients, run, send)
+                report("receive_ack", clients, run, receive)
+            report("http_single_send", None, run, http_single_send(gw, args))
+            report("raw_grpc", None, run, raw_calls(gw, args))
+    for (phase, clients), lines in results.items():
+        line = {"bench": "grpc", "phase": phase, **({"clients": clients} if clients else {}), "run": "median"}
+        print(json.dumps({**line, **medians(lines), **settings}), flush=True)
+    http_p50 = medians(results[("http_single_send", None)])["send_p50_ms"]
+    line = {"bench": "grpc", "run": "median", "http_single_send_p50_ms": http_p50}
+    if ("send", 1) in results:
+        grpc_p50 = medians(results[("send", 1)])["send_p50_ms"]
+        ratio = round(grpc_p50 / http_p50, 3)
         line |= {"grpc_single_send_p50_ms": grpc_p50, "grpc_vs_http_single_send_p50": ratio}
     print(json.dumps({**line, **settings}), flush=True)
 

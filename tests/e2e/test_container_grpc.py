@@ -10,12 +10,11 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from servers.grpc_proxy.protocol import SERVICE
 from servers.grpc_proxy.protocol import definition_pb2 as pb
 from servers.grpc_proxy.protocol import service_pb2 as rpc
 from servers.process import free_port
-from tests.containers import RunningContainer, container_running
-from tests.e2e.test_rocketmq_clients import Proxy, b64, body_of, create, run_client, signed, stored
+from tests.containers import RunningContainer, container_running, grpc_call
+from tests.e2e.test_rocketmq_clients import Proxy, b64, body_of, create, run_client, stored
 from tidemq.httpx_auth import signed_client
 
 
@@ -84,35 +83,22 @@ def test_each_broker_s_clients_reach_its_store_by_their_namespace(containers, tm
     assert [event["acked"] for event in events if "acked" in event] == want
 
 
-def call(endpoint: str, proxy: Proxy, method: str, request, namespace: str | None):
-    """One raw unary call, signed as the container's super user, in `namespace` (None: no namespace header)."""
-    metadata = signed(proxy) + ([("x-mq-namespace", namespace)] if namespace is not None else [])
-    with grpc.insecure_channel(endpoint) as channel:
-        stub = channel.unary_unary(
-            f"/{SERVICE}/{method}",
-            request_serializer=type(request).SerializeToString,
-            response_deserializer=getattr(rpc, f"{method}Response").FromString,
-        )
-        return stub(request, metadata=metadata, timeout=30)
-
-
 def test_a_namespace_naming_no_broker_and_a_send_to_a_slave_are_refused(containers):
-    a, c = broker_proxy(containers, "a"), broker_proxy(containers, "c")
+    running, a = containers[0], broker_proxy(containers, "a")
     create(a, "refusals")
     route = rpc.QueryRouteRequest(topic=pb.Resource(name="refusals"))
-    assert call(a.endpoint, a, "QueryRoute", route, "a").status.code == pb.OK
-    missing = call(a.endpoint, a, "QueryRoute", route, None).status
+    assert grpc_call(running, "QueryRoute", route, "a").status.code == pb.OK
+    missing = grpc_call(running, "QueryRoute", route, None).status
     assert missing.code == pb.BAD_REQUEST and "a, b, c" in missing.message  # it says which brokers there are
-    assert call(a.endpoint, a, "QueryRoute", route, "nope").status.code == pb.NOT_FOUND
+    assert grpc_call(running, "QueryRoute", route, "nope").status.code == pb.NOT_FOUND
     message = pb.Message(
         topic=pb.Resource(name="refusals"),
         system_properties=pb.SystemProperties(message_id="raw-1", message_type=pb.NORMAL),
         body=b"raw",
     )
-    assert call(a.endpoint, c, "SendMessage", rpc.SendMessageRequest(messages=[message]), "c").status.code == (
-        pb.FORBIDDEN
-    )
-    assert call(a.endpoint, a, "SendMessage", rpc.SendMessageRequest(messages=[message]), "a").status.code == pb.OK
+    send = rpc.SendMessageRequest(messages=[message])
+    assert grpc_call(running, "SendMessage", send, "c").status.code == pb.FORBIDDEN  # c is a slave
+    assert grpc_call(running, "SendMessage", send, "a").status.code == pb.OK
     assert [body_of(view) for view in stored(a, "refusals").values()] == [b"raw"]
 
 

@@ -108,8 +108,8 @@ format: $(INSTALLED)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-## bench: the engine, metadata, HTTP, tier and Spark compaction benchmarks and the client's start-up time (JSON lines on
-## stdout); bench/peers.sh runs the peers
+## bench: the engine, metadata, HTTP, gRPC, tier and Spark compaction benchmarks and the client's start-up time
+## (JSON lines on stdout); bench/peers.sh runs the peers
 bench: $(INSTALLED)
 	$(PY) bench/engine.py
 	$(PY) bench/topics.py
@@ -117,6 +117,7 @@ bench: $(INSTALLED)
 	$(PY) bench/pop.py
 	$(PY) bench/transport.py
 	$(PY) bench/send_floor.py
+	$(PY) bench/grpc.py
 	$(PY) bench/tier.py
 	$(PY) bench/serverless.py
 	$(PY) bench/spark_compaction.py

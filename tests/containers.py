@@ -10,6 +10,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
+
+from servers.grpc_proxy.protocol import SERVICE
+from servers.grpc_proxy.protocol import service_pb2 as rpc
 from servers.process import free_port, start_server, stop_server, wait_healthy
 from tidemq import Admin
 from tidemq.client import HttpClient
@@ -43,6 +47,24 @@ class RunningContainer:
 
     def log(self) -> str:
         return (self.root.parent / f"{self.root.name}.out").read_text(errors="replace")
+
+
+def grpc_call(running: RunningContainer, method: str, request, namespace: str | None):
+    """One raw unary call of RocketMQ's MessagingService to the container's gRPC proxy (on the `grpcServerPort` its
+    config file names), signed as its super user, in `namespace` (the broker; None: no namespace header)."""
+    from tests.e2e.test_rocketmq_clients import Proxy, signed
+
+    port = next(line.split("=", 1)[1] for line in running.conf.read_text().splitlines() if "grpcServerPort=" in line)
+    credentials = running.credentials
+    signer = Proxy(f"127.0.0.1:{port}", None, credentials.access_key, credentials.secret_key, running.root)
+    metadata = signed(signer) + ([("x-mq-namespace", namespace)] if namespace is not None else [])
+    with grpc.insecure_channel(signer.endpoint) as channel:
+        stub = channel.unary_unary(
+            f"/{SERVICE}/{method}",
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=getattr(rpc, f"{method}Response").FromString,
+        )
+        return stub(request, metadata=metadata, timeout=30)
 
 
 def write_container(directory: Path, brokers: Mapping[str, str], **settings: str) -> Path:

@@ -22,7 +22,8 @@
         -> {"consumed": {...message...}, "result": "SUCCESS" | "FAILURE"} per call of its listener, until the test
            closes its standard input
 
-Every wait is bounded (`deadline_s`, default 120 s), so a process never outlives a failed test for long. The
+A spec's `namespace` is the client's (a BrokerContainer's broker: tests/e2e/test_container_grpc.py). Every wait is
+bounded (`deadline_s`, default 120 s), so a process never outlives a failed test for long. The
 client's own log goes to $HOME/logs/rocketmq_python/ (the tests give each client a HOME of its own).
 """
 
@@ -233,9 +234,8 @@ def push(config: ClientConfiguration, spec: dict) -> None:
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    config = ClientConfiguration(
-        spec["endpoint"], Credentials(spec["access_key"], spec["secret_key"]), request_timeout=10
-    )
+    credentials = Credentials(spec["access_key"], spec["secret_key"])
+    config = ClientConfiguration(spec["endpoint"], credentials, spec.get("namespace", ""), request_timeout=10)
     try:
         {"producer": produce, "simple": simple, "drain": drain, "push": push}[spec["role"]](config, spec)
     except Exception as error:  # startup refused, ...

@@ -23,7 +23,7 @@ from functions.logic import transactions
 from functions.store import serving
 from shared.settings import get_settings
 from tidemq.credentials import Credentials
-from tidemq_protocol.errors import StoreUnavailable
+from tidemq_protocol.errors import BrokerReadOnly, ClientError, DiskQuotaExceeded, StoreUnavailable
 from tidemq_store import MessageStore, open_store
 from tidemq_store.embedded import EmbeddedMessageStore
 from tidemq_store.tiered import TieredMessageStore
@@ -87,6 +87,15 @@ class Broker:
             with self._drained:
                 self._in_flight -= 1
                 self._drained.notify_all()
+
+    def refusal(self, master_only: bool, stores_messages: bool) -> ClientError | None:
+        """Why the broker does not serve a request now, whichever protocol it came by: a slave serves none that is
+        `master_only` (a write); a broker past its disk quota none that `stores_messages`."""
+        if self.config.is_slave and master_only:
+            return BrokerReadOnly(self.name)
+        if self.quota.refusing_writes and stores_messages:
+            return DiskQuotaExceeded(f"broker {self.name!r} takes no new messages now: {self.quota.warning}")
+        return None
 
     def check_quota(self, now: float, due: bool = False) -> None:
         """Check the disk quota if it is `due` or its time has come (every `cleanResourceInterval`), logging a change

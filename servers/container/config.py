@@ -4,6 +4,7 @@
 The container's (`tidemq container -c broker-container.conf`):
 
     listenPort=10811                 the one port every broker is served on (TIDEMQ_PORT otherwise)
+    grpcServerPort=10812             RocketMQ 5's gRPC, every broker's, by the client's namespace (TIDEMQ_GRPC_PORT)
     brokerContainerIP=127.0.0.1      the address it listens on (TIDEMQ_HOST otherwise)
     storePathRootDir=/data/tidemq    its own directory: users, auth key, logs, brokers' default stores (TIDEMQ_HOME)
     brokerConfigPaths=/etc/tidemq/broker-a.conf:/etc/tidemq/broker-b.conf    ':'-separated; none: start empty
@@ -42,7 +43,15 @@ RENAMED = {  # RocketMQ's name -> StoreConfig's field
     "tieredStorageLevel": "tier_level",
 }
 TRANSPORT_KEYS = frozenset(
-    {"listenPort", "namesrvAddr", "fetchNamesrvAddrByAddressServer", "brokerIP1", "brokerIP2", "brokerContainerIP"}
+    {
+        "listenPort",
+        "grpcServerPort",
+        "namesrvAddr",
+        "fetchNamesrvAddrByAddressServer",
+        "brokerIP1",
+        "brokerIP2",
+        "brokerContainerIP",
+    }
 )
 SECRET_KEYS = frozenset({"haMasterSecretKey"})
 DEFAULT_LISTEN_PORT = 10811
@@ -122,6 +131,7 @@ class ContainerConfig(FileSettings):
     """broker-container.conf (see the module docstring); what it leaves out comes from the process's settings."""
 
     listen_port: int | None = Field(default=None, ge=0, le=65535)
+    grpc_server_port: int | None = Field(default=None, ge=0, le=65535)
     broker_container_ip: str | None = None
     store_path_root_dir: Path | None = None
     broker_config_paths: str = ""

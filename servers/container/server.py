@@ -42,17 +42,11 @@ from servers.adapter import (
     to_event,
 )
 from servers.bootstrap import check_exposure, first_super_user
+from servers.grpc_proxy import server as grpc_proxy
 from shared.settings import get_settings
 from tidemq_protocol.api.common import ErrorBody
 from tidemq_protocol.api.messages import SEND_STATUS_HEADER
-from tidemq_protocol.errors import (
-    BrokerReadOnly,
-    ClientError,
-    DiskQuotaExceeded,
-    InvalidArgument,
-    StoreUnavailable,
-    TideMQError,
-)
+from tidemq_protocol.errors import ClientError, InvalidArgument, StoreUnavailable, TideMQError
 from tidemq_store import open_store
 from tidemq_store.config import Backend, StoreConfig, TierMedium
 
@@ -60,6 +54,7 @@ from . import handler
 from .broker import Broker
 from .config import ContainerConfig
 from .container import BrokerContainer
+from .grpc_routing import BrokerRouting
 from .logs import LogRouter, as_broker
 from .logs import install as install_logs
 from .replication import noting_outcome
@@ -85,11 +80,10 @@ def refusal(broker: Broker, route: Route) -> ClientError | None:
     """Why a broker does not serve a route now: a slave takes no writes; a broker past its disk quota takes no
     messages."""
     reads = route.method == "GET" or route.path.endswith("/batch-get")
-    if broker.config.is_slave and (not reads or route.function == "kv"):  # a slave's KV state is not replicated
-        return BrokerReadOnly(broker.name)
-    if broker.quota.refusing_writes and (route.function == "produce" or (route.function == "kv" and not reads)):
-        return DiskQuotaExceeded(f"broker {broker.name!r} takes no new messages now: {broker.quota.warning}")
-    return None
+    kv = route.function == "kv"  # a slave's KV state is not replicated: a master serves all of it
+    return broker.refusal(
+        master_only=not reads or kv, stores_messages=route.function == "produce" or (kv and not reads)
+    )
 
 
 async def app(scope, receive, send) -> None:
@@ -160,6 +154,7 @@ async def _serve_broker(scope, send, body: bytes) -> None:
 
 
 async def _lifespan(receive, send) -> None:
+    proxy = None
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
@@ -167,13 +162,26 @@ async def _lifespan(receive, send) -> None:
             try:
                 await asyncio.to_thread(start)
             except (TideMQError, OSError) as error:  # say what to change, without a traceback
-                await send({"type": "lifespan.startup.failed", "message": f"TideMQ container cannot start: {error}"})
+                await _failed(send, error)
+                return
+            try:
+                why = "a broker's clients set their namespace to its name"
+                proxy = await grpc_proxy.start_beside(get_settings(), why, interceptors=[BrokerRouting()])
+            except RuntimeError as error:  # its port is taken
+                await asyncio.to_thread(stop)
+                await _failed(send, error)
                 return
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            if proxy is not None:
+                await proxy.stop()
             await asyncio.to_thread(stop)
             await send({"type": "lifespan.shutdown.complete"})
             return
+
+
+async def _failed(send, error: Exception) -> None:
+    await send({"type": "lifespan.startup.failed", "message": f"TideMQ container cannot start: {error}"})
 
 
 def start() -> BrokerContainer:
@@ -213,6 +221,7 @@ def main(argv: list[str] | None = None) -> None:
         "TIDEMQ_PORT": _config.listen_port,
         "TIDEMQ_HOST": _config.broker_container_ip,
         "TIDEMQ_HOME": _config.store_path_root_dir,
+        "TIDEMQ_GRPC_PORT": _config.grpc_server_port,
     }
     os.environ.update({name: str(value) for name, value in overrides.items() if value is not None})
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")

@@ -41,7 +41,6 @@ from servers.adapter import (
 )
 from servers.bootstrap import check_exposure, first_super_user
 from servers.grpc_proxy import server as grpc_proxy
-from servers.grpc_proxy.server import RunningProxy
 from shared.settings import InvalidConfiguration, PushMode, get_settings
 from tidemq_store import Backend
 
@@ -63,16 +62,6 @@ def _start_schedule():
         checks_every_s,
         timers_every_s=settings.timer_job_interval_s,
     ).start()
-
-
-async def _start_grpc_proxy() -> RunningProxy | None:
-    """The RocketMQ 5 gRPC proxy beside the HTTP API, on this event loop (None: TIDEMQ_GRPC_ENABLED=false)."""
-    settings = get_settings()
-    if not settings.grpc_enabled:
-        return None
-    proxy = await grpc_proxy.start(settings)
-    print(f"RocketMQ 5 gRPC proxy on {settings.host}:{proxy.port} (a client snippet: tidemq grpc endpoint)", flush=True)
-    return proxy
 
 
 async def app(scope, receive, send) -> None:
@@ -98,7 +87,7 @@ async def app(scope, receive, send) -> None:
                 if get_settings().push_mode is PushMode.LOCAL:
                     await asyncio.to_thread(trigger.start_worker, store)  # the notifier; it catches up
                 schedule = _start_schedule()
-                proxy = await _start_grpc_proxy()
+                proxy = await grpc_proxy.start_beside(get_settings(), "a client snippet: tidemq grpc endpoint")
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if proxy is not None:

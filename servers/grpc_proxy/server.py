@@ -13,7 +13,7 @@ answered UNSUPPORTED (with a status, as every error is) when it has none.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -42,10 +42,9 @@ KINDS = {
 }
 
 
-def unsupported(method: Any) -> Callable:
-    """A handler answering `method` with UNSUPPORTED."""
+def answering_only(method: Any, answer: Any) -> Callable:
+    """A handler answering every call of `method` with the status `answer` and nothing else."""
     response = GetMessageClass(method.output_type)
-    answer = status(Code.UNSUPPORTED, f"{method.name} is not served by TideMQ (docs/rocketmq-clients.md)")
 
     if method.server_streaming:
 
@@ -60,17 +59,30 @@ def unsupported(method: Any) -> Callable:
     return unary
 
 
+def unsupported(method: Any) -> Callable:
+    """A handler answering `method` with UNSUPPORTED."""
+    return answering_only(
+        method, status(Code.UNSUPPORTED, f"{method.name} is not served by TideMQ (docs/rocketmq-clients.md)")
+    )
+
+
+def method_handler(method: Any, implementation: Callable) -> grpc.RpcMethodHandler:
+    """`method` of the service served by `implementation` (a coroutine, or an async generator for a streaming
+    answer), with the method's own message types."""
+    make = KINDS[(method.client_streaming, method.server_streaming)]
+    return make(
+        implementation,
+        request_deserializer=GetMessageClass(method.input_type).FromString,
+        response_serializer=GetMessageClass(method.output_type).SerializeToString,
+    )
+
+
 def handlers(service: MessagingService) -> grpc.GenericRpcHandler:
     """Every method of the service, served by `service` (see the module docstring)."""
-    methods = {}
-    for method in MESSAGING_SERVICE.methods:
-        implementation = getattr(service, method.name, None) or unsupported(method)
-        make = KINDS[(method.client_streaming, method.server_streaming)]
-        methods[method.name] = make(
-            implementation,
-            request_deserializer=GetMessageClass(method.input_type).FromString,
-            response_serializer=GetMessageClass(method.output_type).SerializeToString,
-        )
+    methods = {
+        method.name: method_handler(method, getattr(service, method.name, None) or unsupported(method))
+        for method in MESSAGING_SERVICE.methods
+    }
     return grpc.method_handlers_generic_handler(SERVICE, methods)
 
 
@@ -93,12 +105,17 @@ class RunningProxy:
 
 
 async def start(
-    settings: Settings, store: Callable[[], MessageStore] = get_store, broker: str = BROKER
+    settings: Settings,
+    store: Callable[[], MessageStore] = get_store,
+    broker: str = BROKER,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> RunningProxy:
-    """Serve the proxy on TIDEMQ_HOST:TIDEMQ_GRPC_PORT (RuntimeError if the address cannot be bound)."""
+    """Serve the proxy on TIDEMQ_HOST:TIDEMQ_GRPC_PORT (RuntimeError if the address cannot be bound);
+    `interceptors` see each call first (a BrokerContainer's pick the broker it is for)."""
     limit = settings.max_request_bytes + MIB  # a SendMessage's messages and their framing
     server = grpc.aio.server(
-        options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
+        interceptors=interceptors,
+        options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)],
     )
     threads = ThreadPoolExecutor(settings.grpc_threads, thread_name_prefix="tidemq-grpc")
     service = MessagingService(settings, threads, broker, (settings.host, settings.grpc_port), store)
@@ -109,3 +126,13 @@ async def start(
     service.address = (settings.host, port)
     await server.start()
     return RunningProxy(server, service, threads, port, asyncio.create_task(service.checks.forever()))
+
+
+async def start_beside(settings: Settings, server: str, **options: Any) -> RunningProxy | None:
+    """The proxy beside a server's HTTP API (`server` names it in the line printed), on its event loop; None when
+    TIDEMQ_GRPC_ENABLED=false. `options`: start's."""
+    if not settings.grpc_enabled:
+        return None
+    proxy = await start(settings, **options)
+    print(f"RocketMQ 5 gRPC proxy on {settings.host}:{proxy.port} ({server})", flush=True)
+    return proxy

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 
 from tidemq_protocol.errors import (
     AccessDenied,
+    BrokerNotFound,
+    BrokerReadOnly,
     ClientError,
     DiskQuotaExceeded,
     GroupNotFound,
@@ -64,6 +66,8 @@ CODES: dict[type[Exception], int] = {
     TopicNotFound: Code.TOPIC_NOT_FOUND,
     GroupNotFound: Code.CONSUMER_GROUP_NOT_FOUND,
     QueueOutOfRange: Code.NOT_FOUND,
+    BrokerNotFound: Code.NOT_FOUND,  # a BrokerContainer's: the client's namespace names no broker there
+    BrokerReadOnly: Code.FORBIDDEN,  # a write to a slave (RocketMQ: NO_PERMISSION, which its proxy answers so)
     MessageNotFound: Code.NOT_FOUND,
     MessageTooLarge: Code.MESSAGE_BODY_TOO_LARGE,
     TransactionNotFound: Code.INVALID_TRANSACTION_ID,

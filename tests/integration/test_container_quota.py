@@ -10,7 +10,10 @@ import time
 
 import pytest
 
-from tests.containers import container_running
+from servers.grpc_proxy.protocol import definition_pb2 as pb
+from servers.grpc_proxy.protocol import service_pb2 as rpc
+from servers.process import free_port
+from tests.containers import container_running, grpc_call
 from tidemq.client import HttpClient
 from tidemq_protocol.errors import DiskQuotaExceeded
 
@@ -73,7 +76,7 @@ def container(tmp_path_factory):
         "plain.conf": f"brokerName=plain\nmappedFileSizeCommitLog={SEGMENT}\n",
         "untiered.conf": "brokerName=untiered\n" + limits,
     }
-    with container_running(root, brokers) as running:
+    with container_running(root, brokers, grpcServerPort=str(free_port())) as running:
         for name in brokers:
             running.broker(name.removesuffix(".conf")).create_topic("orders", queues=2)
         yield running
@@ -118,7 +121,11 @@ def test_an_untiered_broker_refuses_writes_rather_than_delete(container):
     assert read_all(untiered, "orders") == sorted(sent)  # everything acknowledged is there; reads go on
     with pytest.raises(DiskQuotaExceeded):
         fill(untiered, "orders", 1, start=999)
-    assert read_all(untiered, "orders") == sorted(sent)  # the refused batch changed nothing
+    system = pb.SystemProperties(message_id="grpc-1", message_type=pb.NORMAL)
+    message = pb.Message(topic=pb.Resource(name="orders"), system_properties=system, body=b"by gRPC")
+    sent_by_grpc = grpc_call(container, "SendMessage", rpc.SendMessageRequest(messages=[message]), "untiered")
+    assert sent_by_grpc.status.code == pb.TOO_MANY_REQUESTS  # refused as over HTTP (a RocketMQ client)
+    assert read_all(untiered, "orders") == sorted(sent)  # the refused batch and message changed nothing
 
     container.client().request(  # more room: writes come back at once
         "PATCH", "/container/v1/brokers/untiered/config", json={"settings": {"quotaPercentForDiskPartition": "1"}}

@@ -5,15 +5,17 @@ Telemetry `recover_orphaned_transaction_command`, and the producer's checker ans
 RocketMQ 5's gRPC protocol has no producer group: a transactional producer is one that publishes to the topic. So
 every transaction sent through gRPC has one producer group, GRPC_PRODUCERS, and its checks go to the producers of its
 topic. The proxy holds no transaction state: each pass takes the due checks of the topics its connected producers
-publish to (functions/logic/transactions.py `claim_checks`, the same conditional claim a producer's long poll over
-HTTP makes), so a check is taken by one proxy and handed to one of its producers of that topic, round-robin. A check
-whose producer went away before answering is asked again an interval later (TIDEMQ_TRANSACTION_CHECK_INTERVAL_MS),
-and a transaction past the most checks is rolled back, as for every producer.
+publish to, in the store each producer's stream was opened on (a BrokerContainer's broker's:
+servers/container/grpc_routing.py), with functions/logic/transactions.py `claim_checks` (the same conditional claim a
+producer's long poll over HTTP makes), so a check is taken by one proxy and handed to one of its producers of that
+topic, round-robin. A check whose producer went away before answering is asked again an interval later
+(TIDEMQ_TRANSACTION_CHECK_INTERVAL_MS), and a transaction past the most checks is rolled back, as for every producer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 from collections.abc import Callable
@@ -48,12 +50,11 @@ class CheckBacks:
     def __init__(
         self,
         clients: Clients,
-        store: Callable[[], MessageStore],
         settings: Settings,
         run: Callable,
         broker: str,
     ) -> None:
-        self.clients, self.store, self.settings, self.run, self.broker = clients, store, settings, run, broker
+        self.clients, self.settings, self.run, self.broker = clients, settings, run, broker
         self._turn = itertools.count()
 
     async def forever(self) -> None:
@@ -68,17 +69,13 @@ class CheckBacks:
     async def once(self) -> int:
         """One pass: every due check of the producers' topics handed to one of them; how many were handed."""
         handed = 0
-        for topic in self.clients.published_topics():
-            producers = self.clients.publishing_to(topic)
-            if not producers:
-                continue
-            for transaction, message in await self.run(lambda topic=topic: self._claim(topic)):
+        for (store, topic), producers in self.clients.publishers().items():
+            for transaction, message in await self.run(functools.partial(self._claim, store, topic)):
                 client_id = producers[next(self._turn) % len(producers)]
                 handed += self.clients.send(client_id, self.command(transaction, message))
         return handed
 
-    def _claim(self, topic: str) -> list[tuple[Transaction, StoredMessage]]:
-        store = self.store()
+    def _claim(self, store: MessageStore, topic: str) -> list[tuple[Transaction, StoredMessage]]:
         try:
             if store.cached_topic(topic).message_type is not MessageType.TRANSACTION:
                 return []

@@ -5,13 +5,14 @@ Nothing a request needs is kept here: each request carries what it acts on (its 
 time and poll), and groups, retry policies and deliveries are in the store, so any proxy over the same store serves
 any request of any client, and a client that reconnects to another proxy loses nothing. What the registry is for:
 commands the server sends a client (`send`), as a transaction check does (a `recover_orphaned_transaction_command`
-to a producer of the topic: `publishing_to`, checks.py), and the settings the client last said.
+to a producer of the topic: `publishers`, checks.py), and the settings the client last said.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from .protocol import definition_pb2 as pb
 from .protocol import service_pb2 as rpc
@@ -22,6 +23,8 @@ class Session:
     """One open Telemetry stream of a client: what it last said, and what the server has for it to read."""
 
     client_id: str
+    store: Any = None
+    """The store its calls are served from (a BrokerContainer's broker's; None if it could not be had)."""
     settings: pb.Settings | None = None
     outbox: asyncio.Queue[rpc.TelemetryCommand | None] = field(default_factory=asyncio.Queue)
 
@@ -37,8 +40,8 @@ class Clients:
     def __init__(self) -> None:
         self._sessions: dict[str, list[Session]] = {}
 
-    def open(self, client_id: str) -> Session:
-        session = Session(client_id)
+    def open(self, client_id: str, store: Any) -> Session:
+        session = Session(client_id, store)
         self._sessions.setdefault(client_id, []).append(session)
         return session
 
@@ -62,25 +65,19 @@ class Clients:
         sessions[-1].outbox.put_nowait(command)
         return True
 
-    def published_topics(self) -> set[str]:
-        """Every topic a client here last said it publishes to."""
-        return {
-            topic.name
-            for sessions in self._sessions.values()
-            for session in sessions
-            if session.settings is not None
-            for topic in session.settings.publishing.topics
-        }
-
-    def publishing_to(self, topic: str) -> list[str]:
-        """The clients here whose last settings name `topic` among those they publish to."""
-        return [
-            client_id
-            for client_id, sessions in self._sessions.items()
-            if any(
-                s.settings is not None and any(t.name == topic for t in s.settings.publishing.topics) for s in sessions
-            )
-        ]
+    def publishers(self) -> dict[tuple[Any, str], list[str]]:
+        """The clients here by the store and topic they last said they publish to (an `id`-keyed store: one per
+        broker of a BrokerContainer)."""
+        found: dict[tuple[Any, str], list[str]] = {}
+        for client_id, sessions in self._sessions.items():
+            for session in sessions:
+                if session.settings is None or session.store is None:
+                    continue
+                for topic in session.settings.publishing.topics:
+                    clients = found.setdefault((session.store, topic.name), [])
+                    if client_id not in clients:
+                        clients.append(client_id)
+        return found
 
     def stop(self) -> None:
         """End every stream (the proxy stops)."""

@@ -123,7 +123,7 @@ class MessagingService:
         self.settings, self.threads, self.broker, self.address = settings, threads, broker, address
         self.store = store
         self.clients = Clients()
-        self.checks = CheckBacks(self.clients, store, settings, self.run, broker)
+        self.checks = CheckBacks(self.clients, settings, self.run, broker)
 
     # ---- plumbing --------------------------------------------------------------------------------------------
 
@@ -191,7 +191,7 @@ class MessagingService:
             who = await self.run(lambda: caller_of(metadata, peer))
         except Exception as error:  # answered on the stream, to each settings
             refusal = error
-        session = self.clients.open(metadata.get(CLIENT_ID, ""))
+        session = self.clients.open(metadata.get(CLIENT_ID, ""), self._store_or_none())
 
         async def read() -> None:
             try:
@@ -427,6 +427,13 @@ class MessagingService:
 
         await self.call(context, forward)
         return rpc.ForwardMessageToDeadLetterQueueResponse(status=OK)
+
+    def _store_or_none(self) -> MessageStore | None:
+        """The store this call is served from (a stream's producers are checked there: checks.py), if it can be had."""
+        try:
+            return self.store()
+        except Exception:  # refused at once to what the client asks; a stream without a store hands out no checks
+            return None
 
     def _broker(self, endpoints: pb.Endpoints) -> pb.Broker:
         return routes.broker(self.broker, routes.endpoints_of(endpoints, *self.address))

@@ -89,7 +89,7 @@ def test_proxy_killed_ten_times_loses_no_acked_send_redelivers_no_acked_message_
                 {
                     "role": "producer",
                     "topic": "k-topic",
-                    "messages": [{"body": b64(f"p{p}-{n}".encode()), "pause_s": 0.02} for n in range(300)],
+                    "messages": [{"body": b64(f"p{p}-{n}".encode()), "pause_s": 0.05} for n in range(300)],
                 },
                 tmp_path,
             )

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from servers.grpc_proxy.protocol import definition_pb2 as pb
+from servers.grpc_proxy.protocol import service_pb2 as rpc
 from servers.process import free_port
 from tests.e2e.test_rocketmq_clients import (
     DEADLINE_S,
@@ -22,6 +24,8 @@ from tests.e2e.test_rocketmq_clients import (
     Proxy,
     b64,
     body_of,
+    call,
+    message,
     start_client,
     stored,
     wait_until,
@@ -128,3 +132,54 @@ def test_proxy_killed_ten_times_loses_no_acked_send_redelivers_no_acked_message_
             assert event["received"]["message_id"] not in acked, f"an acked message came again: {event}"
     failures = sum(1 for p in producers for event in p.events if "error" in event)
     print(json.dumps({"acked_sends": len(acked_sends), "failed_sends": failures, "stored": len(views)}))
+
+
+def test_two_proxies_over_one_serverless_store_serve_one_client_and_end_each_others_transactions(request, tmp_path):
+    """RIP-20's stateless proxy, and RocketMQ #9431: a half message sent through one proxy is committed through
+    another, and a message received through one is acked through the other (raw calls: one client's requests, sent
+    to whichever proxy)."""
+    ports = {"a": free_port(), "b": free_port()}
+    with restarted_gateway(request, tmp_path, "serverless", TIDEMQ_GRPC_PORT=str(ports["a"])) as first:
+        shared = {k: v for k, v in first.env.items() if k.startswith(("TIDEMQ_", "AWS_")) and k != "TIDEMQ_PORT"}
+        second = RestartedGateway(first.home, **{**shared, "TIDEMQ_GRPC_PORT": str(ports["b"])})
+        second.start()
+        try:
+            admin = read_profile(first.home / "credentials")
+            with signed_client(first.url, timeout=60) as http:
+                a, b = (
+                    Proxy(f"127.0.0.1:{ports[n]}", http, admin.access_key, admin.secret_key, first.home) for n in "ab"
+                )
+                topic = {"name": "s-tx", "queues": 2, "message_type": "TRANSACTION"}
+                assert http.post("/v1/topics", json=topic).status_code == 201
+                create(a, "s-plain", "s-group")
+                half = message("s-tx", message_type=pb.TRANSACTION)
+                (entry,) = call(a, "SendMessage", rpc.SendMessageRequest(messages=[half])).entries
+                assert entry.status.code == pb.OK and entry.transaction_id == entry.message_id
+                end = rpc.EndTransactionRequest(
+                    topic=pb.Resource(name="s-tx"), transaction_id=entry.transaction_id, resolution=pb.COMMIT
+                )
+                assert call(b, "EndTransaction", end).status.code == pb.OK  # through the other proxy
+                (committed,) = stored(a, "s-tx").values()
+                assert (committed["msg_id"], body_of(committed)) == (entry.message_id, b"raw")
+
+                assert (
+                    call(a, "SendMessage", rpc.SendMessageRequest(messages=[message("s-plain")])).status.code == pb.OK
+                )
+                receive = rpc.ReceiveMessageRequest(
+                    group=pb.Resource(name="s-group"),
+                    message_queue=pb.MessageQueue(topic=pb.Resource(name="s-plain"), id=-1),
+                    batch_size=1,
+                    invisible_duration={"seconds": 60},
+                    long_polling_timeout={"seconds": 5},
+                )
+                (got,) = [answer.message for answer in call(b, "ReceiveMessage", receive) if answer.HasField("message")]
+                handle = got.system_properties.receipt_handle
+                ack = rpc.AckMessageRequest(
+                    group=pb.Resource(name="s-group"),
+                    topic=pb.Resource(name="s-plain"),
+                    entries=[rpc.AckMessageEntry(message_id=got.system_properties.message_id, receipt_handle=handle)],
+                )
+                assert call(a, "AckMessage", ack).entries[0].status.code == pb.OK
+                assert call(b, "AckMessage", ack).entries[0].status.code == pb.OK  # once: acked already
+        finally:
+            second.stop()

@@ -5,7 +5,8 @@
     QueryRoute                 the topic's queues (routes.py); Pub, Sub or Get on the topic
     Heartbeat                  authenticated; nothing to keep (the proxy is stateless)
     Telemetry                  the client's settings answered with the server's (client_settings.py), at once
-    SendMessage                produce: Pub on the topic; the produce logic routes (a FIFO message by its group)
+    SendMessage                produce: Pub on the topic; the produce logic routes (a FIFO message by its group);
+                               stored once for its message ids (tidemq_store/sends.py: a client's resend)
     ReceiveMessage             pop receive, long-polled without holding a thread; Sub on group and topic
     AckMessage                 pop ack, one status per entry
     ChangeInvisibleDuration    pop change of invisible time (0 .. the longest: a push consumer's nack), new handle
@@ -41,6 +42,7 @@ from tidemq_protocol.errors import InvalidArgument
 from tidemq_protocol.filter import subscription_filter
 from tidemq_protocol.names import check_name
 from tidemq_store import MessageStore
+from tidemq_store.sends import grpc_send_key
 
 from . import client_settings, messages, routes
 from .auth import CLIENT_ID, caller_of
@@ -224,7 +226,8 @@ class MessagingService:
             config = store.cached_topic(topic)
             most = self.settings.max_message_bytes
             frames = [messages.to_store(m, config.message_type, most) for m in request.messages]
-            results = produce.produce_frames(store, topic, frames, push_notifier())
+            ids = [m.system_properties.message_id for m in request.messages]  # a client's resend keeps them
+            results = produce.produce_frames(store, topic, frames, push_notifier(), grpc_send_key(ids))
             return [
                 rpc.SendResultEntry(status=OK, message_id=m.system_properties.message_id, offset=r.queue_offset)
                 for m, r in zip(request.messages, results, strict=True)

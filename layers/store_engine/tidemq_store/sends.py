@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 from tidemq_protocol.errors import InvalidArgument, SendConflict
 from tidemq_protocol.limits import MAX_SEND_KEY
-from tidemq_protocol.record.v2 import TOPIC_LENGTH_AT
+from tidemq_protocol.record import TOPIC_LENGTH_AT
 
 from .batch import ValidatedBatch
 from .model import PutResult

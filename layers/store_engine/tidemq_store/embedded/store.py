@@ -53,13 +53,14 @@ from tidemq_protocol.errors import (
 from tidemq_protocol.message import Message, MessageType, StoredMessage
 from tidemq_protocol.record import (
     SEND_KEY,
+    SEND_KEY_HEAD,
     decode_message,
     encode_record,
     flag_record,
+    is_send_key,
     is_timer_id,
     parse_message_id,
     read_by_id,
-    read_header,
 )
 
 from ..api import MessageStore
@@ -319,7 +320,7 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
             raise MessageNotFound(f"with id {msg_id}")
         message = read_by_id(msg_id, self.config.max_message_bytes, self.commitlog.read)
-        if not self._is_live(message) or read_header(self.commitlog.read(position, size)).flags & SEND_KEY:
+        if not self._is_live(message) or is_send_key(self.commitlog.read(position, SEND_KEY_HEAD)):
             raise MessageNotFound(f"with id {msg_id}")  # (SEND_KEY: a batch's idempotency key, not a message)
         return message
 

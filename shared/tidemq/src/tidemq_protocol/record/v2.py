@@ -147,6 +147,14 @@ def stamp(
             position += size
 
 
+SEND_KEY_HEAD = BROKER_AT + 1  # the bytes of a record `is_send_key` reads
+
+
+def is_send_key(head: bytes) -> bool:
+    """Whether the record whose first SEND_KEY_HEAD bytes are `head` (checked already) is a SEND_KEY record."""
+    return head[4] == MAGIC and bool(head[BROKER_AT] & SEND_KEY)
+
+
 def flag_record(records: bytearray, at: int, flag: int) -> None:
     """Set `flag` on the record at `at` of `records`, stamped already, and write its broker CRC again."""
     with memoryview(records) as view:

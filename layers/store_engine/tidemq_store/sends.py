@@ -12,15 +12,19 @@ The key. `SendKey`: what the producer assigned to one send, at most `MAX_SEND_KE
 per topic (the same key on another topic is another send): the SDK's `Idempotency-Key` header, made once per batch
 and sent again on its retries, or over gRPC the message ids of a SendMessage (`grpc_send_key`).
 
-What is compared. `batch_digest`: BLAKE2b-128 of each record's topic, properties and body, in order, not of its
-queue or born timestamp: a resent batch the server routes again (round robin) or a JSON one it gives a born time
-again is the same batch. A send whose key is held with another digest is refused (`SendConflict`: HTTP 409, gRPC
+What is compared. `batch_digest`: two checksums of different polynomials (CRC32C and CRC-32, native code: about
+15 µs each for 100 KiB where BLAKE2b took 75) over each record's topic, properties and body, in order, with the
+bytes and messages counted; not its queue or born timestamp: a resent batch the server routes again (round robin)
+or a JSON one it gives a born time again is the same batch. It guards against a producer's mistake (its own key
+reused for other messages; an accidental match is about one in 2^64), not against an adversary, who could only
+spoil its own sends. A send whose key is held with another digest is refused (`SendConflict`: HTTP 409, gRPC
 ILLEGAL_MESSAGE_ID) and stores nothing.
 
 What is kept. `SentBatch`: the digest, when the batch was stored, and its results (`encode_sent`, one format for
 both backends):
 
-    stored_at:u64  durable_at:u64  digest:16 bytes  count:u32   then per message "msg_id queue offset\\n" (UTF-8)
+    stored_at:u64  durable_at:u64  digest:16 bytes  count:u32
+    then count message ids (12 bytes each: their 24 hex digits), count queues (u32), count offsets (u64)
 
 (integers little-endian; `durable_at`: the embedded commit log's position a retry waits for before it answers, as
 the first send did; 0 on the serverless backend, whose record is durable when it is written).
@@ -51,7 +55,12 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import sys
+import zlib
+from array import array
 from dataclasses import dataclass
+
+from crc32c import crc32c
 
 from tidemq_protocol.errors import InvalidArgument, SendConflict
 from tidemq_protocol.limits import MAX_SEND_KEY
@@ -62,6 +71,8 @@ from .model import PutResult
 
 DIGEST_BYTES = 16
 _SENT = struct.Struct("<QQ16sI")
+_DIGEST = struct.Struct("<IIII")  # CRC32C, CRC-32, bytes, messages
+ID_BYTES = 12  # a message id's 24 hexadecimal digits (tidemq_protocol.record.ids)
 
 
 @dataclass(slots=True, frozen=True)
@@ -100,13 +111,13 @@ def grpc_send_key(message_ids: list[str]) -> str:
 
 def batch_digest(batch: ValidatedBatch) -> bytes:
     """The digest two sends of one key are compared by (see the module docstring)."""
-    digest = hashlib.blake2b(digest_size=DIGEST_BYTES)
-    position = 0
+    castagnoli, ieee, position = 0, 0, 0
     with memoryview(batch.records) as view:
         for size in batch.sizes:
-            digest.update(view[position + TOPIC_LENGTH_AT : position + size])  # lengths, topic, properties, body
+            content = view[position + TOPIC_LENGTH_AT : position + size]  # lengths, topic, properties, body
+            castagnoli, ieee = crc32c(content, castagnoli), zlib.crc32(content, ieee)
             position += size
-    return digest.digest()
+    return _DIGEST.pack(castagnoli, ieee, position, len(batch.sizes))
 
 
 def keyed(send: SendKey | None, batch: ValidatedBatch) -> SendKey | None:
@@ -128,19 +139,39 @@ def earlier_results(
 
 def encode_sent(sent: SentBatch) -> bytes:
     """A SentBatch as both backends keep it (see the module docstring)."""
-    lines = "".join(f"{r.msg_id} {r.queue} {r.queue_offset}\n" for r in sent.results)
-    return _SENT.pack(sent.stored_at, sent.durable_at, sent.digest, len(sent.results)) + lines.encode()
+    results = sent.results
+    ids = bytes.fromhex("".join(r.msg_id for r in results))
+    if len(ids) != ID_BYTES * len(results):
+        raise ValueError("a message id is not 24 hexadecimal digits")
+    queues, offsets = array("I", [r.queue for r in results]), array("Q", [r.queue_offset for r in results])
+    head = _SENT.pack(sent.stored_at, sent.durable_at, sent.digest, len(results))
+    return b"".join((head, ids, _little(queues).tobytes(), _little(offsets).tobytes()))
 
 
 def decode_sent(data: bytes) -> SentBatch:
     stored_at, durable_at, digest, count = _SENT.unpack_from(data)
-    results = []
-    for line in bytes(data[_SENT.size :]).decode().splitlines():
-        msg_id, queue, offset = line.split(" ")
-        results.append(PutResult(msg_id, int(queue), int(offset), stored_at))
+    at = _SENT.size
+    ids = bytes(data[at : at + ID_BYTES * count]).hex()
+    at += ID_BYTES * count
+    queues, offsets = array("I"), array("Q")
+    queues.frombytes(data[at : at + 4 * count])
+    offsets.frombytes(data[at + 4 * count : at + 12 * count])
+    _little(queues)
+    _little(offsets)
+    results = tuple(
+        PutResult(ids[2 * ID_BYTES * i : 2 * ID_BYTES * (i + 1)], queue, offset, stored_at)
+        for i, (queue, offset) in enumerate(zip(queues, offsets, strict=True))
+    )
     if len(results) != count:
         raise ValueError(f"a sent batch of {count} results holds {len(results)}")
-    return SentBatch(digest, stored_at, durable_at, tuple(results))
+    return SentBatch(digest, stored_at, durable_at, results)
+
+
+def _little(values: array) -> array:
+    """`values` in little-endian order, in place (the format's; arrays hold the machine's)."""
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
 
 
 def encode_send_mark(send: SendKey) -> bytes:

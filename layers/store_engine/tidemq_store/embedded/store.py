@@ -175,12 +175,12 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
                 earlier = earlier_results(topic, send, sent, now, window, config.created_at)
             if earlier is None:
                 store_timestamp = self._last_store_timestamp = max(now, self._last_store_timestamp)
-                stored, position = self._write(topic, batch, store_timestamp, intent, send)
+                stored, position, results = self._write(topic, batch, store_timestamp, intent, send)
         if earlier is not None and sent is not None:  # sent again: answered once the first send is durable
             self._acknowledge(sent.durable_at, [])
             return earlier
         self._acknowledge(position, [stored])
-        return stored.put_results()
+        return list(results) if results is not None else stored.put_results()
 
     def _write(
         self,
@@ -189,9 +189,10 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         store_timestamp: int,
         intent: Callable[[int], None] | None,
         send: SendKey | None,
-    ) -> tuple[StoredBatch, int]:
+    ) -> tuple[StoredBatch, int, tuple[PutResult, ...] | None]:
         """Append and index a batch (the caller holds the write lock): its records, and, for a send with an
-        idempotency key, a SEND_KEY record ending the batch; the batch as stored and the log's end after it."""
+        idempotency key, a SEND_KEY record ending the batch; the batch as stored, the log's end after it, and (with
+        a key) the put's results."""
         next_offsets: dict[int, int] = {}
         offsets, positions = [], []
         start = position = self.commitlog.written_position
@@ -206,7 +207,7 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
             positions.append(position)
             position += size
         stored = StoredBatch(topic, store_timestamp, batch.queues, offsets, positions, batch.sizes)
-        sent = None
+        sent, results = None, None
         if send is None:
             data = batch.stamped(offsets, start, store_timestamp)
         else:
@@ -214,7 +215,8 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
             data = batch.with_record(mark).stamped([*offsets, 0], start, store_timestamp)
             flag_record(data, position - start, SEND_KEY)
             position += len(mark)
-            sent = (send.key, SentBatch(send.digest, store_timestamp, position, tuple(stored.put_results())))
+            results = tuple(stored.put_results())
+            sent = (send.key, SentBatch(send.digest, store_timestamp, position, results))
         try:
             self.commitlog.append(data)
             self.cq.dispatch(stored, self.commitlog.segment_start(start), batch.tag_codes, batch.keys, sent)
@@ -224,7 +226,7 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
             raise
         for queue, offset in next_offsets.items():
             self._next_offsets[(topic, queue)] = offset
-        return stored, position
+        return stored, position, results
 
     # ---- get -------------------------------------------------------------------------------------
 

@@ -248,3 +248,16 @@ def wait_until(condition, timeout_s: float = 30.0) -> None:
     while not condition():
         assert clock.now_ms() < deadline, "the condition never held"
         threading.Event().wait(0.01)
+
+
+def test_a_put_listener_is_told_where_a_keyed_append_ends_its_key_record_included(store):
+    """A SYNC_MASTER acknowledges once its slave holds this much (servers/container/replication.py): a slave holding
+    the messages but not the SEND_KEY record after them would hold a torn batch, which it drops."""
+    store.create_topic(TopicConfig(name="orders", queues=2))
+    told = []
+    store.add_put_listener(told.append)
+    store.put("orders", spread(b"a", b"b"), SendKey("k"))
+    store.put("orders", spread(b"c"))
+    assert told[1].positions[0] == told[0].end  # the next append starts where the keyed one ended
+    assert told[1].end == store.written_position
+    assert told[0].end > told[0].positions[-1] + told[0].sizes[-1]

@@ -33,6 +33,13 @@ class StoredBatch:
     queue_offsets: list[int]
     positions: list[int]
     sizes: list[int]
+    trailer: int = 0
+    """Bytes the put's append holds past its last message: its SEND_KEY record (sends.py), else none."""
+
+    @property
+    def end(self) -> int:
+        """Where the put's append ends in the log: a copy holds the batch whole once it holds this much."""
+        return self.positions[-1] + self.sizes[-1] + self.trailer
 
     def put_results(self) -> list[PutResult]:
         """What the put answered: each message's id (where its record is), queue and offset."""

@@ -69,6 +69,7 @@ class Recovery(StoreParts):
             [r.queue_offset for r in batch],
             [r.physical_offset for r in batch],
             [r.size for r in batch],
+            0 if mark is None else mark.size,
         )
         tag_codes, keys = [tag_hash(r.tag) for r in batch], [r.keys for r in batch]
         sent = None if mark is None else self._logged_send(mark, stored)

@@ -206,12 +206,13 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
             offsets.append(offset)
             positions.append(position)
             position += size
-        stored = StoredBatch(topic, store_timestamp, batch.queues, offsets, positions, batch.sizes)
-        sent, results = None, None
+        sent, results, mark = None, None, b""
+        if send is not None:
+            mark = encode_record(topic.encode(), 0, store_timestamp, b"", encode_send_mark(send))
+        stored = StoredBatch(topic, store_timestamp, batch.queues, offsets, positions, batch.sizes, len(mark))
         if send is None:
             data = batch.stamped(offsets, start, store_timestamp)
         else:
-            mark = encode_record(topic.encode(), 0, store_timestamp, b"", encode_send_mark(send))
             data = batch.with_record(mark).stamped([*offsets, 0], start, store_timestamp)
             flag_record(data, position - start, SEND_KEY)
             position += len(mark)

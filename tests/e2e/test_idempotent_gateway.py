@@ -17,6 +17,7 @@ import pytest
 from tests.gateways import gateway_as_admin, signed_http
 from tidemq import Admin, Consumer, Producer
 from tidemq.client import HttpClient
+from tidemq.errors import ServerUnreachable
 from tidemq.producer import outgoing
 from tidemq_protocol import codec
 from tidemq_protocol.record import encode_record
@@ -139,17 +140,36 @@ class ForwardOnce(BaseHTTPRequestHandler):
         pass
 
 
-def test_the_sdk_retries_a_batch_whose_answer_was_lost_under_its_key_and_it_is_stored_once(url, topic):
+@pytest.fixture
+def proxy(url) -> Iterator[AnswerLosingProxy]:
     proxy = AnswerLosingProxy(url)
-    serving = threading.Thread(target=proxy.serve_forever, daemon=True)
-    serving.start()
-    try:
-        client = HttpClient(f"http://127.0.0.1:{proxy.server_address[1]}", retries=3, backoff_s=0.01)
-        with Producer(topic, client=client) as producer:
-            results = producer.send_batch([outgoing(b"once-1", queue=0), outgoing(b"once-2", queue=0)])
-    finally:
-        proxy.shutdown()
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    yield proxy
+    proxy.shutdown()
+
+
+def test_the_sdk_retries_a_batch_whose_answer_was_lost_under_its_key_and_it_is_stored_once(url, topic, proxy):
+    client = HttpClient(f"http://127.0.0.1:{proxy.server_address[1]}", retries=3, backoff_s=0.01)
+    with Producer(topic, client=client) as producer:
+        results = producer.send_batch([outgoing(b"once-1", queue=0), outgoing(b"once-2", queue=0)])
     assert proxy.lost.is_set() and len(proxy.produces) == 2
     assert proxy.produces[0] == proxy.produces[1] is not None  # the retry carried the first attempt's key
     assert sorted(bodies(url, topic)) == [b"once-1", b"once-2"]
     assert [r.offset for r in results] == [0, 1]
+
+
+def test_a_buffered_batch_whose_send_failed_is_flushed_again_under_its_key(url, topic, proxy):
+    """No retries: the lost answer fails the flush, the batch stays buffered, and the next flush sends it again as it
+    was, under its key (more messages added meanwhile go in a batch of their own)."""
+    client = HttpClient(f"http://127.0.0.1:{proxy.server_address[1]}", retries=0)
+    producer = Producer(topic, client=client, batch_size=10)
+    for n in range(3):
+        producer.add(f"buffered-{n}", queue=0)
+    with pytest.raises(ServerUnreachable):
+        producer.flush()
+    producer.add("later", queue=0)
+    results = producer.flush()
+    producer.close()
+    assert proxy.produces[0] == proxy.produces[1] != proxy.produces[2]
+    assert sorted(bodies(url, topic)) == [b"buffered-0", b"buffered-1", b"buffered-2", b"later"]
+    assert [r.offset for r in results] == [0, 1, 2, 3]

@@ -6,7 +6,8 @@
     Heartbeat                  authenticated; nothing to keep (the proxy is stateless)
     Telemetry                  the client's settings answered with the server's (client_settings.py), at once;
                                transaction checks handed to producers (checks.py)
-    SendMessage                produce: Pub on the topic; the produce logic routes (a FIFO message by its group); a
+    SendMessage                produce: Pub on the topic; the produce logic routes (a FIFO message by its group);
+                               stored once for its message ids (tidemq_store/sends.py: a client's resend); a
                                delay message kept for later answers the id and recall handle the store gave it; a
                                TRANSACTION topic's message is a half message (functions/logic/transactions.py),
                                its transaction id the half message's id
@@ -51,6 +52,7 @@ from tidemq_protocol.filter import subscription_filter
 from tidemq_protocol.message import Message, MessageType
 from tidemq_protocol.names import check_name
 from tidemq_store import MessageStore
+from tidemq_store.sends import grpc_send_key
 
 from . import client_settings, messages, routes
 from .auth import CLIENT_ID, caller_of
@@ -246,7 +248,8 @@ class MessagingService:
             frames = [messages.to_store(m, config.message_type, most) for m in request.messages]
             if config.message_type is MessageType.TRANSACTION:
                 return [self._half(store, topic, config.queues, frame.message) for frame in frames]
-            results = produce.produce_frames(store, topic, frames, push_notifier())
+            ids = [m.system_properties.message_id for m in request.messages]  # a client's resend keeps them
+            results = produce.produce_frames(store, topic, frames, push_notifier(), grpc_send_key(ids))
             return [
                 rpc.SendResultEntry(
                     status=OK,

@@ -468,6 +468,19 @@ def test_bad_requests_answer_rocketmq_codes_and_change_nothing(proxy):
     assert stored(proxy, "g-raw") == {}  # nothing of it was stored
 
 
+def test_a_send_again_with_its_message_id_answers_as_the_first_and_is_stored_once(proxy):
+    """A client's resend (the same message id: the Python client resends at once, up to three times) is answered with
+    the first send's offset and stored once; the id with another body is refused ILLEGAL_MESSAGE_ID."""
+    create(proxy, "g-resend")
+    first, again = (call(proxy, "SendMessage", rpc.SendMessageRequest(messages=[message("g-resend")])) for _ in "12")
+    assert (first.status.code, again.status.code) == (pb.OK, pb.OK)
+    assert [(e.message_id, e.offset) for e in again.entries] == [(e.message_id, e.offset) for e in first.entries]
+    other = message("g-resend")
+    other.body = b"another"
+    assert call(proxy, "SendMessage", rpc.SendMessageRequest(messages=[other])).status.code == pb.ILLEGAL_MESSAGE_ID
+    assert [body_of(view) for view in stored(proxy, "g-resend").values()] == [b"raw"]
+
+
 def test_a_received_message_is_acked_once_and_its_old_handle_is_refused(proxy):
     """Raw, so that the handles can be kept: a change of invisible time spends the handle it was given."""
     create(proxy, "g-handles", "g-handles-group")

@@ -12,6 +12,8 @@ GIB = 1024 * MIB
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 MAX_QUEUES = 1024
+MAX_SEND_KEY = 128
+"""The longest idempotency key of a send (SQS's MessageDeduplicationId; RocketMQ's message ids are 32 characters)."""
 """Queues of one topic, numbered 0..MAX_QUEUES-1."""
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * MIB

@@ -113,12 +113,13 @@ def millis(span: Any) -> int:
 class MessagingService:
     """The service's RPCs (server.py serves them under RocketMQ's service name); see the module docstring.
 
-    `inline_when_idle`: a call's store work (`call`) is done on the event loop itself when no other call's is in
-    hand, instead of on the proxy's threads. The hop to a thread and back is the part of a single send the proxy can
-    save (bench/grpc.py: ~0.05-0.1 ms and a fifth of its CPU, against a SYNC put's ~0.25 ms); a second call coming
-    meanwhile waits at most that one call's store work, then both go to threads. Only for a loop that is the
-    proxy's alone (server.py `ProxyThread`) and a local store (the embedded engine): a network store call, or an
-    HTTP server on the same loop, must never wait behind it. Waiting receives stay coroutines either way."""
+    `inline_when_idle`: a call's store work (`call`) is done on the event loop itself when no other call is in hand,
+    instead of on the proxy's threads: the hop to a thread and back is the part of a single send the proxy can save
+    (docs/performance.md: ~0.1 ms and a fifth of its CPU). A call looks after one turn of the loop, so that calls
+    that came together (while the loop was busy) see each other and go to threads, as does every call while one is
+    on a thread: concurrent calls are not served one by one on the loop. Only for a loop that is the proxy's alone
+    (server.py `ProxyThread`) and a local store (the embedded engine): a network store call, or an HTTP server on
+    the same loop, must never wait behind it. Waiting receives stay coroutines either way."""
 
     def __init__(
         self,
@@ -148,11 +149,12 @@ class MessagingService:
         """`work()` as the request's caller (authenticated there: it may read the store), on the proxy's threads, or
         inline when the proxy is idle (`inline_when_idle`: the class docstring)."""
         metadata, peer = _metadata(context), context.peer()
-        inline = self.inline_when_idle and not self._in_hand
         self._in_hand += 1
         try:
-            if inline:
-                return _as(caller_of(metadata, peer), work)
+            if self.inline_when_idle:
+                await asyncio.sleep(0)  # calls the loop has in hand too get counted first
+                if self._in_hand == 1:
+                    return _as(caller_of(metadata, peer), work)
             return await self.run(lambda: _as(caller_of(metadata, peer), work))
         finally:
             self._in_hand -= 1

@@ -65,6 +65,8 @@ R = TypeVar("R")
 ANSWER_MARGIN_MS = 500
 """Time kept from a receive's deadline to answer in after its poll."""
 ACK_CODES = {"acked": Code.OK, "already_acked": Code.OK, "invalid_receipt_handle": Code.INVALID_RECEIPT_HANDLE}
+TOGETHER_S = 1.0
+"""How long after calls were last in hand together the proxy serves none inline (`inline_when_idle`)."""
 RESOLUTIONS = {pb.COMMIT: "commit", pb.ROLLBACK: "rollback", pb.TRANSACTION_RESOLUTION_UNSPECIFIED: "unknown"}
 
 
@@ -116,10 +118,11 @@ class MessagingService:
     `inline_when_idle`: a call's store work (`call`) is done on the event loop itself when no other call is in hand,
     instead of on the proxy's threads: the hop to a thread and back is the part of a single send the proxy can save
     (docs/performance.md: ~0.1 ms and a fifth of its CPU). A call looks after one turn of the loop, so that calls
-    that came together (while the loop was busy) see each other and go to threads, as does every call while one is
-    on a thread: concurrent calls are not served one by one on the loop. Only for a loop that is the proxy's alone
-    (server.py `ProxyThread`) and a local store (the embedded engine): a network store call, or an HTTP server on
-    the same loop, must never wait behind it. Waiting receives stay coroutines either way."""
+    that came together (while the loop was busy) see each other and go to threads, and for TOGETHER_S after calls
+    were last seen together every call does: concurrent clients are not served one by one on the loop. Only for a
+    loop that is the proxy's alone (server.py `ProxyThread`) and a local store (the embedded engine): a network store
+    call, or an HTTP server on the same loop, must never wait behind it. Waiting receives stay coroutines either
+    way."""
 
     def __init__(
         self,
@@ -133,6 +136,7 @@ class MessagingService:
         self.settings, self.threads, self.broker, self.address = settings, threads, broker, address
         self.store, self.inline_when_idle = store, inline_when_idle
         self._in_hand = 0  # calls whose store work is running (changed on the event loop only)
+        self._together_at = -TOGETHER_S  # when calls were last seen in hand together (time.monotonic)
         self.clients = Clients()
         self.checks = CheckBacks(self.clients, settings, self.run, broker)
 
@@ -153,7 +157,10 @@ class MessagingService:
         try:
             if self.inline_when_idle:
                 await asyncio.sleep(0)  # calls the loop has in hand too get counted first
-                if self._in_hand == 1:
+                now = time.monotonic()
+                if self._in_hand > 1:
+                    self._together_at = now
+                elif now - self._together_at > TOGETHER_S:
                     return _as(caller_of(metadata, peer), work)
             return await self.run(lambda: _as(caller_of(metadata, peer), work))
         finally:

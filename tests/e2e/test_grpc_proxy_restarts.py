@@ -59,7 +59,9 @@ def test_a_client_keeps_working_across_a_proxy_restart(gateway, tmp_path):
     running, proxy = gateway
     create(proxy, "r-topic", "r-group")
     before, after = b"sent before the restart", b"sent after it"
-    messages = [{"body": b64(before)}, {"body": b64(after), "after_line": True}]
+    # a client's channel backs off its reconnects while the proxy is down (gRPC's backoff, up to seconds), and
+    # RocketMQ's client spends its four attempts in that time: the application sends again, with the same producer
+    messages = [{"body": b64(before)}, {"body": b64(after), "after_line": True, "until_sent": True}]
     spec = {"role": "producer", "topic": "r-topic", "messages": messages}
     producer = EventReader(start_client(proxy, spec, tmp_path))
     consumer = EventReader(start_client(proxy, {"role": "push", "topic": "r-topic", "group": "r-group"}, tmp_path))

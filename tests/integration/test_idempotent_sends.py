@@ -345,3 +345,53 @@ def test_a_put_listener_is_told_where_a_keyed_append_ends_its_key_record_include
     assert told[1].positions[0] == told[0].end  # the next append starts where the keyed one ended
     assert told[1].end == store.written_position
     assert told[0].end > told[0].positions[-1] + told[0].sizes[-1]
+
+
+@pytest.fixture
+def paying(topic_store) -> MessageStore:
+    topic_store.create_topic(TopicConfig(name="pay", queues=4, message_type=MessageType.TRANSACTION))
+    return topic_store
+
+
+def half(store: MessageStore, body: bytes, key: str | None, queue: int = 0, tag: str | None = None):
+    send = SendKey(key) if key else None
+    return store.transactions.prepare("pay", Message(body, queue, tag=tag), "checkout", 0, send)
+
+
+def test_a_half_message_sent_again_under_its_key_answers_its_transaction_and_prepares_nothing(paying):
+    first = half(paying, b"paid", "h1", queue=0)
+    assert half(paying, b"paid", "h1", queue=3) == first  # routed elsewhere this time: the same transaction
+    assert [t.msg_id for t in paying.transactions.list("pay", None, None, 100)] == [first.msg_id]
+    committed = paying.transactions.end("pay", first.msg_id, True, "producer")
+    assert half(paying, b"paid", "h1") == committed  # answered as it is now: committed, nothing prepared
+    assert stored_bodies(paying, "pay") == [b"paid"]
+    assert len(paying.transactions.list("pay", None, None, 100)) == 1
+
+
+def test_a_half_message_key_sent_with_another_message_is_refused_and_prepares_nothing(paying):
+    half(paying, b"paid", "h1")
+    for body, tag in ((b"other", None), (b"paid", "t")):
+        with pytest.raises(SendConflict):
+            half(paying, body, "h1", tag=tag)
+    assert len(paying.transactions.list("pay", None, None, 100)) == 1
+
+
+def test_a_half_messages_key_is_apart_from_a_puts_and_remembered_across_a_reopening(opener):
+    store = opener()
+    store.create_topic(TopicConfig(name="pay", queues=4, message_type=MessageType.TRANSACTION))
+    first = half(store, b"paid", "k")
+    assert half(store, b"paid", None) != first  # without a key: another transaction
+    store.close()
+    store = opener()
+    assert half(store, b"paid", "k") == first
+    assert len(store.transactions.list("pay", None, None, 100)) == 2
+
+
+def test_racing_threads_sending_one_half_message_prepare_it_once(opener):
+    first = opener()
+    first.create_topic(TopicConfig(name="pay", queues=4, message_type=MessageType.TRANSACTION))
+    serverless = type(first).__name__.startswith("Serverless")
+    stores = [opener() for _ in range(3)] + [first] if serverless else [first] * 8
+    answers = race([partial(half, store, b"paid", "k") for store in stores])
+    assert all(answer.msg_id == answers[0].msg_id for answer in answers)
+    assert len(first.transactions.list("pay", None, None, 100)) == 1

@@ -149,6 +149,12 @@ def earlier_results(
     ]
 
 
+def half_key(send: SendKey) -> SendKey:
+    """The key a half message's record is kept under where a backend keeps puts' records too (the serverless `sends`
+    table): apart from a put's of the same key, as no producer's key holds a tab."""
+    return SendKey("\t" + send.key, send.digest)
+
+
 def encode_sent(sent: SentBatch) -> bytes:
     """A SentBatch as both backends keep it (see the module docstring)."""
     results = sent.results

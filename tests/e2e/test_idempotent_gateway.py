@@ -235,3 +235,16 @@ def test_the_sdk_retries_a_half_message_whose_answer_was_lost_under_its_key_and_
     assert proxy.produces[0] == proxy.produces[1] is not None
     assert [t["msg_id"] for t in transactions_of(url, topic)] == [half.msg_id]
     assert bodies(url, topic) == [b"paid"]
+
+
+def test_the_sdk_sends_buffered_delay_messages_at_most_99_to_a_put(url):
+    """A put holds at most MAX_TIMERS_PER_PUT messages due later (the key is the 100th item of the serverless
+    transaction): the SDK's batches of its default 100 stop short of it when they hold one."""
+    topic = topic_of(url, "DELAY")
+    results = []
+    with Producer(topic, url=url) as producer:
+        for n in range(100):
+            results += producer.add(f"later-{n}", delay=3_600_000)  # the 100th sends them all
+        assert producer.buffered == 0
+    assert len(results) == 100 and len({r.msg_id for r in results}) == 100
+    assert all(r.offset == -1 and r.recall_handle for r in results)

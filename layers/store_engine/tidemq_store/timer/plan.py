@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from tidemq_protocol.errors import InvalidArgument, InvalidBatch, MessageTooLarge
+from tidemq_protocol.limits import MAX_TIMERS_PER_PUT
 from tidemq_protocol.message import StoredMessage, tag_hash
 from tidemq_protocol.record import (
     MESSAGE_ID,
@@ -42,8 +43,6 @@ from ..model import PutResult, TopicConfig
 from ..sends import SendKey
 from .api import Timer, TimerBatch, TimerIdTaken, TimerStore
 
-MAX_TIMERS_PER_PUT = 99
-"""Timer messages one put may hold (DynamoDB's most items in one transaction, 100, less its idempotency key's)."""
 PLAN_ATTEMPTS = 3
 """Plans of one put, each with fresh ids, before a taken id (TimerIdTaken) is an error."""
 

@@ -111,12 +111,16 @@ def recall(topic: TopicInPath, request: RecallRequest) -> RecallResponse:
 
 
 @app.post("/v1/topics/<topic>/transactions", tags=["transactions"], responses=responses(415, 400, 404, 409, 413, 503))
-def send_half(topic: TopicInPath, request: HalfMessageRequest) -> TransactionView:
+def send_half(
+    topic: TopicInPath, request: HalfMessageRequest, idempotency_key: IdempotencyKey = None
+) -> TransactionView:
     """Send a half message: stored, invisible to every consumer until its transaction is committed (then visible
-    once, with this id); checked back with its producer group if not ended within the transaction timeout."""
+    once, with this id); checked back with its producer group if not ended within the transaction timeout. With an
+    Idempotency-Key, sent again it is answered its transaction as it is now, and nothing is prepared."""
     require((acl.topic(topic), Action.PUB))
     settings = get_settings()
-    sent = transactions.send_half(get_store(), settings, topic, request.producer_group, request)
+    store = get_store()
+    sent = transactions.send_half(store, settings, topic, request.producer_group, request, idempotency_key)
     metrics.add_metric(name="HalfMessagesSent", unit=MetricUnit.Count, value=1)
     return transactions.view(sent)
 

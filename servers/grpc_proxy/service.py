@@ -274,7 +274,10 @@ class MessagingService:
             most = self.settings.max_message_bytes
             frames = [messages.to_store(m, config.message_type, most) for m in request.messages]
             if config.message_type is MessageType.TRANSACTION:
-                return [self._half(store, topic, config.queues, frame.message) for frame in frames]
+                return [
+                    self._half(store, topic, config.queues, frame.message, m.system_properties.message_id)
+                    for frame, m in zip(frames, request.messages, strict=True)
+                ]
             ids = [m.system_properties.message_id for m in request.messages]  # a client's resend keeps them
             results = produce.produce_frames(store, topic, frames, push_notifier(), grpc_send_key(ids))
             return [
@@ -290,10 +293,11 @@ class MessagingService:
 
         return rpc.SendMessageResponse(status=OK, entries=await self.call(context, send))
 
-    def _half(self, store: MessageStore, topic: str, queues: int, half: Message) -> rpc.SendResultEntry:
-        """A half message sent: its transaction's id is the half message's, which its committed message keeps."""
+    def _half(self, store: MessageStore, topic: str, queues: int, half: Message, sent_as: str) -> rpc.SendResultEntry:
+        """A half message sent: its transaction's id is the half message's, which its committed message keeps. It is
+        prepared once for the client's message id `sent_as` (a resend keeps it): sent again, the same transaction."""
         half.queue, half.msg_id = transactions.next_queue(queues), None
-        sent = transactions.prepare(store, self.settings, topic, GRPC_PRODUCERS, half)
+        sent = transactions.prepare(store, self.settings, topic, GRPC_PRODUCERS, half, grpc_send_key([sent_as]))
         return rpc.SendResultEntry(status=OK, message_id=sent.msg_id, transaction_id=sent.msg_id)
 
     @answering(rpc.EndTransactionResponse)

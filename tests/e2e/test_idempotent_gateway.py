@@ -1,7 +1,8 @@
-"""Idempotent sends over HTTP through a live local gateway, on both backends: a produce (JSON or binary) sent again
-with its `Idempotency-Key` answers as the first and stores nothing; the key with other messages is a 409 and a key
-that cannot name a send a 422, both changing nothing; and the SDK, whose first attempt's answer is lost on the way
-back (a proxy that drops it), retries its batch under the same key and stores it once."""
+"""Idempotent sends over HTTP through a live local gateway, on both backends: a produce (JSON or binary, of messages
+due later on a DELAY topic too) or a half message sent again with its `Idempotency-Key` answers as the first and
+stores nothing; the key with other messages is a 409 and a key that cannot name a send a 422, both changing nothing;
+and the SDK, whose first attempt's answer is lost on the way back (a proxy that drops it), retries its batch (its
+half message) under the same key and stores it once."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.gateways import gateway_as_admin, signed_http
-from tidemq import Admin, Consumer, Producer
+from tidemq import Admin, Consumer, Producer, TransactionProducer
 from tidemq.client import HttpClient
 from tidemq.errors import ServerUnreachable
 from tidemq.producer import outgoing
@@ -39,6 +40,13 @@ def topic(url) -> str:
     name = f"idem-{uuid.uuid4().hex[:8]}"
     with Admin(url) as admin:
         admin.create_topic(name, queues=4)
+    return name
+
+
+def topic_of(url: str, kind: str) -> str:
+    name = f"idem-{uuid.uuid4().hex[:8]}"
+    with Admin(url) as admin:
+        admin.create_topic(name, queues=4, message_type=kind)
     return name
 
 
@@ -122,7 +130,7 @@ class ForwardOnce(BaseHTTPRequestHandler):
         answer = upstream.getresponse()
         data = answer.read()
         upstream.close()
-        if self.path.endswith("/batch"):
+        if self.path.endswith(("/batch", "/transactions")):
             self.server.produces.append(self.headers.get(KEY))
             if not self.server.lost.is_set():
                 self.server.lost.set()
@@ -173,3 +181,70 @@ def test_a_buffered_batch_whose_send_failed_is_flushed_again_under_its_key(url, 
     assert proxy.produces[0] == proxy.produces[1] != proxy.produces[2]
     assert sorted(bodies(url, topic)) == [b"buffered-0", b"buffered-1", b"buffered-2", b"later"]
     assert [r.offset for r in results] == [0, 1, 2, 3]
+
+
+def transactions_of(url: str, topic: str) -> list[dict]:
+    answer = signed_http().get(f"{url}/v1/topics/{topic}/transactions")
+    assert answer.status_code == 200, answer.text
+    return answer.json()["transactions"]
+
+
+def test_a_delay_produce_held_for_later_sent_again_is_kept_once_and_delivered_once(url):
+    topic, http = topic_of(url, "DELAY"), signed_http()
+    body = {"messages": [{"body": "later", "delay_ms": 1500}]}
+    sent = [http.post(f"{url}/v1/topics/{topic}/messages", json=body, headers={KEY: "d-1"}) for _ in range(2)]
+    assert [r.status_code for r in sent] == [200, 200], sent[0].text
+    assert sent[1].json() == sent[0].json()
+    (first,) = sent[0].json()["messages"]
+    assert first["offset"] == -1 and first["recall_handle"]
+    found: list[bytes] = []
+    pause = threading.Event()  # never set: a wait between looks
+    for _ in range(600):  # up to a minute on a loaded machine, looking again every 100 ms
+        found = bodies(url, topic)
+        if found:
+            break
+        pause.wait(0.1)
+    assert found == [b"later"]
+    other = http.post(
+        f"{url}/v1/topics/{topic}/messages", json={"messages": [{"body": "x", "delay_ms": 1}]}, headers={KEY: "d-1"}
+    )
+    assert other.status_code == 409 and other.json()["error"] == "SendConflict"
+    assert bodies(url, topic) == [b"later"]
+
+
+def test_a_half_message_sent_again_with_its_key_answers_its_transaction(url):
+    topic, http = topic_of(url, "TRANSACTION"), signed_http()
+    half = {"body": "paid", "producer_group": "checkout"}
+    sent = [http.post(f"{url}/v1/topics/{topic}/transactions", json=half, headers={KEY: "h-1"}) for _ in range(2)]
+    assert [r.status_code for r in sent] == [200, 200], sent[0].text
+    assert sent[1].json() == sent[0].json()
+    other = http.post(f"{url}/v1/topics/{topic}/transactions", json={**half, "body": "refunded"}, headers={KEY: "h-1"})
+    assert other.status_code == 409 and other.json()["error"] == "SendConflict"
+    bad = http.post(f"{url}/v1/topics/{topic}/transactions", json=half, headers={KEY: "x" * 129})
+    assert bad.status_code == 422, bad.text
+    assert [t["msg_id"] for t in transactions_of(url, topic)] == [sent[0].json()["msg_id"]]
+
+
+def test_the_sdk_retries_a_half_message_whose_answer_was_lost_under_its_key_and_it_is_prepared_once(url, proxy):
+    topic = topic_of(url, "TRANSACTION")
+    client = HttpClient(f"http://127.0.0.1:{proxy.server_address[1]}", retries=3, backoff_s=0.01)
+    with TransactionProducer(topic, group="checkout", client=client) as producer:
+        half = producer.send("paid")
+        half.commit()
+    assert proxy.lost.is_set() and len(proxy.produces) == 2
+    assert proxy.produces[0] == proxy.produces[1] is not None
+    assert [t["msg_id"] for t in transactions_of(url, topic)] == [half.msg_id]
+    assert bodies(url, topic) == [b"paid"]
+
+
+def test_the_sdk_sends_buffered_delay_messages_at_most_99_to_a_put(url):
+    """A put holds at most MAX_TIMERS_PER_PUT messages due later (the key is the 100th item of the serverless
+    transaction): the SDK's batches of its default 100 stop short of it when they hold one."""
+    topic = topic_of(url, "DELAY")
+    results = []
+    with Producer(topic, url=url) as producer:
+        for n in range(100):
+            results += producer.add(f"later-{n}", delay=3_600_000)  # the 100th sends them all
+        assert producer.buffered == 0
+    assert len(results) == 100 and len({r.msg_id for r in results}) == 100
+    assert all(r.offset == -1 and r.recall_handle for r in results)

@@ -16,7 +16,7 @@ import pytest
 
 from tests.killed import killed_at_random
 from tidemq_protocol import clock
-from tidemq_protocol.errors import InvalidArgument, MessageNotFound, SendConflict
+from tidemq_protocol.errors import InvalidArgument, InvalidBatch, MessageNotFound, SendConflict
 from tidemq_protocol.message import Message, MessageType
 from tidemq_protocol.record import encode_record, message_id
 from tidemq_protocol.timer import delivery_properties
@@ -129,11 +129,68 @@ def test_a_key_of_a_topic_deleted_and_made_again_is_forgotten(topic_store):
     assert stored_bodies(topic_store, "orders") == [b"b"]
 
 
-def test_a_delay_topics_key_is_accepted_and_not_deduplicated(topic_store):
-    topic_store.create_topic(TopicConfig(name="later", queues=1, message_type=MessageType.DELAY))
-    due = delivery_properties(delay=60_000)
-    results = [topic_store.put("later", [Message(b"d", 0, properties=due)], SendKey("k")) for _ in range(2)]
-    assert results[0][0].msg_id != results[1][0].msg_id
+@pytest.fixture
+def later(topic_store) -> MessageStore:
+    topic_store.create_topic(TopicConfig(name="later", queues=4, message_type=MessageType.DELAY))
+    return topic_store
+
+
+def due_in(ms: int, *bodies: bytes) -> list[Message]:
+    return [Message(body, i % 4, properties=delivery_properties(delay=ms)) for i, body in enumerate(bodies)]
+
+
+def pending_timers(store: MessageStore, topic: str) -> int:
+    """How many timer messages of `topic` the store keeps (the backend's own table of them)."""
+    if hasattr(store, "tables"):
+        return sum(1 for _ in store.tables.timers.query(topic, consistent_read=True))
+    return sum(1 for _ in store.timers._pending.items())
+
+
+def test_a_delay_batch_held_for_later_sent_again_is_kept_once_and_delivered_once(later):
+    first = later.put("later", due_in(1500, b"a", b"b"), SendKey("k"))
+    again = later.put(
+        "later", [Message(b, 3, properties=delivery_properties(delay=1500)) for b in (b"a", b"b")], SendKey("k")
+    )
+    assert again == first  # the same timer ids, queues, offset -1 and recall handles
+    assert [r.queue_offset for r in first] == [-1, -1] and all(r.recall_handle for r in again)
+    assert pending_timers(later, "later") == 2
+    wait_until(lambda: later.timers.move_due("later") is not None and len(stored_bodies(later, "later")) >= 2)
+    assert sorted(stored_bodies(later, "later")) == [b"a", b"b"]
+    assert later.put("later", due_in(1500, b"a", b"b"), SendKey("k")) == first  # delivered: still the first's
+    assert sorted(stored_bodies(later, "later")) == [b"a", b"b"] and pending_timers(later, "later") == 0
+
+
+def test_a_delay_key_sent_with_other_messages_is_refused_and_keeps_nothing(later):
+    later.put("later", due_in(60_000, b"a"), SendKey("k"))
+    for other in (due_in(60_000, b"b"), due_in(60_000, b"a", b"a"), due_in(0, b"a")):
+        with pytest.raises(SendConflict):
+            later.put("later", other, SendKey("k"))
+    assert pending_timers(later, "later") == 1 and stored_bodies(later, "later") == []
+
+
+def test_a_delay_batch_appended_at_once_sent_again_when_due_later_answers_the_first(later):
+    """A delivery time past at the first send (appended) and a resend of it both name the same moment: the key's
+    record of either way is found by the other."""
+    past = [Message(b"a", 0, properties=delivery_properties(clock.now_ms() - 1000))]
+    first = later.put("later", past, SendKey("k"))
+    assert first[0].queue_offset == 0
+    assert later.put("later", past, SendKey("k")) == first
+    assert stored_bodies(later, "later") == [b"a"] and pending_timers(later, "later") == 0
+
+
+def test_a_recalled_delay_batch_sent_again_is_not_kept_again(later):
+    (first,) = later.put("later", due_in(60_000, b"a"), SendKey("k"))
+    later.recall("later", first.recall_handle)
+    assert later.put("later", due_in(60_000, b"a"), SendKey("k")) == [first]
+    assert pending_timers(later, "later") == 0
+
+
+def test_a_delay_put_holds_at_most_99_timers_the_key_making_the_100th_item(later):
+    with pytest.raises(InvalidBatch):
+        later.put("later", due_in(60_000, *[b"%d" % i for i in range(100)]), SendKey("k"))
+    results = later.put("later", due_in(60_000, *[b"%d" % i for i in range(99)]), SendKey("k"))
+    assert later.put("later", due_in(60_000, *[b"%d" % i for i in range(99)]), SendKey("k")) == results
+    assert pending_timers(later, "later") == 99
 
 
 @pytest.mark.parametrize("key", ["", "x" * 129, "tab\there", "é"])
@@ -186,19 +243,7 @@ def test_batches_sent_again_across_sigkills_are_stored_exactly_once(kills, reope
     their keys, the last acknowledged batches of each thread and the ones the kill cut off. Every acknowledged
     message is then stored exactly once, where its acknowledgement said, and no message is stored twice."""
     backend = reopen_args
-    rng, threads = random.Random(29), 3
-    acked: dict[tuple[int, int, int], tuple[int, int, str]] = {}
-    for run in range(kills):
-        nexts = [1 + max((i for t, i, _ in acked if t == thread), default=-1) for thread in range(threads)]
-        starts = ",".join(str(max(0, n - rng.randint(0, 3))) for n in nexts)
-        out, _ = killed_at_random([sys.executable, str(WRITER), json.dumps(backend), starts], run, rng)
-        for line in out.decode().splitlines():
-            fields = line.split()
-            if len(fields) != 6:
-                continue  # cut short by the kill: no acknowledgement
-            t, i, j, queue, offset, msg_id = fields
-            where = (int(queue), int(offset), msg_id)
-            assert acked.setdefault((int(t), int(i), int(j)), where) == where  # a retry answers as the first send
+    acked = sent_across_kills(backend, kills, random.Random(29))
     store = open_store(StoreConfig(**backend))
     try:
         bodies = stored_bodies(store, TOPIC)
@@ -206,6 +251,45 @@ def test_batches_sent_again_across_sigkills_are_stored_exactly_once(kills, reope
         for (t, i, j), (queue, offset, _) in acked.items():
             assert store.get(TOPIC, queue, offset, max_messages=1).messages[0].body == batch_messages(t, i)[j].body
         assert len(acked) > 0 and len(store.queue_offsets(TOPIC)) == QUEUES
+    finally:
+        store.close()
+
+
+def sent_across_kills(backend: dict, kills: int, rng: random.Random, *args: str) -> dict:
+    """Run send_key_writer.py (`args` after its starts) `kills` times, SIGKILLed at random, each run starting its
+    threads up to three batches before the last acknowledged; what was acknowledged: (thread, batch, message) ->
+    (queue, offset, id), each the same however often it was sent."""
+    threads, acked = 3, {}
+    for run in range(kills):
+        nexts = [1 + max((i for t, i, _ in acked if t == thread), default=-1) for thread in range(threads)]
+        starts = ",".join(str(max(0, n - rng.randint(0, 3))) for n in nexts)
+        out, _ = killed_at_random([sys.executable, str(WRITER), json.dumps(backend), starts, *args], run, rng)
+        for line in out.decode().splitlines():
+            fields = line.split()
+            if len(fields) != 6:
+                continue  # cut short by the kill: no acknowledgement
+            t, i, j, queue, offset, msg_id = fields
+            where = (int(queue), int(offset), msg_id)
+            assert acked.setdefault((int(t), int(i), int(j)), where) == where  # a retry answers as the first send
+    return acked
+
+
+@pytest.mark.parametrize("kills", [pytest.param(4, id="short"), pytest.param(25, id="long", marks=pytest.mark.long)])
+def test_delay_batches_sent_again_across_sigkills_are_kept_once_and_delivered_once(kills, reopen_args):
+    """As above, on a DELAY topic whose messages are all due a few seconds on: the batches sent before are kept as
+    timers, with their keys in the same write; those sent after are appended. Once all are due and moved, every
+    acknowledged message is on the topic, and none twice."""
+    backend = reopen_args
+    deliver_at = clock.now_ms() + 3000
+    acked = sent_across_kills(backend, kills, random.Random(31), str(deliver_at))
+    store = open_store(StoreConfig(**backend))
+    try:
+        wait_until(lambda: clock.now_ms() > deliver_at and store.timers.move_due() is not None)
+        wait_until(lambda: store.timers.move_due() is not None and pending_timers(store, TOPIC) == 0)
+        bodies = stored_bodies(store, TOPIC)
+        assert len(bodies) == len(set(bodies)), "a message stored twice"
+        expected = {batch_messages(t, i)[j].body for t, i, j in acked}
+        assert len(acked) > 0 and expected <= set(bodies)
     finally:
         store.close()
 
@@ -261,3 +345,53 @@ def test_a_put_listener_is_told_where_a_keyed_append_ends_its_key_record_include
     assert told[1].positions[0] == told[0].end  # the next append starts where the keyed one ended
     assert told[1].end == store.written_position
     assert told[0].end > told[0].positions[-1] + told[0].sizes[-1]
+
+
+@pytest.fixture
+def paying(topic_store) -> MessageStore:
+    topic_store.create_topic(TopicConfig(name="pay", queues=4, message_type=MessageType.TRANSACTION))
+    return topic_store
+
+
+def half(store: MessageStore, body: bytes, key: str | None, queue: int = 0, tag: str | None = None):
+    send = SendKey(key) if key else None
+    return store.transactions.prepare("pay", Message(body, queue, tag=tag), "checkout", 0, send)
+
+
+def test_a_half_message_sent_again_under_its_key_answers_its_transaction_and_prepares_nothing(paying):
+    first = half(paying, b"paid", "h1", queue=0)
+    assert half(paying, b"paid", "h1", queue=3) == first  # routed elsewhere this time: the same transaction
+    assert [t.msg_id for t in paying.transactions.list("pay", None, None, 100)] == [first.msg_id]
+    committed = paying.transactions.end("pay", first.msg_id, True, "producer")
+    assert half(paying, b"paid", "h1") == committed  # answered as it is now: committed, nothing prepared
+    assert stored_bodies(paying, "pay") == [b"paid"]
+    assert len(paying.transactions.list("pay", None, None, 100)) == 1
+
+
+def test_a_half_message_key_sent_with_another_message_is_refused_and_prepares_nothing(paying):
+    half(paying, b"paid", "h1")
+    for body, tag in ((b"other", None), (b"paid", "t")):
+        with pytest.raises(SendConflict):
+            half(paying, body, "h1", tag=tag)
+    assert len(paying.transactions.list("pay", None, None, 100)) == 1
+
+
+def test_a_half_messages_key_is_apart_from_a_puts_and_remembered_across_a_reopening(opener):
+    store = opener()
+    store.create_topic(TopicConfig(name="pay", queues=4, message_type=MessageType.TRANSACTION))
+    first = half(store, b"paid", "k")
+    assert half(store, b"paid", None) != first  # without a key: another transaction
+    store.close()
+    store = opener()
+    assert half(store, b"paid", "k") == first
+    assert len(store.transactions.list("pay", None, None, 100)) == 2
+
+
+def test_racing_threads_sending_one_half_message_prepare_it_once(opener):
+    first = opener()
+    first.create_topic(TopicConfig(name="pay", queues=4, message_type=MessageType.TRANSACTION))
+    serverless = type(first).__name__.startswith("Serverless")
+    stores = [opener() for _ in range(3)] + [first] if serverless else [first] * 8
+    answers = race([partial(half, store, b"paid", "k") for store in stores])
+    assert all(answer.msg_id == answers[0].msg_id for answer in answers)
+    assert len(first.transactions.list("pay", None, None, 100)) == 1

@@ -24,10 +24,11 @@ What is kept. `SentBatch`: the digest, when the batch was stored, and its result
 both backends):
 
     stored_at:u64  durable_at:u64  digest:16 bytes  count:u32
-    then count message ids (12 bytes each: their 24 hex digits), count queues (u32), count offsets (u64)
+    then count message ids (12 bytes each: their 24 hex digits), count queues (u32), count offsets (i64)
 
-(integers little-endian; `durable_at`: the embedded commit log's position a retry waits for before it answers, as
-the first send did; 0 on the serverless backend, whose record is durable when it is written).
+(integers little-endian; an offset of -1: a timer message's or a half message's, on no queue yet; `durable_at`:
+the embedded commit log's position a retry waits for before it answers, as the first send did; 0 on the serverless
+backend and in the embedded timers' and transactions' records, durable when they are written).
 
 Where, and why it is atomic with the put:
 - embedded (embedded/store.py): the batch's append to the commit log ends with one more record, flagged SEND_KEY
@@ -47,8 +48,15 @@ Expiry. A record older than the window (`StoreConfig.send_dedup_window_ms`, 5 mi
 reads as absent, and a send with its key stores anew. A record older than its topic (deleted and made again) reads
 as absent too. Storage stays bounded: the embedded retention round deletes the records past the window (the
 `sent_at` family, oldest first); the serverless items carry a DynamoDB TTL attribute (`purge_at`), and the
-read-time check covers the hours TTL may take. A DELAY topic's send is not deduplicated yet (its messages go to the
-timers, not through this path): its key is accepted and ignored.
+read-time check covers the hours TTL may take.
+
+Sends that are not appended at once keep the same record, written with what they store instead:
+- a DELAY topic's messages sent for later (timer/plan.py): with their timers, in one write (embedded: the timers'
+  RocksDB write batch, embedded/timers.py; serverless: the timers' TransactWriteItems, serverless/timers.py). The
+  results are the timers' (their ids, queues, offset -1); a resend is answered them with their recall handles.
+- a transaction's half message (transactions/api.py): with the prepared transaction, in one write (embedded: the
+  transaction log's write batch; serverless: a TransactWriteItems of the transaction's item and the key's). Its one
+  result names the transaction; a resend is answered the transaction, and prepares nothing.
 """
 
 from __future__ import annotations
@@ -58,13 +66,14 @@ import struct
 import sys
 import zlib
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from crc32c import crc32c
 
 from tidemq_protocol.errors import InvalidArgument, SendConflict
 from tidemq_protocol.limits import MAX_SEND_KEY
 from tidemq_protocol.record import TOPIC_LENGTH_AT
+from tidemq_protocol.timer import recall_handle
 
 from .batch import ValidatedBatch
 from .model import PutResult
@@ -128,13 +137,22 @@ def keyed(send: SendKey | None, batch: ValidatedBatch) -> SendKey | None:
 def earlier_results(
     topic: str, send: SendKey, sent: SentBatch | None, now_ms: int, window_ms: int, topic_created_at: int
 ) -> list[PutResult] | None:
-    """What a send answers when its key is held: the first send's results, or None when nothing that counts holds
-    it (none, older than the window or than the topic); SendConflict when it was sent with other messages."""
+    """What a send answers when its key is held: the first send's results (a timer message's with its recall
+    handle), or None when nothing that counts holds it (none, older than the window or than the topic);
+    SendConflict when it was sent with other messages."""
     if sent is None or sent.stored_at < now_ms - window_ms or sent.stored_at < topic_created_at:
         return None
     if sent.digest != send.digest:
         raise SendConflict(topic, send.key)
-    return list(sent.results)
+    return [
+        r if r.queue_offset >= 0 else replace(r, recall_handle=recall_handle(topic, r.msg_id)) for r in sent.results
+    ]
+
+
+def half_key(send: SendKey) -> SendKey:
+    """The key a half message's record is kept under where a backend keeps puts' records too (the serverless `sends`
+    table): apart from a put's of the same key, as no producer's key holds a tab."""
+    return SendKey("\t" + send.key, send.digest)
 
 
 def encode_sent(sent: SentBatch) -> bytes:
@@ -143,7 +161,7 @@ def encode_sent(sent: SentBatch) -> bytes:
     ids = bytes.fromhex("".join(r.msg_id for r in results))
     if len(ids) != ID_BYTES * len(results):
         raise ValueError("a message id is not 24 hexadecimal digits")
-    queues, offsets = array("I", [r.queue for r in results]), array("Q", [r.queue_offset for r in results])
+    queues, offsets = array("I", [r.queue for r in results]), array("q", [r.queue_offset for r in results])
     head = _SENT.pack(sent.stored_at, sent.durable_at, sent.digest, len(results))
     return b"".join((head, ids, _little(queues).tobytes(), _little(offsets).tobytes()))
 
@@ -153,7 +171,7 @@ def decode_sent(data: bytes) -> SentBatch:
     at = _SENT.size
     ids = bytes(data[at : at + ID_BYTES * count]).hex()
     at += ID_BYTES * count
-    queues, offsets = array("I"), array("Q")
+    queues, offsets = array("I"), array("q")
     queues.frombytes(data[at : at + 4 * count])
     offsets.frombytes(data[at + 4 * count : at + 12 * count])
     _little(queues)

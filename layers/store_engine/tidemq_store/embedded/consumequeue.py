@@ -9,8 +9,8 @@ crash only costs a replay from the last checkpoint (see `Checkpoint`). Column fa
     cq_min   topic 0x00 queue:u32             ->  min_offset:u64   (absent: 0)
     cq_max   topic 0x00 queue:u32             ->  max_offset:u64   (the next offset; absent: 0)
     keys     segment_start:u64 topic 0x00 key 0x00 physical_offset:u64  ->  size:u32
-    sends    topic 0x00 idempotency_key           ->  the send's `SentBatch` (sends.py `encode_sent`)
-    sent_at  stored_at:u64 topic 0x00 idempotency_key  ->  empty: the sends by age, for their expiry
+    sends    topic 0x00 idempotency_key           ->  )  the records of idempotent sends, written with their
+    sent_at  stored_at:u64 topic 0x00 idempotency_key  ->  )  batches' entries (send_records.py)
 
 Topic names cannot contain 0x00, so `topic 0x00` is an unambiguous prefix. Min and max live in their
 own families so that the writer (max) and the retention cleaner (min) never overwrite each other.
@@ -32,14 +32,15 @@ from rocksdict import ReadOptions, WriteBatch, WriteOptions
 from ..cq_entry import CqEntries, CqEntry, pack_entry, unpack_entry
 from ..hot import QueueExtent, StoredBatch
 from ..rocks import Families
-from ..sends import SentBatch, decode_sent, encode_sent
+from ..sends import SentBatch
+from .send_records import SEND_FAMILIES, SendRecords
 
 QUEUE = struct.Struct(">I")
 QUEUE_OFFSET = struct.Struct(">IQ")
 U64_BE = struct.Struct(">Q")
 U64 = struct.Struct("<Q")
 U32 = struct.Struct("<I")
-FAMILIES = ("cq", "cq_min", "cq_max", "keys", "sends", "sent_at")
+FAMILIES = ("cq", "cq_min", "cq_max", "keys", *SEND_FAMILIES)
 
 
 def _queue_key(topic: str, queue: int) -> bytes:
@@ -56,6 +57,7 @@ class ConsumeQueueStore:
         self._cq = self._families["cq"]
         self._no_wal = WriteOptions()
         self._no_wal.disable_wal = True
+        self._sends = SendRecords(self._rocks)
 
     # ---- writing ---------------------------------------------------------------------------------
 
@@ -72,9 +74,7 @@ class ConsumeQueueStore:
         put's idempotency key and what a send of it again is answered (sends.py), written in the same batch."""
         batch = WriteBatch(raw_mode=True)
         if sent is not None:
-            key = stored.topic.encode() + b"\x00" + sent[0].encode()
-            batch.put(key, encode_sent(sent[1]), self._handles["sends"])
-            batch.put(U64_BE.pack(sent[1].stored_at) + key, b"", self._handles["sent_at"])
+            self._sends.add(batch, stored.topic, *sent)
         batch.set_default_column_family(self._handles["cq"])
         keys_family = self._handles["keys"]
         prefix = stored.topic.encode() + b"\x00"
@@ -113,25 +113,11 @@ class ConsumeQueueStore:
     def forget_sends(self, before_ms: int) -> int:
         """Delete the sends stored before `before_ms` (their window has passed); how many. A key sent again since
         keeps its newer record."""
-        batch = WriteBatch(raw_mode=True)
-        sends, aged_count, forgotten = self._families["sends"], 0, 0
-        bounds = ReadOptions()
-        bounds.set_iterate_upper_bound(U64_BE.pack(before_ms))
-        for aged in list(self._families["sent_at"].keys(read_opt=bounds)):
-            batch.delete(aged, self._handles["sent_at"])
-            aged_count += 1
-            current = sends.get(aged[8:])
-            if current is not None and decode_sent(current).stored_at == U64_BE.unpack_from(aged)[0]:
-                batch.delete(aged[8:], self._handles["sends"])
-                forgotten += 1
-        if aged_count:
-            self._db.write(batch, self._no_wal)
-        return forgotten
+        return self._sends.forget(before_ms, self._no_wal)
 
     def sent(self, topic: str, key: str) -> SentBatch | None:
         """What the topic's send of idempotency `key` stored, if its record is still kept."""
-        raw = self._families["sends"].get(topic.encode() + b"\x00" + key.encode())
-        return None if raw is None else decode_sent(raw)
+        return self._sends.sent(topic, key)
 
     def drop_key_index(self, segment_start: int, segment_end: int) -> None:
         self._families["keys"].delete_range(U64_BE.pack(segment_start), U64_BE.pack(segment_end), self._no_wal)

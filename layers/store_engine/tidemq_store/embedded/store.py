@@ -39,7 +39,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from functools import partial
 
 from tidemq_protocol import clock
 from tidemq_protocol.errors import (
@@ -109,6 +108,7 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         self.meta = MetadataStore(home / "metadata", config.metadata_sync)
         self._checkpoint = Checkpoint(home / "checkpoint")
         self._write_lock = threading.Lock()
+        self._delayed_sends = threading.Lock()  # a keyed DELAY put's lookups and its write (`_store_delayed`)
         self._next_offsets: dict[tuple[str, int], int] = {}  # writer-owned cache of each queue's max offset
         self._last_store_timestamp = 0
         self._clean_lock = threading.Lock()
@@ -122,8 +122,9 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         self._maintenance.start()
         from .timers import RocksTimers
 
-        self._timers = RocksTimers(self, home / "timers", config.flush_disk_type is FlushDiskType.SYNC)
-        self._timers.start()
+        self._rocks_timers = RocksTimers(self, home / "timers", config.flush_disk_type is FlushDiskType.SYNC)
+        self._timers = self._rocks_timers
+        self._rocks_timers.start()
 
     # ---- put -------------------------------------------------------------------------------------
 
@@ -141,9 +142,34 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         """Append a checked batch (once for its idempotency key: sends.py), or keep it until due (a DELAY topic's
         messages sent for later: timers.py)."""
         if config.message_type is MessageType.DELAY:
-            append = partial(self._append, config.name)
-            return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms())
+            return self._store_delayed(config, batch, keyed(send, batch))
         return self._append(config.name, batch, send=keyed(send, batch))
+
+    def _store_delayed(self, config: TopicConfig, batch: ValidatedBatch, send: SendKey | None) -> list[PutResult]:
+        """A DELAY topic's batch: appended, or kept as timers (timer/plan.py). With a key, once: the key's record is
+        written either with the append (the ConsumeQueue's) or with the timers (the timers' RocksDB), so both are
+        looked up first, under `_delayed_sends` (a resend whose messages are due by now where the first's were not
+        is still answered the first's timers)."""
+
+        def append(due: ValidatedBatch, key: SendKey | None) -> list[PutResult]:
+            return self._append(config.name, due, send=key)
+
+        if send is None:
+            return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms())
+        with self._delayed_sends:
+            earlier = self._appended_before(config, send) or self._rocks_timers.earlier(config.name, send)
+            if earlier:
+                return earlier
+            return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms(), send)
+
+    def _appended_before(self, config: TopicConfig, send: SendKey) -> list[PutResult] | None:
+        """The results of the topic's appended send of `send`'s key (sends.py), once that is durable."""
+        sent = self.cq.sent(config.name, send.key)
+        window = self.config.send_dedup_window_ms
+        earlier = earlier_results(config.name, send, sent, clock.now_ms(), window, config.created_at)
+        if earlier is not None and sent is not None:
+            self._acknowledge(sent.durable_at, [])
+        return earlier
 
     def append_batch(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
         """Append a batch checked already, as it is (the transaction log's committed messages: their type is the

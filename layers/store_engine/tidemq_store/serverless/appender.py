@@ -17,14 +17,15 @@ from tidemq_protocol.record import message_id
 from ..batch import ValidatedBatch, validate_batch, validate_records
 from ..config import StoreConfig
 from ..model import PutResult, TopicConfig, check_queue
-from ..sends import SendKey, batch_digest
+from ..sends import SendKey, batch_digest, keyed
 from .metadata import Metadata
 from .queue_index import BatchRef, ExtraWrite, QueueIndex, QueueMissing
 from .segments import SegmentWriter, physical_offset
 from .sends import SendRecords
 
-Delayed = Callable[[TopicConfig, ValidatedBatch], list[PutResult]]
-"""What stores a DELAY topic's checked batch (timer/plan.py `put_delayed`, over the store's timers)."""
+Delayed = Callable[[TopicConfig, ValidatedBatch, SendKey | None], list[PutResult]]
+"""What stores a DELAY topic's checked batch, once for its key if it has one (timer/plan.py `put_delayed`, over the
+store's timers)."""
 Also = Callable[[list[str]], ExtraWrite]
 """Given a batch's message ids (where its records will be), the writes to make with its sequencing."""
 
@@ -67,7 +68,7 @@ class Appender:
 
     def _store(self, config: TopicConfig, batch: ValidatedBatch, send: SendKey | None) -> list[PutResult]:
         if config.message_type is MessageType.DELAY:
-            return self.delayed(config, batch)
+            return self.delayed(config, batch, keyed(send, batch))
         if send is not None:
             return self.sends.append_once(config, batch, SendKey(send.key, batch_digest(batch)), self.append)
         return self.append(config.name, batch)

@@ -90,24 +90,37 @@ class SendRecords:
         transaction: TransactWrite,
         firsts: dict[int, int],
     ) -> None:
-        """Save the key's item in `transaction`, unless an item younger than the window (and the topic) holds it."""
-        topic = config.name
+        """Save the key's item in `transaction` (see `record`)."""
         offsets = offsets_of(batch.queues, firsts)
         results = tuple(
             PutResult(msg_id, queue, offset, stored_at)
             for msg_id, queue, offset in zip(ids, batch.queues, offsets, strict=True)
         )
+        self.record(transaction, config, send.key, SentBatch(send.digest, stored_at, 0, results))
+
+    def record(self, transaction: TransactWrite, config: TopicConfig, key: str, sent: SentBatch) -> None:
+        """Save the item of the topic's send of `key` in `transaction`, unless an item younger than the window (and
+        the topic) holds it: an update (an upsert), not a put, so that pynamodb sends it after the transaction's
+        puts and deletions, in the order made (a failed condition is told apart by its place: queue_index
+        `_failed_beyond`)."""
         sends = self.tables.sends
         actions = [
-            sends.sent.set(encode_sent(SentBatch(send.digest, stored_at, 0, results))),
-            sends.stored_at.set(stored_at),
-            sends.purge_at.set(purge_time(stored_at + self.window_ms)),
+            sends.sent.set(encode_sent(sent)),
+            sends.stored_at.set(sent.stored_at),
+            sends.purge_at.set(purge_time(sent.stored_at + self.window_ms)),
         ]
-        forgotten_before = max(stored_at - self.window_ms, config.created_at)
-        # an update (an upsert), not a put: pynamodb sends updates last, after the queues', in the order made,
-        # so a failed condition here is told apart from the queues' (queue_index `_failed_beyond`)
+        forgotten_before = max(sent.stored_at - self.window_ms, config.created_at)
         condition = sends.key.does_not_exist() | (sends.stored_at < forgotten_before)
-        transaction.update(sends(_item_key(topic, send.key)), actions, condition=condition)
+        transaction.update(sends(_item_key(config.name, key)), actions, condition=condition)
+
+    def earlier(self, config: TopicConfig, send: SendKey) -> list[PutResult]:
+        """The results of the topic's earlier send of `send`'s key, whose item failed a transaction's condition
+        (StoreUnavailable if it expired meanwhile: the send is made again)."""
+        sent = self.sent(config.name, send.key)
+        earlier = earlier_results(config.name, send, sent, clock.now_ms(), self.window_ms, config.created_at)
+        if earlier is None:
+            raise StoreUnavailable(f"the send of idempotency key {send.key!r} raced its key's expiry: send it again")
+        return earlier
 
 
 def _item_key(topic: str, key: str) -> str:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from functools import partial
 from typing import TYPE_CHECKING
 
 from tidemq_protocol import clock
@@ -223,16 +222,29 @@ class ServerlessMessageStore(MessageStore):
     ) -> list[PutResult]:
         return self.appender.put_records(topic, records, default_queue, send)
 
-    def _delayed(self, config: TopicConfig, batch: ValidatedBatch) -> list[PutResult]:
-        """A DELAY topic's checked batch: appended if every message is due, else kept until due (timers.py)."""
-        append = partial(self.appender.append, config.name)
-        return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms())
+    def _delayed(self, config: TopicConfig, batch: ValidatedBatch, send: SendKey | None) -> list[PutResult]:
+        """A DELAY topic's checked batch: appended if every message is due, else kept until due (timers.py); once
+        for `send` either way (both write the key's `sends` item, sends.py)."""
+
+        def append(due: ValidatedBatch, key: SendKey | None) -> list[PutResult]:
+            if key is None:
+                return self.appender.append(config.name, due)
+            return self.appender.sends.append_once(config, due, key, self.appender.append)
+
+        return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms(), send)
 
     def open_timers(self) -> TimerStore:
         from .timers import DynamoTimers
 
         return DynamoTimers(
-            self.config, self.tables, self.metadata, self.writer, self.segments, self.appender, self.message_by_id
+            self.config,
+            self.tables,
+            self.metadata,
+            self.writer,
+            self.segments,
+            self.appender,
+            self.message_by_id,
+            self.appender.sends,
         )
 
     def _keys_of(self, batch: BatchRef) -> set[str]:

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from typing import TypedDict, Unpack
 
 from tidemq_protocol import codec
+from tidemq_protocol.limits import MAX_TIMERS_PER_PUT
 from tidemq_protocol.message import Message
 from tidemq_protocol.record import MESSAGE_GROUP
 from tidemq_protocol.timer import delivery_properties
@@ -226,11 +227,18 @@ class Producer(ApiClient):
         """Messages added and not sent yet."""
         return len(self._buffer)
 
+    def _batch_size(self) -> int:
+        """`batch_size`, but at most MAX_TIMERS_PER_PUT when the next batch holds a delay message (a server takes no
+        more in one put)."""
+        head = self._buffer[: self.batch_size]
+        timed = any(m.delay is not None or m.delivery_time is not None for m in head)
+        return min(self.batch_size, MAX_TIMERS_PER_PUT) if timed else self.batch_size
+
     def flush(self) -> list[SendResult]:
         """Send everything buffered, in batches of at most `batch_size` messages and `max_batch_bytes`."""
         results: list[SendResult] = []
         while self._buffer:
-            encoded, content_type = _encode(self.topic, self._buffer[: self.batch_size])
+            encoded, content_type = _encode(self.topic, self._buffer[: self._batch_size()])
             if self._unsent is None:
                 taken, size = 0, 0
                 for message in encoded:

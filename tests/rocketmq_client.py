@@ -17,8 +17,10 @@
                                              {"do": "await", "body": b, "invisible_s": s}, ...]}
         -> {"received": {...message...}} per delivery, {"acked": body}, {"changed": body}, or an error
     {"role": "drain", "group": g, "invisible_s": s}
-        -> receives and acks until the test closes its standard input, going on past failed calls:
-           {"received": {...}} per delivery, {"acked": <message id>} per ack answered OK, {"error": ...} per failure
+        -> receives and acks until the test closes its standard input, going on past failed calls (an ack that
+           found no proxy is made again while its delivery is held): {"received": {...}} per delivery,
+           {"acked": <message id>} per ack answered OK, {"ack_failed": <message id>, "error": ...} per failed ack,
+           {"error": ...} per failed receive
     {"role": "push", "group": g, "fail": [<base64 bodies its listener fails>]}
         -> {"consumed": {...message...}, "result": "SUCCESS" | "FAILURE"} per call of its listener, until the test
            closes its standard input
@@ -71,6 +73,10 @@ def view(message) -> dict:
         "delivery_timestamp": message.delivery_timestamp,
         "at": time.time(),
     }
+
+
+UNREACHED = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
+"""gRPC codes of a call that may or may not have reached the proxy."""
 
 
 def failed(error: Exception) -> dict:
@@ -207,13 +213,28 @@ def drain(config: ClientConfiguration, spec: dict) -> None:
                 continue
             for message in messages:
                 emit({"received": view(message)})
-                try:
-                    consumer.ack(message)
-                    emit({"acked": message.message_id})
-                except Exception as error:  # not acked: it comes again after its invisible time
-                    emit(failed(error))
+                ack_until_answered(consumer, message, spec.get("invisible_s", 10))
     finally:
         consumer.shutdown()
+
+
+def ack_until_answered(consumer: SimpleConsumer, message, invisible_s: float) -> None:
+    """Ack `message`, again while the proxy cannot be reached, as an application would: a proxy killed after it
+    acked and before it answered leaves the message acked (the store's ack is durable) and the client told nothing,
+    and the same ack answers OK again. Given up once the delivery's invisible time is over (it comes again) or the
+    answer is a refusal (its handle is stale: it came again already)."""
+    deadline = time.monotonic() + invisible_s
+    while True:
+        try:
+            consumer.ack(message)
+        except Exception as error:
+            emit({"ack_failed": message.message_id, **failed(error)})
+            if failed(error)["code"] not in UNREACHED or time.monotonic() > deadline:
+                return
+            time.sleep(0.2)
+        else:
+            emit({"acked": message.message_id})
+            return
 
 
 class Listener:

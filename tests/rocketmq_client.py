@@ -18,7 +18,7 @@
         -> {"received": {...message...}} per delivery, {"acked": body}, {"changed": body}, or an error
     {"role": "drain", "group": g, "invisible_s": s}
         -> receives and acks until the test closes its standard input, going on past failed calls (an ack that
-           found no proxy is made again while its delivery is held): {"received": {...}} per delivery,
+           found no proxy is made again until answered): {"received": {...}} per delivery,
            {"acked": <message id>} per ack answered OK, {"ack_failed": <message id>, "error": ...} per failed ack,
            {"error": ...} per failed receive
     {"role": "push", "group": g, "fail": [<base64 bodies its listener fails>]}
@@ -213,17 +213,18 @@ def drain(config: ClientConfiguration, spec: dict) -> None:
                 continue
             for message in messages:
                 emit({"received": view(message)})
-                ack_until_answered(consumer, message, spec.get("invisible_s", 10))
+                ack_until_answered(consumer, message, spec.get("deadline_s", 120))
     finally:
         consumer.shutdown()
 
 
-def ack_until_answered(consumer: SimpleConsumer, message, invisible_s: float) -> None:
+def ack_until_answered(consumer: SimpleConsumer, message, deadline_s: float) -> None:
     """Ack `message`, again while the proxy cannot be reached, as an application would: a proxy killed after it
     acked and before it answered leaves the message acked (the store's ack is durable) and the client told nothing,
-    and the same ack answers OK again. Given up once the delivery's invisible time is over (it comes again) or the
-    answer is a refusal (its handle is stale: it came again already)."""
-    deadline = time.monotonic() + invisible_s
+    and the same ack answers OK again. Until an answer: a refusal means the handle is stale (its invisible time
+    ended and it was delivered again, so it comes again), which is not a failure of the proxy; bounded by
+    `deadline_s`, a proxy restart taking longer than the invisible time."""
+    deadline = time.monotonic() + deadline_s
     while True:
         try:
             consumer.ack(message)

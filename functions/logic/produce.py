@@ -1,6 +1,7 @@
 """Produce: route each message to a queue, then store the batch in one atomic put; recall a delay message.
 
-After the put, the `PushNotifier` the caller gives is told the topic has new messages.
+After the put, the `PushNotifier` the caller gives is told the topic has new messages, and the messages' `stored`
+events are recorded (trace.py).
 
 Routing: an explicit queue wins; else a message group (a FIFO topic's messages each have one) or a sharding key
 picks `crc32(key) % queues` (`key_queue`), so one group or key always lands in one queue and keeps its order; the
@@ -24,6 +25,7 @@ from tidemq_protocol.record import MESSAGE_GROUP, message_group_of
 from tidemq_protocol.timer import delivery_properties
 from tidemq_store import MessageStore, PutResult
 
+from . import trace
 from .notifier import PushNotifier
 
 _round_robin = itertools.count()
@@ -42,7 +44,8 @@ def produce_frames(
     store: MessageStore, topic: str, frames: Sequence[ProduceFrame], notifier: PushNotifier
 ) -> list[PutResult]:
     """Route and store decoded messages (from JSON or the binary batch encoding), then tell `notifier`."""
-    queues = store.get_topic(topic).queues
+    config = store.get_topic(topic)
+    queues = config.queues
     batch_queue = next(_round_robin) % queues
     messages = []
     for index, frame in enumerate(frames):
@@ -55,6 +58,7 @@ def produce_frames(
             message.queue = queue_for(frame, index, queues, batch_queue)
         messages.append(message)
     results = store.put(topic, messages)
+    trace.stored(store, config, results)
     notifier.messages_stored(topic)
     return results
 
@@ -62,8 +66,9 @@ def produce_frames(
 def produce_records(store: MessageStore, topic: str, records: bytes, notifier: PushNotifier) -> list[PutResult]:
     """Store records a producer encoded (tidemq_protocol/codec.py), a record without a queue going to the batch's
     round-robin queue, then tell `notifier`."""
-    batch_queue = next(_round_robin) % store.get_topic(topic).queues
-    results = store.put_records(topic, records, batch_queue)
+    config = store.get_topic(topic)
+    results = store.put_records(topic, records, next(_round_robin) % config.queues)
+    trace.stored(store, config, results)
     notifier.messages_stored(topic)
     return results
 

@@ -17,7 +17,7 @@ from tidemq_protocol.errors import InvalidArgument
 from tidemq_protocol.filter import MessageFilter
 from tidemq_protocol.message import StoredMessage
 from tidemq_store import GroupConfig, MessageStore
-from tidemq_store.pop.api import Receipt, Settled
+from tidemq_store.pop.api import Settled
 from tidemq_store.pop.receive import PopConsumption, Popped, now_ms
 
 POLL_FIRST_S, POLL_MOST_S = 0.01, 0.2
@@ -87,7 +87,7 @@ class Receiving:
         # consumer had died.
         answered = now_ms()
         handed = [delivery for delivery in popped if delivery.invisible_until_ms > answered]
-        trace.delivered(self.pop.store, self.group, self.topic, [(d.message, d.attempt) for d in handed], "pop")
+        trace.delivered_by_pop(self.pop.store, self.group, self.topic, handed)
         return handed
 
 
@@ -161,8 +161,7 @@ def ack(store: MessageStore, settings: Settings, group: str, topic: str, handles
 def _acked(pop: PopConsumption, group: str, topic: str, handles: Sequence[str]) -> list[str]:
     """Ack each delivery a handle names, and record the acks that settled one."""
     settled = pop.ack(group, topic, handles)
-    done = [Receipt.of(handle) for handle, s in zip(handles, settled, strict=True) if s is Settled.DONE]
-    trace.settled(pop.store, group, topic, trace.TraceEventKind.ACKED, done)
+    trace.acked(pop.store, group, topic, handles, settled)
     return [ACK_STATUS[s] for s in settled]
 
 
@@ -187,9 +186,8 @@ def change_invisible(
     pop = consumption(store, settings, store.cached_group(group))
     now = now_ms()
     held = Held(pop.change_invisible(group, topic, handle, invisible_ms, now), now + invisible_ms)
-    receipt = Receipt.of(handle)
     changed = trace.TraceEventKind.INVISIBLE_CHANGED
-    trace.settled(store, group, topic, changed, [receipt], **{trace.INVISIBLE_UNTIL: held[1]})
+    trace.settled(store, group, topic, changed, handle, **{trace.INVISIBLE_UNTIL: held.invisible_until_ms})
     return held
 
 
@@ -199,8 +197,7 @@ def release(store: MessageStore, settings: Settings, group: str, topic: str, han
     if delay_ms is not None and delay_ms > settings.pop_max_invisible_ms:
         raise InvalidArgument(f"delay_ms must be 0..{settings.pop_max_invisible_ms}, got {delay_ms}")
     consumption(store, settings, store.cached_group(group)).release(group, topic, handle, delay_ms)
-    receipt = Receipt.of(handle)
-    trace.settled(store, group, topic, trace.TraceEventKind.NACKED, [receipt])
+    trace.settled(store, group, topic, trace.TraceEventKind.NACKED, handle)
 
 
 FORWARD_HOLD_MS = 60_000

@@ -177,7 +177,7 @@ def _deliver_queue(
                 attempt=attempt,
                 messages=[MessageView.of(m) for m in messages],
             )
-            trace.delivered(store, group, topic, [(m, attempt) for m in messages], "push")
+            trace.delivered_by_push(store, group, topic, messages, attempt)
             try:
                 target(delivery)
                 report.delivered += len(messages)

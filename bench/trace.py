@@ -12,7 +12,7 @@ Prints one JSON line per run and phase, then the medians and their ratios:
   {"bench": "trace", "run": 1, "trace": "on", "produce_msgs_per_s": ..., "consume_msgs_per_s": ..., ...}
   {"bench": "trace", "result": "trace_on_vs_off", "produce_on_vs_off": ..., "consume_on_vs_off": ..., ...}
 
-    python bench/trace.py                       # 50,000 x 1 KiB, 8 queues, 4 threads, batches of 100 / 32, 3 runs
+    python bench/trace.py                       # 20,000 x 1 KiB, 8 queues, 4 threads, batches of 100 / 32, 7 runs
     python bench/trace.py -n 10000 --repeat 1
 """
 
@@ -126,14 +126,14 @@ def run(args, settings: Settings, number: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=50_000, help="messages per topic and run")
+    parser.add_argument("-n", type=int, default=20_000, help="messages per topic and run")
     parser.add_argument("-s", "--size", type=int, default=1024, help="payload bytes (>= 8)")
     parser.add_argument("-q", "--queues", type=int, default=8)
     parser.add_argument("-t", "--threads", type=int, default=4, help="producer and consumer threads")
     parser.add_argument("-p", "--produce-batch", type=int, default=100, help="messages per produce")
     parser.add_argument("-b", "--batch", type=int, default=32, help="messages per receive")
     parser.add_argument("--flush", choices=["SYNC", "ASYNC"], default="SYNC")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=7, help="runs (a loaded machine needs many for a median)")
     args = parser.parse_args()
     settings = get_settings()
     lines = [line for number in range(1, args.repeat + 1) for line in run(args, settings, number)]

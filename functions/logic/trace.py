@@ -12,14 +12,16 @@ have no group), expiry, key compaction and the move to the cold tier; a message'
 (`tidemq topic tier`).
 
 Format: `%TRACE%` (one queue, `cleanup.policy=COMPACTION`, retention TIDEMQ_TRACE_RETENTION_MS) holds one message per
-event kind, topic, queue, group, batch and **bucket** of BUCKET_OFFSETS offsets: a produce of 100 messages to one
-queue is two or three records, not 100, which is what keeps trace within 0.9x of no trace (bench/trace.py). Its tag
-is the event's kind; its body a JSON object, version 1:
+event kind, topic, queue, group, batch and **bucket** of BUCKET_OFFSETS offsets, its messages as **runs** of
+consecutive offsets with the same values: a produce of 100 messages to one queue is two or three small records, not
+100, and the writer's work is a short loop a message (bench/trace.py measures what it costs). Its tag is the event's
+kind; its body a JSON object, version 1:
     {"v": 1, "event": "<kind>", "time_unix_nano": <int>,
-     "attributes": {"<name>": <str | int>, ...},          # what every message of the record shares
-     "fields": ["tidemq.queue.offset", "<name>", ...],    # the names of each row's values, the offset first
-     "messages": [[<offset>, <value>, ...], ...]}        # one row per message
-An event of one message is the record's `attributes` with its row's `fields`. Attribute names are OpenTelemetry's
+     "attributes": {"<name>": <str | int>, ...},     # what every message of the record shares
+     "fields": ["<name>", ...],                      # the names of each run's own values
+     "runs": [[<first offset>, <last offset>, <value>, ...], ...]}
+An event of one message is the record's `attributes`, its run's `fields`, its offset (`tidemq.queue.offset`) and id
+(`messaging.message.id`, from the message looked up). Attribute names are OpenTelemetry's
 messaging conventions' (`messaging.system`, `messaging.operation.type`, `messaging.destination.name`,
 `messaging.destination.partition.id`, `messaging.consumer.group.name`, `messaging.message.id`, `enduser.id`,
 `client.address`), `tidemq.*` where they have none. Its keys:
@@ -41,12 +43,13 @@ increasing within one process, across processes as their clocks agree).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -57,7 +60,7 @@ from tidemq_protocol.attributes import TopicPolicy
 from tidemq_protocol.errors import TopicNotFound
 from tidemq_protocol.message import Message, StoredMessage
 from tidemq_store import MessageStore, PutResult, TopicConfig
-from tidemq_store.pop.api import Receipt, Settled
+from tidemq_store.pop.api import HANDLE, Settled
 from tidemq_store.pop.receive import Popped
 
 from .trace_writer import Pending, TraceRecorder
@@ -79,7 +82,6 @@ MESSAGE_ID = "messaging.message.id"
 USER, ADDRESS = "enduser.id", "client.address"
 OFFSET, STORE_TIME, ATTEMPT = "tidemq.queue.offset", "tidemq.store.timestamp_ms", "tidemq.delivery.attempt"
 METHOD, INVISIBLE_UNTIL = "tidemq.delivery.method", "tidemq.invisible_until_ms"
-DELIVERY = "tidemq.delivery.id"  # which delivery a settlement settled (its receipt's nonce, in hex)
 DEAD_LETTER_ID, RESENT_ID = "tidemq.dead_letter.message.id", "tidemq.resent.message.id"
 
 OPERATIONS = {
@@ -192,54 +194,60 @@ def resent(store: MessageStore, group: str, origins: Sequence[tuple[str, int, in
 
 # ---- the record format: rows of what waits, records of rows ---------------------------------------
 
-Row = tuple[TraceEventKind, int, list[Any]]  # (event, queue, [offset, values...])
+Row = tuple[TraceEventKind, int, int, tuple[Any, ...]]  # (event, queue, offset, the values of `fields`)
 
 
-def _rows(pending: Pending) -> tuple[list[str], list[Row]]:
-    """The fields and rows of one batch's events (see the module docstring)."""
+def _rows(pending: Pending) -> tuple[list[str], Iterable[Row]]:
+    """The fields and rows of one batch's events, one row a message (see the module docstring)."""
     kind, items = pending.kind, pending.items
     if kind == "stored":
-        rows = [(TraceEventKind.STORED, r.queue, [r.queue_offset, r.msg_id, r.store_timestamp]) for r in items]
-        return [OFFSET, MESSAGE_ID, STORE_TIME], [row for row in rows if row[2][0] >= 0]
+        stored = TraceEventKind.STORED
+        rows = ((stored, r.queue, r.queue_offset, (r.store_timestamp,)) for r in items if r.queue_offset >= 0)
+        return [STORE_TIME], rows
     if kind == "pop":
-        return [OFFSET, MESSAGE_ID, ATTEMPT], [
-            (
-                TraceEventKind.DELIVERED if p.attempt <= 1 else TraceEventKind.RETRIED,
-                p.message.queue,
-                [p.message.queue_offset, p.message.msg_id, p.attempt],
-            )
+        delivered, retried = TraceEventKind.DELIVERED, TraceEventKind.RETRIED
+        return [ATTEMPT], (
+            (delivered if p.attempt <= 1 else retried, p.message.queue, p.message.queue_offset, (p.attempt,))
             for p in items
-        ]
+        )
     if kind == "push":
         event = TraceEventKind.DELIVERED if pending.common[ATTEMPT] <= 1 else TraceEventKind.RETRIED
-        return [OFFSET, MESSAGE_ID], [(event, m.queue, [m.queue_offset, m.msg_id]) for m in items]
+        return [], ((event, m.queue, m.queue_offset, ()) for m in items)
     if kind == TraceEventKind.DEAD_LETTERED:
-        return [OFFSET, MESSAGE_ID, DEAD_LETTER_ID], [
-            (TraceEventKind.DEAD_LETTERED, m.queue, [m.queue_offset, m.msg_id, letter.msg_id]) for m, letter in items
-        ]
+        lettered = TraceEventKind.DEAD_LETTERED
+        return [DEAD_LETTER_ID], ((lettered, m.queue, m.queue_offset, (letter.msg_id,)) for m, letter in items)
     if kind == TraceEventKind.RESENT:
-        return [OFFSET, MESSAGE_ID, RESENT_ID], [
-            (TraceEventKind.RESENT, queue, [offset, origin_id, new_id]) for _, queue, offset, origin_id, new_id in items
-        ]
-    receipts = [Receipt.of(handle) for handle in items]  # settlements: acked, nacked, invisible_changed
-    return [OFFSET, DELIVERY], [(TraceEventKind(kind), r.queue, [r.offset, f"{r.nonce:x}"]) for r in receipts]
+        resent = TraceEventKind.RESENT
+        return [RESENT_ID], ((resent, queue, offset, (new_id,)) for _, queue, offset, _, new_id in items)
+    # settlements (acked, nacked, invisible_changed) of handles that settled a delivery, so each is a receipt's 28
+    # characters (pop/api.py HANDLE): decoded in one call rather than one `Receipt.of` each
+    event = TraceEventKind(kind)
+    receipts = HANDLE.iter_unpack(base64.urlsafe_b64decode("".join(items)))
+    return [], ((event, queue, offset, ()) for _, queue, offset, _ in receipts)
 
 
 def encode(waiting: list[Pending]) -> list[Message]:
-    """The `%TRACE%` messages of what waits: one per batch, event, queue and bucket."""
+    """The `%TRACE%` messages of what waits: one per batch, event, queue and bucket, its messages as runs of
+    consecutive offsets with the same values."""
     messages = []
     for pending in waiting:
         fields, rows = _rows(pending)
-        buckets: dict[tuple[TraceEventKind, int, int], list[list[Any]]] = {}
-        for event, queue, values in rows:
-            buckets.setdefault((event, queue, values[0] // BUCKET_OFFSETS), []).append(values)
-        for (event, queue, bucket), values in buckets.items():
-            messages.append(_message(pending, event, queue, bucket, fields, values))
+        records: dict[tuple[TraceEventKind, int, int], list[list[Any]]] = {}
+        at, run, values_of_run = None, [-2, -2], None
+        for event, queue, offset, values in rows:
+            here = (event, queue, offset // BUCKET_OFFSETS)
+            if here == at and offset == run[1] + 1 and values == values_of_run:
+                run[1] = offset
+                continue
+            run, values_of_run, at = [offset, offset, *values], values, here
+            records.setdefault(here, []).append(run)
+        for (event, queue, bucket), runs in records.items():
+            messages.append(_message(pending, event, queue, bucket, fields, runs))
     return messages
 
 
 def _message(
-    pending: Pending, event: TraceEventKind, queue: int, bucket: int, fields: list[str], rows: list[list[Any]]
+    pending: Pending, event: TraceEventKind, queue: int, bucket: int, fields: list[str], runs: list[list[Any]]
 ) -> Message:
     attributes = {
         SYSTEM: "tidemq",
@@ -255,7 +263,7 @@ def _message(
         "time_unix_nano": pending.time_unix_nano,
         "attributes": attributes,
         "fields": fields,
-        "messages": rows,
+        "runs": runs,
     }
     key = bucket_key(pending.topic, queue, bucket)
     identity = f"{key}/{event}/{pending.group or ''}/{pending.time_unix_nano}"
@@ -282,22 +290,23 @@ class Event:
         )
 
 
-def events_of(message: StoredMessage, topic: str, queue: int, offset: int) -> list[Event]:
-    """The events of the message at `topic`:`queue`:`offset` one `%TRACE%` message holds (none if it holds no
-    record this version reads)."""
+def events_of(message: StoredMessage, found: StoredMessage) -> list[Event]:
+    """The events of the message `found` one `%TRACE%` message holds (none if it holds no record this version
+    reads)."""
     try:
         body = json.loads(message.body)
         if body.get("v") != FORMAT_VERSION:
             return []
         common = body["attributes"]
-        if (common[DESTINATION], common[PARTITION]) != (topic, str(queue)):
+        if (common[DESTINATION], common[PARTITION]) != (found.topic, str(found.queue)):
             return []
         identity, event, at = message.keys[0], TraceEventKind(body["event"]), int(body["time_unix_nano"])
-        fields = body["fields"]
+        fields, offset = body["fields"], found.queue_offset
+        mine = {OFFSET: offset, MESSAGE_ID: found.msg_id}
         return [
-            Event(identity, event, at, {**common, **dict(zip(fields, row, strict=True))})
-            for row in body["messages"]
-            if row[0] == offset
+            Event(identity, event, at, {**common, **mine, **dict(zip(fields, run[2:], strict=True))})
+            for run in body["runs"]
+            if run[0] <= offset <= run[1]
         ]
     except (ValueError, KeyError, TypeError, AttributeError, IndexError):
         return []
@@ -346,7 +355,7 @@ def message_trace(store: MessageStore, msg_id: str) -> MessageTrace:
         records = store.messages_by_key(TRACE_TOPIC, bucket_key(topic, queue, offset // BUCKET_OFFSETS), EVENTS_MOST)
     except TopicNotFound:  # nothing was ever traced
         records = []
-    unique = {event.identity: event for record in records for event in events_of(record, topic, queue, offset)}
+    unique = {event.identity: event for record in records for event in events_of(record, message)}
     events = sorted(unique.values(), key=lambda event: event.time_unix_nano)
     is_traced = _still_traced(store, topic)
     if is_traced and not any(event.event is TraceEventKind.STORED for event in events):

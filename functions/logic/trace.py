@@ -11,23 +11,24 @@ dead_lettered (with the letter's id), resent (with the new message's id). Not re
 have no group), expiry, key compaction and the move to the cold tier; a message's tier is its queue's
 (`tidemq topic tier`).
 
-Format: `%TRACE%` (one queue, `cleanup.policy=COMPACTION`, retention TIDEMQ_TRACE_RETENTION_MS) holds one message per
-event kind, topic, queue, group, batch and **bucket** of BUCKET_OFFSETS offsets, its messages as **runs** of
-consecutive offsets with the same values: a produce of 100 messages to one queue is two or three small records, not
-100, and the writer's work is a short loop a message (bench/trace.py measures what it costs). Its tag is the event's
-kind; its body a JSON object, version 1:
-    {"v": 1, "event": "<kind>", "time_unix_nano": <int>,
-     "attributes": {"<name>": <str | int>, ...},     # what every message of the record shares
+Format: `%TRACE%` (one queue, `cleanup.policy=COMPACTION`, retention TIDEMQ_TRACE_RETENTION_MS) holds **runs**: the
+messages of one batch at consecutive offsets of one queue with the same values are one run. A flush writes the runs
+of one kind of batch, event, topic, group and shared attributes as one record (cut at KEYS_MOST buckets), so a flush
+of thousands of events is a few records, and the writer's work is a short loop a message (bench/trace.py measures
+what it costs). Its tag is the event's kind; its body a JSON object, version 1:
+    {"v": 1, "event": "<kind>",
+     "attributes": {"<name>": <str | int>, ...},     # what every event of the record shares
      "fields": ["<name>", ...],                      # the names of each run's own values
-     "runs": [[<first offset>, <last offset>, <value>, ...], ...]}
-An event of one message is the record's `attributes`, its run's `fields`, its offset (`tidemq.queue.offset`) and id
-(`messaging.message.id`, from the message looked up). Attribute names are OpenTelemetry's
-messaging conventions' (`messaging.system`, `messaging.operation.type`, `messaging.destination.name`,
-`messaging.destination.partition.id`, `messaging.consumer.group.name`, `messaging.message.id`, `enduser.id`,
-`client.address`), `tidemq.*` where they have none. Its keys:
-  1. the record's identity, `<bucket>/<event>/<group>/<time_unix_nano>`: the Spark key compaction keeps the newest
-     message of a record's first key, so it keeps every record (each is its own) and drops a record written twice;
-  2. its bucket, `<topic>@<queue>@<offset // BUCKET_OFFSETS>`: what a trace is looked up by.
+     "runs": [[<queue>, <first offset>, <last offset>, <time_unix_nano>, <value>, ...], ...]}
+An event of one message is the record's `attributes`, its run's time and `fields`, its queue
+(`messaging.destination.partition.id`), offset (`tidemq.queue.offset`) and id (`messaging.message.id`, from the
+message looked up). Attribute names are OpenTelemetry's messaging conventions' (`messaging.system`,
+`messaging.operation.type`, `messaging.destination.name`, `messaging.destination.partition.id`,
+`messaging.consumer.group.name`, `messaging.message.id`, `enduser.id`, `client.address`), `tidemq.*` where they have
+none. Its keys:
+  1. the record's identity, `<topic>/<event>/<group>/<first run's time>/<part>`: the Spark key compaction keeps the
+     newest message of a record's first key, so it keeps every record (each is its own) and drops one written twice;
+  2. then every **bucket** its runs touch, `<topic>@<queue>@<offset // BUCKET_OFFSETS>`: what a trace is looked up by.
 A message id is resolved to its topic, queue and offset by `MessageStore.message_by_id`, then its bucket's records by
 key 2 (at most EVENTS_MOST records a bucket are read): two indexed lookups on either backend, sharing the store, the
 cold tier and the Spark jobs with every topic. So a trace is found while its message is.
@@ -37,8 +38,8 @@ and a flusher thread encodes and puts them every TIDEMQ_TRACE_FLUSH_MS. Trace re
 messages: a crash loses up to one flush interval of events, and in Lambda the buffer waits for the next invocation of
 the same environment (and is lost if the environment is reaped). A `stored` event is never lost while its message
 lives: a trace that has none is given one made from the message itself (without the producer). Reading a trace
-flushes this process's buffer first, so a process reads its own events. Events are ordered by time (ns; strictly
-increasing within one process, across processes as their clocks agree).
+flushes this process's buffer first, so a process reads its own events. Events are ordered by the time they were
+recorded (ns since the epoch; across processes as far as their clocks agree).
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ FORMAT_VERSION = 1
 BUCKET_OFFSETS = 64
 """Offsets of one queue whose events share records (key 2): small enough that a bucket's records of single sends
 (one record per message and event) fit one lookup of EVENTS_MOST."""
+YIELD_EVERY = 8
+"""Batches the writer encodes between offers of the GIL: the requests it would hold up are the ones being traced."""
+KEYS_MOST = 256
+"""Buckets one record is keyed by at most (the keys are a record's property: at most 32 KiB of them)."""
 EVENTS_MOST = 1000
 """Records of one bucket a trace reads at most (the newest; `MessageStore.messages_by_key`'s page limit)."""
 TOPIC_ATTRIBUTES = {TopicPolicy.CLEANUP: "COMPACTION", TopicPolicy.TRACE: "false"}
@@ -112,19 +117,8 @@ def acting_as(user: str, address: str | None) -> Iterator[None]:
         _actor.reset(token)
 
 
-class _Clock:
-    """Nanoseconds since the epoch, strictly increasing in this process (events recorded in one order sort so)."""
-
-    def __init__(self) -> None:
-        self._lock, self._last = threading.Lock(), 0
-
-    def __call__(self) -> int:
-        with self._lock:
-            self._last = max(self._last + 1, time.time_ns())
-            return self._last
-
-
-clock = _Clock()
+clock = time.time_ns
+"""When an event happened: ns since the epoch (events of one message are microseconds apart at least)."""
 
 
 # ---- what the logic layer records (one append a batch) ----------------------------------------------
@@ -156,7 +150,15 @@ def stored(store: MessageStore, config: TopicConfig, results: Sequence[PutResult
 
 def delivered_by_pop(store: MessageStore, group: str, topic: str, popped: Sequence[Popped]) -> None:
     """Pop deliveries to `group`: attempt 1 is `delivered`, a later one `retried`."""
-    _add(store, "pop", topic, group, popped, **{METHOD: "pop"})
+    # (queue, offset, attempt) only: holding the deliveries (and their bodies) until the flush costs more than this
+    _add(
+        store,
+        "pop",
+        topic,
+        group,
+        [(p.message.queue, p.message.queue_offset, p.attempt) for p in popped],
+        **{METHOD: "pop"},
+    )
 
 
 def delivered_by_push(
@@ -207,8 +209,7 @@ def _rows(pending: Pending) -> tuple[list[str], Iterable[Row]]:
     if kind == "pop":
         delivered, retried = TraceEventKind.DELIVERED, TraceEventKind.RETRIED
         return [ATTEMPT], (
-            (delivered if p.attempt <= 1 else retried, p.message.queue, p.message.queue_offset, (p.attempt,))
-            for p in items
+            (delivered if attempt <= 1 else retried, queue, offset, (attempt,)) for queue, offset, attempt in items
         )
     if kind == "push":
         event = TraceEventKind.DELIVERED if pending.common[ATTEMPT] <= 1 else TraceEventKind.RETRIED
@@ -226,52 +227,77 @@ def _rows(pending: Pending) -> tuple[list[str], Iterable[Row]]:
     return [], ((event, queue, offset, ()) for _, queue, offset, _ in receipts)
 
 
+@dataclass(slots=True)
+class _Record:
+    """A record being built: runs `[queue, first, last, time_unix_nano, value...]` of one kind of batch, event,
+    topic, group and shared attributes."""
+
+    pending: Pending
+    event: TraceEventKind
+    fields: list[str]
+    runs: list[list[Any]]
+
+
 def encode(waiting: list[Pending]) -> list[Message]:
-    """The `%TRACE%` messages of what waits: one per batch, event, queue and bucket, its messages as runs of
-    consecutive offsets with the same values."""
-    messages = []
-    for pending in waiting:
+    """The `%TRACE%` messages of what waits: each run of consecutive offsets of one batch with the same values is
+    one run, and the runs of one kind of batch, event, topic, group and shared attributes share records, each
+    keyed by every bucket its runs touch (at most KEYS_MOST; see the module docstring)."""
+    records: dict[tuple[Any, ...], _Record] = {}
+    for index, pending in enumerate(waiting):
+        if index % YIELD_EVERY == YIELD_EVERY - 1:
+            time.sleep(0)  # let a request thread back from its I/O take the GIL now rather than after 5 ms
         fields, rows = _rows(pending)
-        records: dict[tuple[TraceEventKind, int, int], list[list[Any]]] = {}
-        at, run, values_of_run = None, [-2, -2], None
+        at, shared, time_unix_nano = None, tuple(sorted(pending.common.items())), pending.time_unix_nano
+        run, values_of_run, record = [-1, -2, -2], None, None
         for event, queue, offset, values in rows:
-            here = (event, queue, offset // BUCKET_OFFSETS)
-            if here == at and offset == run[1] + 1 and values == values_of_run:
-                run[1] = offset
+            if event is at and queue == run[0] and offset == run[2] + 1 and values == values_of_run:
+                run[2] = offset
                 continue
-            run, values_of_run, at = [offset, offset, *values], values, here
-            records.setdefault(here, []).append(run)
-        for (event, queue, bucket), runs in records.items():
-            messages.append(_message(pending, event, queue, bucket, fields, runs))
+            if event is not at:
+                key = (pending.kind, event, pending.topic, pending.group, shared)
+                record = records.get(key)
+                if record is None:
+                    record = records[key] = _Record(pending, event, fields, [])
+                at = event
+            run, values_of_run = [queue, offset, offset, time_unix_nano, *values], values
+            assert record is not None
+            record.runs.append(run)
+    return [message for record in records.values() for message in _messages(record)]
+
+
+def _messages(record: _Record) -> list[Message]:
+    """`record`'s messages: its runs cut so that each message has at most KEYS_MOST buckets."""
+    messages, runs, buckets = [], [], set()
+    for run in record.runs:
+        queue = run[0]
+        mine = {(queue, bucket) for bucket in range(run[1] // BUCKET_OFFSETS, run[2] // BUCKET_OFFSETS + 1)}
+        if runs and len(buckets | mine) > KEYS_MOST:
+            messages.append(_message(record, runs, buckets, len(messages)))
+            runs, buckets = [], set()
+        runs.append(run)
+        buckets |= mine
+    if runs:
+        messages.append(_message(record, runs, buckets, len(messages)))
     return messages
 
 
-def _message(
-    pending: Pending, event: TraceEventKind, queue: int, bucket: int, fields: list[str], runs: list[list[Any]]
-) -> Message:
+def _message(record: _Record, runs: list[list[Any]], buckets: set[tuple[int, int]], part: int) -> Message:
+    pending, event = record.pending, record.event
     attributes = {
         SYSTEM: "tidemq",
         OPERATION: OPERATIONS[event],
         DESTINATION: pending.topic,
-        PARTITION: str(queue),
         **({} if pending.group is None else {GROUP: pending.group}),
         **pending.common,
     }
-    body = {
-        "v": FORMAT_VERSION,
-        "event": event,
-        "time_unix_nano": pending.time_unix_nano,
-        "attributes": attributes,
-        "fields": fields,
-        "runs": runs,
-    }
-    key = bucket_key(pending.topic, queue, bucket)
-    identity = f"{key}/{event}/{pending.group or ''}/{pending.time_unix_nano}"
-    return Message(json.dumps(body, separators=(",", ":")).encode(), 0, (identity, key), str(event))
+    body = {"v": FORMAT_VERSION, "event": event, "attributes": attributes, "fields": record.fields, "runs": runs}
+    identity = f"{pending.topic}/{event}/{pending.group or ''}/{runs[0][3]}/{part}"
+    keys = (identity, *(bucket_key(pending.topic, queue, bucket) for queue, bucket in sorted(buckets)))
+    return Message(json.dumps(body, separators=(",", ":")).encode(), 0, keys, str(event))
 
 
 def bucket_key(topic: str, queue: int, bucket: int) -> str:
-    """Key 2 of the records of `topic`:`queue`'s offsets [bucket * BUCKET_OFFSETS, (bucket + 1) * BUCKET_OFFSETS)."""
+    """The key of the records with events of `topic`:`queue`'s offsets [bucket, bucket + 1) * BUCKET_OFFSETS."""
     return f"{topic}@{queue}@{bucket}"
 
 
@@ -295,18 +321,14 @@ def events_of(message: StoredMessage, found: StoredMessage) -> list[Event]:
     reads)."""
     try:
         body = json.loads(message.body)
-        if body.get("v") != FORMAT_VERSION:
+        if body.get("v") != FORMAT_VERSION or body["attributes"][DESTINATION] != found.topic:
             return []
-        common = body["attributes"]
-        if (common[DESTINATION], common[PARTITION]) != (found.topic, str(found.queue)):
-            return []
-        identity, event, at = message.keys[0], TraceEventKind(body["event"]), int(body["time_unix_nano"])
-        fields, offset = body["fields"], found.queue_offset
-        mine = {OFFSET: offset, MESSAGE_ID: found.msg_id}
+        event, fields, queue, offset = TraceEventKind(body["event"]), body["fields"], found.queue, found.queue_offset
+        mine = {**body["attributes"], PARTITION: str(queue), OFFSET: offset, MESSAGE_ID: found.msg_id}
         return [
-            Event(identity, event, at, {**common, **mine, **dict(zip(fields, run[2:], strict=True))})
-            for run in body["runs"]
-            if run[0] <= offset <= run[1]
+            Event(f"{message.keys[0]}#{index}", event, run[3], {**mine, **dict(zip(fields, run[4:], strict=True))})
+            for index, run in enumerate(body["runs"])
+            if run[0] == queue and run[1] <= offset <= run[2]
         ]
     except (ValueError, KeyError, TypeError, AttributeError, IndexError):
         return []

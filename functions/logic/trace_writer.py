@@ -62,6 +62,7 @@ class TraceRecorder:
         self._flusher: threading.Thread | None = None
         self._topics: dict[str, tuple[bool, float]] = {}
         self.dropped = 0
+        self.busy_s = 0.0  # CPU time the flushes took, all told (what bench/trace.py reports)
 
     def topic_traced(self, topic: str, traced: Callable[[TopicConfig], bool]) -> bool:
         """Whether `topic` is traced (`traced` of its config), as known within TOPIC_CACHE_S."""
@@ -103,6 +104,7 @@ class TraceRecorder:
                 waiting, self._waiting, self._events = self._waiting, [], 0
             if not waiting:
                 return
+            began = time.thread_time()
             try:
                 for chunk in self._chunks(self.encode(waiting)):
                     self._put(chunk)
@@ -110,6 +112,7 @@ class TraceRecorder:
                 pass
             except Exception:  # trace never fails what it records
                 log.exception("dropped the trace events of %d batches", len(waiting))
+            self.busy_s += time.thread_time() - began
 
     def _chunks(self, messages: list[Message]) -> list[list[Message]]:
         """`messages` in puts within the store's batch limits (a record's size as its body's, with room to spare)."""

@@ -69,9 +69,10 @@ from .trace_writer import Pending, TraceRecorder
 TRACE_TOPIC = "%TRACE%"
 """The system topic of trace records (`%DLQ%<group>`, `%KV%<namespace>` are its siblings)."""
 FORMAT_VERSION = 1
-BUCKET_OFFSETS = 64
-"""Offsets of one queue whose events share records (key 2): small enough that a bucket's records of single sends
-(one record per message and event) fit one lookup of EVENTS_MOST."""
+BUCKET_OFFSETS = 256
+"""Offsets of one queue whose records share a key (key 2): small enough that a bucket of messages sent, received and
+acked one a flush (three records a message) fits one lookup of EVENTS_MOST; large enough that a flush keys few
+(every key is an index entry the store writes, holding the GIL)."""
 YIELD_EVERY = 8
 """Batches the writer encodes between offers of the GIL: the requests it would hold up are the ones being traced."""
 KEYS_MOST = 256

@@ -39,6 +39,7 @@ from http_api import in_threads  # a sibling script: python puts bench/ on the p
 from functions.logic import pop, produce, trace
 from shared.settings import Settings, get_settings
 from tidemq_protocol.codec import ProduceFrame
+from tidemq_protocol.errors import TopicNotFound
 from tidemq_protocol.message import Message
 from tidemq_store import GroupConfig, StoreConfig, TopicConfig, open_store
 
@@ -146,7 +147,10 @@ def run(args, settings: Settings, number: int) -> list[dict]:
         for state, counts in seen.items():
             if any(c != 1 for c in counts):
                 raise SystemExit(f"{state}: {counts.count(0)} messages missing, {sum(c > 1 for c in counts)} twice")
-        records = store.queue_offsets(trace.TRACE_TOPIC)[0].max_offset if settings.trace_enabled else 0
+        try:
+            records = store.queue_offsets(trace.TRACE_TOPIC)[0].max_offset
+        except TopicNotFound:  # TIDEMQ_TRACE_ENABLED=false: nothing was traced
+            records = 0
         store.close()
     lines = []
     for state, side in sides.items():

@@ -50,6 +50,7 @@ import json
 import threading
 import time
 import weakref
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -134,50 +135,45 @@ def traced(config: TopicConfig) -> bool:
     )
 
 
-def _add(store: MessageStore, kind: str, topic: str, group: str | None, items: Sequence[Any], **common: Any) -> None:
-    if not items:
+def _add(store: MessageStore, kind: str, topic: str, group: str | None, items: Any, events: int, **common: Any) -> None:
+    if not events:
         return
     found = recorder(store)
     if found.topic_traced(topic, traced):
-        found.add(Pending(kind, clock(), topic, group, items, common))
+        found.add(Pending(kind, clock(), topic, group, items, events, common))
 
 
 def stored(store: MessageStore, config: TopicConfig, results: Sequence[PutResult]) -> None:
     """Messages a produce (or a resend) stored on `config`'s topic, by the caller `acting_as` says; a timer message
     (offset -1, not on its queue yet) is not recorded."""
     if results and traced(config):
-        recorder(store).add(Pending("stored", clock(), config.name, None, results, _actor.get()))
+        items = array("q", [v for r in results for v in (r.queue, r.queue_offset, r.store_timestamp)])
+        recorder(store).add(Pending("stored", clock(), config.name, None, items, len(results), _actor.get()))
 
 
 def delivered_by_pop(store: MessageStore, group: str, topic: str, popped: Sequence[Popped]) -> None:
     """Pop deliveries to `group`: attempt 1 is `delivered`, a later one `retried`."""
-    # (queue, offset, attempt) only: holding the deliveries (and their bodies) until the flush costs more than this
-    _add(
-        store,
-        "pop",
-        topic,
-        group,
-        [(p.message.queue, p.message.queue_offset, p.attempt) for p in popped],
-        **{METHOD: "pop"},
-    )
+    items = array("q", [v for p in popped for v in (p.message.queue, p.message.queue_offset, p.attempt)])
+    _add(store, "pop", topic, group, items, len(popped), **{METHOD: "pop"})
 
 
 def delivered_by_push(
     store: MessageStore, group: str, topic: str, messages: Sequence[StoredMessage], attempt: int
 ) -> None:
     """A push delivery (a call of the group's target) of `messages`, its `attempt`th."""
-    _add(store, "push", topic, group, messages, **{METHOD: "push", ATTEMPT: attempt})
+    items = array("q", [v for m in messages for v in (m.queue, m.queue_offset)])
+    _add(store, "push", topic, group, items, len(messages), **{METHOD: "push", ATTEMPT: attempt})
 
 
 def acked(store: MessageStore, group: str, topic: str, handles: Sequence[str], settled: Sequence[Settled]) -> None:
-    """Acks of `group`: those that settled a delivery are recorded."""
+    """Acks of `group`: those that settled a delivery are recorded (their handles, joined: one `str`)."""
     done = [handle for handle, result in zip(handles, settled, strict=True) if result is Settled.DONE]
-    _add(store, TraceEventKind.ACKED, topic, group, done)
+    _add(store, TraceEventKind.ACKED, topic, group, "".join(done), len(done))
 
 
 def settled(store: MessageStore, group: str, topic: str, event: TraceEventKind, handle: str, **more: int) -> None:
     """A delivery of `group` nacked or its invisible time changed, by the handle it had."""
-    _add(store, event, topic, group, [handle], **more)
+    _add(store, event, topic, group, handle, 1, **more)
 
 
 def dead_lettered(
@@ -186,13 +182,14 @@ def dead_lettered(
     """Messages put to `group`'s dead letters after `attempts` deliveries, as `letters`."""
     for topic in {message.topic for message in messages}:
         mine = [(m, letter) for m, letter in zip(messages, letters, strict=True) if m.topic == topic]
-        _add(store, TraceEventKind.DEAD_LETTERED, topic, group, mine, **{ATTEMPT: attempts})
+        _add(store, TraceEventKind.DEAD_LETTERED, topic, group, mine, len(mine), **{ATTEMPT: attempts})
 
 
 def resent(store: MessageStore, group: str, origins: Sequence[tuple[str, int, int, str, str]]) -> None:
     """Dead letters of `group` resent: per letter its origin (topic, queue, offset, message id) and the new id."""
     for topic in {origin[0] for origin in origins}:
-        _add(store, TraceEventKind.RESENT, topic, group, [o for o in origins if o[0] == topic])
+        mine = [origin for origin in origins if origin[0] == topic]
+        _add(store, TraceEventKind.RESENT, topic, group, mine, len(mine))
 
 
 # ---- the record format: rows of what waits, records of rows ---------------------------------------
@@ -204,17 +201,17 @@ def _rows(pending: Pending) -> tuple[list[str], Iterable[Row]]:
     """The fields and rows of one batch's events, one row a message (see the module docstring)."""
     kind, items = pending.kind, pending.items
     if kind == "stored":
-        stored = TraceEventKind.STORED
-        rows = ((stored, r.queue, r.queue_offset, (r.store_timestamp,)) for r in items if r.queue_offset >= 0)
-        return [STORE_TIME], rows
+        stored, numbers = TraceEventKind.STORED, iter(items)  # (queue, offset, store time) a message
+        triples = zip(numbers, numbers, numbers, strict=True)
+        return [STORE_TIME], ((stored, queue, offset, (at,)) for queue, offset, at in triples if offset >= 0)
     if kind == "pop":
-        delivered, retried = TraceEventKind.DELIVERED, TraceEventKind.RETRIED
-        return [ATTEMPT], (
-            (delivered if attempt <= 1 else retried, queue, offset, (attempt,)) for queue, offset, attempt in items
-        )
+        delivered, retried, numbers = TraceEventKind.DELIVERED, TraceEventKind.RETRIED, iter(items)
+        triples = zip(numbers, numbers, numbers, strict=True)  # (queue, offset, attempt) a message
+        return [ATTEMPT], ((delivered if n <= 1 else retried, queue, offset, (n,)) for queue, offset, n in triples)
     if kind == "push":
         event = TraceEventKind.DELIVERED if pending.common[ATTEMPT] <= 1 else TraceEventKind.RETRIED
-        return [], ((event, m.queue, m.queue_offset, ()) for m in items)
+        numbers = iter(items)
+        return [], ((event, queue, offset, ()) for queue, offset in zip(numbers, numbers, strict=True))
     if kind == TraceEventKind.DEAD_LETTERED:
         lettered = TraceEventKind.DEAD_LETTERED
         return [DEAD_LETTER_ID], ((lettered, m.queue, m.queue_offset, (letter.msg_id,)) for m, letter in items)
@@ -224,7 +221,7 @@ def _rows(pending: Pending) -> tuple[list[str], Iterable[Row]]:
     # settlements (acked, nacked, invisible_changed) of handles that settled a delivery, so each is a receipt's 28
     # characters (pop/api.py HANDLE): decoded in one call rather than one `Receipt.of` each
     event = TraceEventKind(kind)
-    receipts = HANDLE.iter_unpack(base64.urlsafe_b64decode("".join(items)))
+    receipts = HANDLE.iter_unpack(base64.urlsafe_b64decode(items))
     return [], ((event, queue, offset, ()) for _, queue, offset, _ in receipts)
 
 

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from tidemq_protocol.errors import TopicExists, TopicNotFound
@@ -29,14 +29,17 @@ log = logging.getLogger("tidemq.trace")
 
 
 class Pending(NamedTuple):
-    """Events of one batch waiting to be written: what kind (`trace.py`'s extractors read `items` by it), when
-    (ns), of which topic and group (None: no group), the batch's own objects, and attributes they all share."""
+    """Events of one batch waiting to be written: what kind (`trace.py` reads `items` by it), when (ns), of which
+    topic and group (None: no group), what the batch's events hold, how many they are, and the attributes they all
+    share. `items` holds no object the garbage collector tracks, where it can (an `array` of ints, a `str`): what
+    waits for a flush must not make every collection meanwhile longer (measured: it cost more than the flush)."""
 
     kind: str
     time_unix_nano: int
     topic: str
     group: str | None
-    items: Sequence[Any]
+    items: Any
+    events: int
     common: dict[str, str | int]
 
 
@@ -79,11 +82,11 @@ class TraceRecorder:
 
     def add(self, pending: Pending) -> None:
         with self._lock:
-            if self._events + len(pending.items) > self.buffer_events:
-                self.dropped += len(pending.items)
+            if self._events + pending.events > self.buffer_events:
+                self.dropped += pending.events
                 return
             self._waiting.append(pending)
-            self._events += len(pending.items)
+            self._events += pending.events
             if self._flusher is None:
                 self._flusher = threading.Thread(target=self._flush_while_waiting, name="trace-flush", daemon=True)
                 self._flusher.start()

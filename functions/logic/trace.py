@@ -33,8 +33,9 @@ A message id is resolved to its topic, queue and offset by `MessageStore.message
 key 2 (at most EVENTS_MOST records a bucket are read): two indexed lookups on either backend, sharing the store, the
 cold tier and the Spark jobs with every topic. So a trace is found while its message is.
 
-Cost and durability: a request hands its batch's objects to the store's `TraceRecorder` (trace_writer.py: one append)
-and a flusher thread encodes and puts them every TIDEMQ_TRACE_FLUSH_MS. Trace records are therefore less durable than
+Cost and durability: a request hands its batch's queues and offsets (an array of ints; an ack its joined handles) to
+the store's `TraceRecorder` (trace_writer.py: one append), and a flusher thread encodes and puts them every
+TIDEMQ_TRACE_FLUSH_MS. Trace records are therefore less durable than
 messages: a crash loses up to one flush interval of events, and in Lambda the buffer waits for the next invocation of
 the same environment (and is lost if the environment is reaped). A `stored` event is never lost while its message
 lives: a trace that has none is given one made from the message itself (without the producer). Reading a trace

@@ -1,8 +1,8 @@
 """The buffered writer of trace records: what a request hands over costs it one append, and a flusher thread turns
 what waits into `%TRACE%` records (trace.py owns their format) and puts them, a put per flush.
 
-The request thread only appends a reference to what it already holds (a put's results, a receive's deliveries, an
-ack's handles): the per-message work (reading ids and offsets, grouping, JSON) is the flusher's, once per flush.
+The request thread only appends its batch's queues and offsets (`Pending`): the rest of the work a message (runs,
+buckets, JSON) is the flusher's, once per flush.
 The flusher runs only while something waits, so a closed store leaves no thread behind. What waits is bounded
 (TIDEMQ_TRACE_BUFFER_EVENTS); past that, new events are dropped and counted (`dropped`), never a request slowed
 or failed. A put is cut to the store's batch limits; a put that fails is logged and its records dropped: trace is

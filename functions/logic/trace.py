@@ -55,12 +55,12 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared.settings import get_settings
 from tidemq_protocol.api.trace import MessageTrace, TraceEvent, TraceEventKind
 from tidemq_protocol.attributes import TopicPolicy
-from tidemq_protocol.errors import TopicNotFound
+from tidemq_protocol.errors import MessageNotFound, OffsetOutOfRange, TopicNotFound
 from tidemq_protocol.message import Message, StoredMessage
 from tidemq_store import MessageStore, PutResult, TopicConfig
 from tidemq_store.pop.api import HANDLE, Settled
@@ -91,6 +91,7 @@ USER, ADDRESS = "enduser.id", "client.address"
 OFFSET, STORE_TIME, ATTEMPT = "tidemq.queue.offset", "tidemq.store.timestamp_ms", "tidemq.delivery.attempt"
 METHOD, INVISIBLE_UNTIL = "tidemq.delivery.method", "tidemq.invisible_until_ms"
 DEAD_LETTER_ID, RESENT_ID = "tidemq.dead_letter.message.id", "tidemq.resent.message.id"
+TIER_MEDIUM, DERIVED = "tidemq.tier.medium", "tidemq.trace.derived"
 
 OPERATIONS = {
     TraceEventKind.STORED: "send",
@@ -148,8 +149,24 @@ def stored(store: MessageStore, config: TopicConfig, results: Sequence[PutResult
     """Messages a produce (or a resend) stored on `config`'s topic, by the caller `acting_as` says; a timer message
     (offset -1, not on its queue yet) is not recorded."""
     if results and traced(config):
-        items = array("q", [v for r in results for v in (r.queue, r.queue_offset, r.store_timestamp)])
-        recorder(store).add(Pending("stored", clock(), config.name, None, items, len(results), _actor.get()))
+        recorder(store).add(
+            Pending("stored", clock(), config.name, None, stored_runs(results), len(results), _actor.get())
+        )
+
+
+def stored_runs(results: Sequence[PutResult]) -> array[int]:
+    """A put's results as runs `(queue, first offset, last offset, store time)`: most puts are one run (one queue, one
+    store time), told from the first and last result alone (a put's messages of one queue have consecutive offsets,
+    so n results spanning n offsets of the first one's queue are all on it), so a produce pays no loop a message."""
+    first, last = results[0], results[-1]
+    if (
+        last.queue_offset - first.queue_offset == len(results) - 1
+        and first.queue == last.queue
+        and first.store_timestamp == last.store_timestamp  # a put's store times never decrease
+        and first.queue_offset >= 0
+    ):
+        return array("q", (first.queue, first.queue_offset, last.queue_offset, first.store_timestamp))
+    return array("q", [v for r in results for v in (r.queue, r.queue_offset, r.queue_offset, r.store_timestamp)])
 
 
 def delivered_by_pop(store: MessageStore, group: str, topic: str, popped: Sequence[Popped]) -> None:
@@ -195,35 +212,37 @@ def resent(store: MessageStore, group: str, origins: Sequence[tuple[str, int, in
 
 # ---- the record format: rows of what waits, records of rows ---------------------------------------
 
-Row = tuple[TraceEventKind, int, int, tuple[Any, ...]]  # (event, queue, offset, the values of `fields`)
+Row = tuple[TraceEventKind, int, int, int, tuple[Any, ...]]  # (event, queue, first, last offset, `fields`' values)
 
 
 def _rows(pending: Pending) -> tuple[list[str], Iterable[Row]]:
-    """The fields and rows of one batch's events, one row a message (see the module docstring)."""
+    """The fields and rows of one batch's events, one row a message, or a run of them (see the module docstring)."""
     kind, items = pending.kind, pending.items
     if kind == "stored":
-        stored, numbers = TraceEventKind.STORED, iter(items)  # (queue, offset, store time) a message
-        triples = zip(numbers, numbers, numbers, strict=True)
-        return [STORE_TIME], ((stored, queue, offset, (at,)) for queue, offset, at in triples if offset >= 0)
+        stored, numbers = TraceEventKind.STORED, iter(items)  # runs (queue, first, last, store time): `stored_runs`
+        quads = zip(numbers, numbers, numbers, numbers, strict=True)
+        return [STORE_TIME], ((stored, queue, first, last, (at,)) for queue, first, last, at in quads if first >= 0)
     if kind == "pop":
         delivered, retried, numbers = TraceEventKind.DELIVERED, TraceEventKind.RETRIED, iter(items)
         triples = zip(numbers, numbers, numbers, strict=True)  # (queue, offset, attempt) a message
-        return [ATTEMPT], ((delivered if n <= 1 else retried, queue, offset, (n,)) for queue, offset, n in triples)
+        return [ATTEMPT], ((delivered if n <= 1 else retried, q, o, o, (n,)) for q, o, n in triples)
     if kind == "push":
         event = TraceEventKind.DELIVERED if pending.common[ATTEMPT] <= 1 else TraceEventKind.RETRIED
         numbers = iter(items)
-        return [], ((event, queue, offset, ()) for queue, offset in zip(numbers, numbers, strict=True))
+        return [], ((event, queue, offset, offset, ()) for queue, offset in zip(numbers, numbers, strict=True))
     if kind == TraceEventKind.DEAD_LETTERED:
         lettered = TraceEventKind.DEAD_LETTERED
-        return [DEAD_LETTER_ID], ((lettered, m.queue, m.queue_offset, (letter.msg_id,)) for m, letter in items)
+        return [DEAD_LETTER_ID], (
+            (lettered, m.queue, m.queue_offset, m.queue_offset, (letter.msg_id,)) for m, letter in items
+        )
     if kind == TraceEventKind.RESENT:
         resent = TraceEventKind.RESENT
-        return [RESENT_ID], ((resent, queue, offset, (new_id,)) for _, queue, offset, _, new_id in items)
+        return [RESENT_ID], ((resent, queue, offset, offset, (new_id,)) for _, queue, offset, _, new_id in items)
     # settlements (acked, nacked, invisible_changed) of handles that settled a delivery, so each is a receipt's 28
     # characters (pop/api.py HANDLE): decoded in one call rather than one `Receipt.of` each
     event = TraceEventKind(kind)
     receipts = HANDLE.iter_unpack(base64.urlsafe_b64decode(items))
-    return [], ((event, queue, offset, ()) for _, queue, offset, _ in receipts)
+    return [], ((event, queue, offset, offset, ()) for _, queue, offset, _ in receipts)
 
 
 @dataclass(slots=True)
@@ -248,9 +267,9 @@ def encode(waiting: list[Pending]) -> list[Message]:
         fields, rows = _rows(pending)
         at, shared, time_unix_nano = None, tuple(sorted(pending.common.items())), pending.time_unix_nano
         run, values_of_run, record = [-1, -2, -2], None, None
-        for event, queue, offset, values in rows:
+        for event, queue, offset, last, values in rows:
             if event is at and queue == run[0] and offset == run[2] + 1 and values == values_of_run:
-                run[2] = offset
+                run[2] = last
                 continue
             if event is not at:
                 key = (pending.kind, event, pending.topic, pending.group, shared)
@@ -258,7 +277,7 @@ def encode(waiting: list[Pending]) -> list[Message]:
                 if record is None:
                     record = records[key] = _Record(pending, event, fields, [])
                 at = event
-            run, values_of_run = [queue, offset, offset, time_unix_nano, *values], values
+            run, values_of_run = [queue, offset, last, time_unix_nano, *values], values
             assert record is not None
             record.runs.append(run)
     return [message for record in records.values() for message in _messages(record)]
@@ -315,7 +334,7 @@ class Event:
         )
 
 
-def events_of(message: StoredMessage, found: StoredMessage) -> list[Event]:
+def events_of(message: StoredMessage, found: Traced) -> list[Event]:
     """The events of the message `found` one `%TRACE%` message holds (none if it holds no record this version
     reads)."""
     try:
@@ -366,27 +385,85 @@ def recorder(store: MessageStore) -> TraceRecorder:
 # ---- reading a trace --------------------------------------------------------------------------------
 
 
+class Traced(NamedTuple):
+    """The message a trace is of: where it is (or was) and its id."""
+
+    msg_id: str
+    topic: str
+    queue: int
+    queue_offset: int
+
+
 def message_trace(store: MessageStore, msg_id: str) -> MessageTrace:
-    """The trace of the message `msg_id` names, oldest event first (MessageNotFound if there is none). This
-    process's waiting events are written first."""
+    """The trace of the message `msg_id` names, oldest event first, then what the store's state shows of it now
+    (`derived_events`). MessageNotFound if the store knows no such message, nor where it was. This process's waiting
+    events are written first."""
     recorder(store).flush()
-    message = store.message_by_id(msg_id)
-    topic, queue, offset = message.topic, message.queue, message.queue_offset
+    try:
+        message: StoredMessage | None = store.message_by_id(msg_id)
+    except MessageNotFound as error:
+        if error.gone_from is None:
+            raise
+        message, place = None, error.gone_from
+        found = Traced(msg_id, place.topic, place.queue, place.offset)
+    else:
+        found = Traced(message.msg_id, message.topic, message.queue, message.queue_offset)
+    topic, queue, offset = found.topic, found.queue, found.queue_offset
     try:
         records = store.messages_by_key(TRACE_TOPIC, bucket_key(topic, queue, offset // BUCKET_OFFSETS), EVENTS_MOST)
     except TopicNotFound:  # nothing was ever traced
         records = []
-    unique = {event.identity: event for record in records for event in events_of(record, message)}
-    events = sorted(unique.values(), key=lambda event: event.time_unix_nano)
+    unique = {event.identity: event for record in records for event in events_of(record, found)}
+    events = _first_stored_only(sorted(unique.values(), key=lambda event: event.time_unix_nano))
     is_traced = _still_traced(store, topic)
-    if is_traced and not any(event.event is TraceEventKind.STORED for event in events):
+    if message is not None and is_traced and not any(event.event is TraceEventKind.STORED for event in events):
         events.insert(0, _stored_from(message))
+    derived = derived_events(store, found, gone=message is None) if is_traced else []
     return MessageTrace(
-        msg_id=message.msg_id,
+        msg_id=found.msg_id,
         topic=topic,
-        events=[event.view() for event in events],
-        note=_note(topic, is_traced, len(events)),
+        events=[event.view() for event in events + derived],
+        note=_note(topic, is_traced, len(events), gone=message is None),
     )
+
+
+def _first_stored_only(events: list[Event]) -> list[Event]:
+    """`events` with one `stored` event, the first: a send answered again (an idempotent send's retry) records its
+    batch again, but stored it once (tidemq_store/sends.py)."""
+    stored = [event for event in events if event.event is TraceEventKind.STORED]
+    return [event for event in events if event.event is not TraceEventKind.STORED or event is stored[0]]
+
+
+def derived_events(store: MessageStore, found: Traced, gone: bool) -> list[Event]:
+    """What the store's state shows of the message now, as events of the read's time marked DERIVED (no job records
+    them: the tier keeps no time a message, retention and compaction drop whole files): `tiered` if the cold tier's
+    range holds its offset; if it is gone from its queue (`gone`), `compacted` if a read at its offset goes on past
+    it (key compaction left an empty entry there), else `expired` unless the cold tier holds it."""
+    now, events = clock(), []
+    topic, queue, offset = found.topic, found.queue, found.queue_offset
+    base = {SYSTEM: "tidemq", DESTINATION: topic, PARTITION: str(queue), OFFSET: offset, MESSAGE_ID: found.msg_id}
+    try:
+        tier = store.tier_status(topic)[queue]
+        in_tier = tier.cold_min_offset is not None and tier.cold_min_offset <= offset < (tier.cold_max_offset or 0)
+        if in_tier:
+            medium = {TIER_MEDIUM: store.tier_medium} if store.tier_medium else {}
+            events.append(Event("", TraceEventKind.TIERED, now, {**base, **medium, DERIVED: 1}))
+        if gone and _passed_by_a_read(store, found):
+            events.append(Event("", TraceEventKind.COMPACTED, now, {**base, DERIVED: 1}))
+        elif gone and not in_tier:
+            events.append(Event("", TraceEventKind.EXPIRED, now, {**base, DERIVED: 1}))
+    except (TopicNotFound, IndexError):  # deleted meanwhile
+        return []
+    return events
+
+
+def _passed_by_a_read(store: MessageStore, found: Traced) -> bool:
+    """Whether a read at the message's offset finds a later message first (its entry emptied by key compaction)."""
+    try:
+        read = store.get(found.topic, found.queue, found.queue_offset, 1)
+    except OffsetOutOfRange:
+        return False
+    return bool(read.messages) and read.messages[0].queue_offset > found.queue_offset
 
 
 def _still_traced(store: MessageStore, topic: str) -> bool | None:
@@ -411,7 +488,7 @@ def _stored_from(message: StoredMessage) -> Event:
     return Event("", TraceEventKind.STORED, message.store_timestamp * 1_000_000, attributes)
 
 
-def _note(topic: str, is_traced: bool | None, events: int) -> str | None:
+def _note(topic: str, is_traced: bool | None, events: int, gone: bool = False) -> str | None:
     """Why a trace is empty or short, if it may be."""
     if not get_settings().trace_enabled:
         return "trace is off on this server (TIDEMQ_TRACE_ENABLED=false): events are not recorded"
@@ -419,6 +496,8 @@ def _note(topic: str, is_traced: bool | None, events: int) -> str | None:
         return f"topic {topic!r} no longer exists"
     if not is_traced:
         return f"topic {topic!r} opts out of trace ({TopicPolicy.TRACE}=false): its events are not recorded"
+    if gone and not events:
+        return "the message is gone from its queue, and so are its trace records (their retention passed them)"
     if events <= 1:
         return "only the message's storing is recorded: no group has received it yet (or its records expired)"
     return None

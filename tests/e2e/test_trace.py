@@ -9,11 +9,16 @@ import uuid
 
 from tidemq import Admin, Producer, RetryPolicy, SimpleConsumer
 
+from ..gateways import signed_http
 from .test_cli import command, environment
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+LIFE = ["stored", "delivered", "nacked", "retried", "nacked", "dead_lettered", "resent"]
+"""A poison message's life: produced, delivered by pop, nacked, retried, nacked, dead-lettered, resent."""
 
 
 def test_a_message_produced_popped_nacked_retried_dead_lettered_and_resent_shows_it_all_in_order(gateway):
@@ -31,13 +36,19 @@ def test_a_message_produced_popped_nacked_retried_dead_lettered_and_resent_shows
         (resent,) = admin.resend_dead_letters(group, from_offset=0).results
 
         shown = admin.message_trace(msg_id)
-        assert [e.event for e in shown.events] == [
-            "stored", "delivered", "nacked", "retried", "nacked", "dead_lettered", "resent",
-        ]  # fmt: skip
-        stored = shown.events[0].attributes
-        assert (stored["messaging.destination.name"], stored["enduser.id"]) == (topic, "admin")
-        assert {e.attributes.get("messaging.consumer.group.name") for e in shown.events[1:]} == {group}
-        assert shown.events[-1].attributes["tidemq.resent.message.id"] == resent.resent_msg_id
+        assert [e.event for e in shown.events] == LIFE
+
+    # the HTTP API's own answer, as a browser or curl gets it: the same events, in that order, oldest first
+    answer = signed_http().get(f"{gateway.url}/v1/messages/{msg_id}/trace")
+    assert answer.status_code == 200, answer.text
+    events = answer.json()["events"]
+    assert [event["event"] for event in events] == LIFE
+    times = [event["time_unix_nano"] for event in events]
+    assert times == sorted(times) and answer.json() == shown.model_dump(mode="json")
+    stored = shown.events[0].attributes
+    assert (stored["messaging.destination.name"], stored["enduser.id"]) == (topic, "admin")
+    assert {e.attributes.get("messaging.consumer.group.name") for e in shown.events[1:]} == {group}
+    assert shown.events[-1].attributes["tidemq.resent.message.id"] == resent.resent_msg_id
 
     shown_by_cli = subprocess.run(
         command(gateway.url, "message", "trace", msg_id, "--json"), capture_output=True, text=True, env=environment()

@@ -3,6 +3,8 @@ life through the logic layer every protocol uses, in order, from `%TRACE%`; a to
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from functions.logic import dead_letters, produce, trace
@@ -125,3 +127,55 @@ def test_an_unknown_message_has_no_trace_and_a_bad_attribute_value_is_refused(re
         trace.message_trace(store, real[:-4] + "0000")
     with pytest.raises(InvalidArgument):
         TopicPolicy.of({TopicPolicy.TRACE: "maybe"})
+
+
+HOUR = 3_600_000
+
+
+def test_a_message_its_retention_passed_shows_expired_after_what_was_recorded(reopen):
+    """The `expired` event is derived when the trace is read (retention records nothing a message): the message is
+    no longer found by id, but the store still knows where it was, and its trace records outlive it."""
+    store = reopen()
+    store.create_topic(TopicConfig(name="brief", queues=1, retention_ms=HOUR))
+    store.create_group(GroupConfig(name="g"))
+    msg_id = produced(store, "brief", "short-lived")
+    (delivery,) = received(store, "brief")
+    pop_logic.ack(store, SETTINGS, "g", "brief", [delivery.receipt_handle])
+    trace.recorder(store).flush()
+
+    store.clean_expired(now_ms=delivery.message.store_timestamp + HOUR + 1)
+    with pytest.raises(MessageNotFound):
+        store.message_by_id(msg_id)
+    shown = trace.message_trace(store, msg_id)
+    assert [event.event for event in shown.events] == [E.STORED, E.DELIVERED, E.ACKED, E.EXPIRED]
+    expired = shown.events[-1].attributes
+    assert (expired[trace.MESSAGE_ID], expired[trace.OFFSET], expired[trace.DERIVED]) == (msg_id, 0, 1)
+    assert shown.msg_id == msg_id and shown.topic == "brief"
+
+
+@pytest.fixture(params=["embedded", pytest.param("serverless", marks=pytest.mark.local_aws)])
+def tiered(request, open_test_store, aws_env, tmp_path):
+    """A store of each backend with an S3 cold tier (uploads when asked: `upload_now`), whose uploaded messages stay
+    hot a while, so that they are found by id (lookups by id search the hot tier only: issue 30 item 2)."""
+    tier = {"tier": "s3", "tier_bucket": f"tier-{uuid.uuid4().hex[:12]}"}
+    if request.param == "embedded":
+        return open_test_store(**tier)
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    efs = {"efs_path": tmp_path / "efs", "efs_hot_ms": HOUR}
+    return open_test_store(backend="serverless", dynamodb_prefix=prefix, **efs, **tier)
+
+
+def test_a_message_moved_to_the_cold_tier_shows_it_after_what_was_recorded(tiered):
+    store = tiered
+    store.create_topic(TopicConfig(name="orders", queues=1))
+    store.create_group(GroupConfig(name="g"))
+    msg_id = produced(store, "orders", "archived")
+    (delivery,) = received(store, "orders")
+    pop_logic.ack(store, SETTINGS, "g", "orders", [delivery.receipt_handle])
+    assert [event.event for event in trace.message_trace(store, msg_id).events] == [E.STORED, E.DELIVERED, E.ACKED]
+
+    assert store.upload_now("orders") >= 1
+    shown = trace.message_trace(store, msg_id)
+    assert [event.event for event in shown.events] == [E.STORED, E.DELIVERED, E.ACKED, E.TIERED]
+    tiered_event = shown.events[-1].attributes
+    assert (tiered_event[trace.TIER_MEDIUM], tiered_event[trace.DERIVED]) == (store.tier_medium, 1)

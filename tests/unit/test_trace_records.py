@@ -14,8 +14,7 @@ from tidemq_store import PutResult
 
 def stored_pending(results: list[PutResult], at: int, topic: str, common: dict) -> Pending:
     """What `trace.stored` hands the writer for `results`."""
-    items = array("q", [v for r in results for v in (r.queue, r.queue_offset, r.store_timestamp)])
-    return Pending("stored", at, topic, None, items, len(results), common)
+    return Pending("stored", at, topic, None, trace.stored_runs(results), len(results), common)
 
 
 def stored_as(message, offset: int) -> StoredMessage:
@@ -71,3 +70,11 @@ def test_a_record_of_another_version_or_damaged_holds_no_event():
     (record,) = trace.encode([stored_pending([PutResult("m", 0, 0, 1)], 1, "t", {})])
     newer = type(record)(record.body.replace(b'"v":1', b'"v":2'), 0, record.keys, record.tag)
     assert events([newer], "t", 0, 0) == [] and events([type(record)(b"{", 0, record.keys)], "t", 0, 0) == []
+
+
+def test_a_put_over_several_queues_keeps_each_message_s_place_and_a_timer_s_is_not_recorded():
+    mixed = [PutResult("m1", 1, 4, 9), PutResult("m2", 2, 0, 9), PutResult("m3", 1, 5, 9)]
+    records = trace.encode([stored_pending(mixed, 3, "t", {})])
+    assert [len(events(records, "t", queue, offset)) for queue, offset in [(1, 4), (1, 5), (2, 0)]] == [1, 1, 1]
+    assert events(records, "t", 2, 1) == [] and events(records, "t", 1, 6) == []
+    assert trace.encode([stored_pending([PutResult("timer", 0, -1, 9)], 3, "t", {})]) == []

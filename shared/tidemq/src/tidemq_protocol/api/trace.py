@@ -21,6 +21,10 @@ class TraceEventKind(StrEnum):
     INVISIBLE_CHANGED = "invisible_changed"  # a pop delivery's invisible time changed
     DEAD_LETTERED = "dead_lettered"  # put to the group's `%DLQ%<group>`
     RESENT = "resent"  # its dead letter resent to its topic as a new message
+    # seen in the store's state when the trace is read (not recorded: their time is the read's)
+    TIERED = "tiered"  # moved to the cold tier: the tier holds its offset
+    EXPIRED = "expired"  # its queue's retention passed it
+    COMPACTED = "compacted"  # removed by key compaction (a later message has its key)
 
 
 class TraceEvent(ApiModel):

@@ -10,7 +10,9 @@ within seconds (two untraced topics, timed one phase after the other, differed b
 ends only when its trace records are put (`TraceRecorder.flush`): the trace's whole cost is in it, with one put a
 slice where a server makes one per TIDEMQ_TRACE_FLUSH_MS. Without HTTP in the way, the trace's share of the work
 is the largest it can be. CPU seconds are reported too: the process's in each side's slices, and the trace
-writer's own.
+writer's own. So is the time a traced slice's closing flush waits (its wall time less its CPU: under SYNC, the
+fsync of its put, which a server's flusher thread waits beside the requests rather than after them), and the traced
+rates without that wait (`*_flushing_beside`): the trace's CPU stays in them.
 
 Prints one JSON line per run and phase, then the medians and their ratios:
   {"bench": "trace", "run": 1, "trace": "on", "produce_msgs_per_s": ..., "consume_msgs_per_s": ..., ...}
@@ -70,6 +72,7 @@ class Side:
     seconds: dict[str, float] = field(default_factory=lambda: {"produce": 0.0, "consume": 0.0})
     cpu: dict[str, float] = field(default_factory=lambda: {"produce": 0.0, "consume": 0.0})
     trace_cpu: dict[str, float] = field(default_factory=lambda: {"produce": 0.0, "consume": 0.0})
+    flush_wait: dict[str, float] = field(default_factory=lambda: {"produce": 0.0, "consume": 0.0})
 
 
 def timed(store, side: Side, what: str, work) -> None:
@@ -79,7 +82,11 @@ def timed(store, side: Side, what: str, work) -> None:
     cpu, busy, began = time.process_time(), writer.busy_s, time.perf_counter()
     work()
     if side.traced:
+        flushing, busy_before = time.perf_counter(), writer.busy_s
         writer.flush()
+        # the flush's wall time but its own CPU: waiting (for the fsync of its put, under SYNC), which a server's
+        # flusher thread does beside the requests, not after them
+        side.flush_wait[what] += (time.perf_counter() - flushing) - (writer.busy_s - busy_before)
     side.seconds[what] += time.perf_counter() - began
     side.cpu[what] += time.process_time() - cpu
     side.trace_cpu[what] += writer.busy_s - busy
@@ -169,6 +176,10 @@ def run(args, settings: Settings, number: int) -> list[dict]:
                 "trace_records": records,
                 "produce_trace_cpu_s": round(side.trace_cpu["produce"], 3),
                 "consume_trace_cpu_s": round(side.trace_cpu["consume"], 3),
+                "produce_flush_wait_s": round(side.flush_wait["produce"], 4),
+                "consume_flush_wait_s": round(side.flush_wait["consume"], 4),
+                "produce_msgs_per_s_flushing_beside": round(n / (side.seconds["produce"] - side.flush_wait["produce"])),
+                "consume_msgs_per_s_flushing_beside": round(n / (side.seconds["consume"] - side.flush_wait["consume"])),
             }
         print(json.dumps(line), flush=True)
         lines.append(line)
@@ -195,6 +206,8 @@ def main() -> None:
     produce_on, produce_off = median("on", "produce_msgs_per_s"), median("off", "produce_msgs_per_s")
     consume_on, consume_off = median("on", "consume_msgs_per_s"), median("off", "consume_msgs_per_s")
     traced = [line for line in lines if line["trace"] == "on"]
+    produce_beside = median("on", "produce_msgs_per_s_flushing_beside")
+    consume_beside = median("on", "consume_msgs_per_s_flushing_beside")
 
     def share(what: str) -> float:
         """The trace writer's CPU over the traced phases' CPU, all runs together."""
@@ -207,6 +220,8 @@ def main() -> None:
                 "result": "trace_on_vs_off",
                 "produce_on_vs_off": round(produce_on / produce_off, 3),
                 "consume_on_vs_off": round(consume_on / consume_off, 3),
+                "produce_on_vs_off_flushing_beside": round(produce_beside / produce_off, 3),
+                "consume_on_vs_off_flushing_beside": round(consume_beside / consume_off, 3),
                 "produce_trace_cpu_share": round(share("produce"), 3),
                 "consume_trace_cpu_share": round(share("consume"), 3),
                 "produce_msgs_per_s": {"on": round(produce_on), "off": round(produce_off)},

@@ -7,9 +7,9 @@ message's topic opts out with the attribute `trace.enabled=false` (within trace_
 
 Events (tidemq_protocol.api.trace.TraceEventKind): stored (queue, offset, store time, the producer's user and
 address), delivered and retried (per group: pop or push, with the attempt), acked, nacked, invisible_changed,
-dead_lettered (with the letter's id), resent (with the new message's id). Not recorded (yet): pulls by offset (they
-have no group), expiry, key compaction and the move to the cold tier; a message's tier is its queue's
-(`tidemq topic tier`).
+dead_lettered (with the letter's id), resent (with the new message's id). Not recorded: pulls by offset (they have
+no group). Derived when a trace is read, from the store's state, not recorded (`derived_events`): tiered (moved to
+the cold tier), expired, compacted.
 
 Format: `%TRACE%` (one queue, `cleanup.policy=COMPACTION`, retention TIDEMQ_TRACE_RETENTION_MS) holds **runs**: the
 messages of one batch at consecutive offsets of one queue with the same values are one run. A flush writes the runs
@@ -225,7 +225,7 @@ def _rows(pending: Pending) -> tuple[list[str], Iterable[Row]]:
     if kind == "pop":
         delivered, retried, numbers = TraceEventKind.DELIVERED, TraceEventKind.RETRIED, iter(items)
         triples = zip(numbers, numbers, numbers, strict=True)  # (queue, offset, attempt) a message
-        return [ATTEMPT], ((delivered if n <= 1 else retried, q, o, o, (n,)) for q, o, n in triples)
+        return [ATTEMPT], ((delivered if n <= 1 else retried, q, f, last, (n,)) for q, f, last, n in _merged(triples))
     if kind == "push":
         event = TraceEventKind.DELIVERED if pending.common[ATTEMPT] <= 1 else TraceEventKind.RETRIED
         numbers = iter(items)
@@ -241,8 +241,23 @@ def _rows(pending: Pending) -> tuple[list[str], Iterable[Row]]:
     # settlements (acked, nacked, invisible_changed) of handles that settled a delivery, so each is a receipt's 28
     # characters (pop/api.py HANDLE): decoded in one call rather than one `Receipt.of` each
     event = TraceEventKind(kind)
-    receipts = HANDLE.iter_unpack(base64.urlsafe_b64decode(items))
-    return [], ((event, queue, offset, offset, ()) for _, queue, offset, _ in receipts)
+    receipts = ((queue, offset, 0) for _, queue, offset, _ in HANDLE.iter_unpack(base64.urlsafe_b64decode(items)))
+    return [], ((event, queue, first, last, ()) for queue, first, last, _ in _merged(receipts))
+
+
+def _merged(triples: Iterable[tuple[int, int, int]]) -> Iterator[tuple[int, int, int, int]]:
+    """`(queue, offset, value)` a message as runs `(queue, first, last, value)` of consecutive offsets with one value:
+    the flusher's loop a message, kept to a few comparisons (a receive's deliveries are mostly one run)."""
+    queue = first = last = value = -1
+    for q, offset, v in triples:
+        if offset == last + 1 and q == queue and v == value:
+            last = offset
+            continue
+        if first >= 0:
+            yield queue, first, last, value
+        queue, first, last, value = q, offset, offset, v
+    if first >= 0:
+        yield queue, first, last, value
 
 
 @dataclass(slots=True)

@@ -48,6 +48,8 @@ TRACE_DETAILS = (
     "tidemq.delivery.method",
     "tidemq.dead_letter.message.id",
     "tidemq.resent.message.id",
+    "tidemq.tier.medium",
+    "tidemq.trace.derived",
 )
 """Attributes of an event its line shows besides its time, kind, queue:offset, group and attempt."""
 
@@ -58,7 +60,8 @@ TRACE_DETAILS = (
 @click.pass_obj
 def trace(client: HttpClient, msg_id: str, as_json: bool) -> None:
     """Print what the broker recorded of message MSG_ID, oldest event first: stored, delivered and retried per
-    group, acked, nacked, dead-lettered, resent. Why a trace is empty or short is said below it."""
+    group, acked, nacked, dead-lettered, resent; then what the store shows of it now (tiered, expired, compacted).
+    Why a trace is empty or short is said below it."""
     found = Admin(client=client).message_trace(msg_id)
     if as_json:
         click.echo(found.model_dump_json())

@@ -9,6 +9,7 @@ import pytest
 
 from functions.logic import dead_letters, produce, trace
 from functions.logic import pop as pop_logic
+from functions.logic import trace_records as attr
 from shared.settings import Settings
 from tidemq_protocol.api.dead_letters import ResendRequest
 from tidemq_protocol.api.messages import MessageIn
@@ -65,13 +66,13 @@ def test_a_message_popped_nacked_retried_dead_lettered_and_resent_shows_it_all_i
         E.RESENT,
     ]
     stored, delivered, _, retried, _, lettered, resent = (event.attributes for event in shown.events)
-    assert stored[trace.MESSAGE_ID] == msg_id and stored[trace.DESTINATION] == "orders"
-    assert (stored[trace.USER], stored[trace.ADDRESS], stored[trace.OPERATION]) == ("alice", "192.0.2.7", "send")
-    assert (stored[trace.PARTITION], stored[trace.OFFSET]) == (str(first.message.queue), 0)
-    assert (delivered[trace.GROUP], delivered[trace.ATTEMPT], delivered[trace.METHOD]) == ("g", 1, "pop")
-    assert (retried[trace.ATTEMPT], retried[trace.OPERATION]) == (2, "receive")
-    assert lettered[trace.DEAD_LETTER_ID] == letters[0].msg_id and lettered[trace.ATTEMPT] == 2
-    assert resent[trace.RESENT_ID] == result.resent_msg_id
+    assert stored[attr.MESSAGE_ID] == msg_id and stored[attr.DESTINATION] == "orders"
+    assert (stored[attr.USER], stored[attr.ADDRESS], stored[attr.OPERATION]) == ("alice", "192.0.2.7", "send")
+    assert (stored[attr.PARTITION], stored[attr.OFFSET]) == (str(first.message.queue), 0)
+    assert (delivered[attr.GROUP], delivered[attr.ATTEMPT], delivered[attr.METHOD]) == ("g", 1, "pop")
+    assert (retried[attr.ATTEMPT], retried[attr.OPERATION]) == (2, "receive")
+    assert lettered[attr.DEAD_LETTER_ID] == letters[0].msg_id and lettered[attr.ATTEMPT] == 2
+    assert resent[attr.RESENT_ID] == result.resent_msg_id
     times = [event.time_unix_nano for event in shown.events]
     assert times == sorted(times) and shown.note is None
 
@@ -113,7 +114,7 @@ def test_a_stored_event_lost_with_a_flush_is_shown_from_the_message_itself(reope
     msg_id = produced(store, "orders", "x")
     trace.recorder(store)._waiting.clear()  # as if the process died before its flush
     (event,) = trace.message_trace(store, msg_id).events
-    assert (event.event, event.attributes[trace.MESSAGE_ID]) == (E.STORED, msg_id)
+    assert (event.event, event.attributes[attr.MESSAGE_ID]) == (E.STORED, msg_id)
 
 
 def test_an_unknown_message_has_no_trace_and_a_bad_attribute_value_is_refused(reopen):
@@ -149,7 +150,7 @@ def test_a_message_its_retention_passed_shows_expired_after_what_was_recorded(re
     shown = trace.message_trace(store, msg_id)
     assert [event.event for event in shown.events] == [E.STORED, E.DELIVERED, E.ACKED, E.EXPIRED]
     expired = shown.events[-1].attributes
-    assert (expired[trace.MESSAGE_ID], expired[trace.OFFSET], expired[trace.DERIVED]) == (msg_id, 0, 1)
+    assert (expired[attr.MESSAGE_ID], expired[attr.OFFSET], expired[attr.DERIVED]) == (msg_id, 0, 1)
     assert shown.msg_id == msg_id and shown.topic == "brief"
 
 
@@ -178,4 +179,4 @@ def test_a_message_moved_to_the_cold_tier_shows_it_after_what_was_recorded(tiere
     shown = trace.message_trace(store, msg_id)
     assert [event.event for event in shown.events] == [E.STORED, E.DELIVERED, E.ACKED, E.TIERED]
     tiered_event = shown.events[-1].attributes
-    assert (tiered_event[trace.TIER_MEDIUM], tiered_event[trace.DERIVED]) == (store.tier_medium, 1)
+    assert (tiered_event[attr.TIER_MEDIUM], tiered_event[attr.DERIVED]) == (store.tier_medium, 1)

@@ -4,7 +4,8 @@ directory), with the same layout and record bytes as the embedded engine's tier.
 Only the maintenance run writes them (maintenance.py, one uploader per queue at a time under a lease);
 every other process holds read-only views, listed on first use and listed again when the queue's hot
 boundary shows that an upload went further than the view. Reads go through the read-ahead cache
-(tiered/cache.py) exactly as the embedded engine's cold reads do.
+(tiered/cache.py) exactly as the embedded engine's cold reads do; lookups by id and key through the tier's
+index (tiered/lookup.py), as the embedded engine's do.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from typing import NamedTuple
 
 from tidemq_protocol.errors import OffsetOutOfRange
 from tidemq_protocol.filter import MessageFilter
+from tidemq_protocol.message import StoredMessage
 
 from ..config import StoreConfig
 from ..tiered import open_driver
 from ..tiered.cache import ColdSelection, ReadAheadCache, read_cold
 from ..tiered.container import TieredQueue
+from ..tiered.lookup import ColdLookup
 
 VIEW_TTL_S = 5.0
 """How long a view stands before it is listed again, whatever it holds: how soon a compaction is seen."""
@@ -40,6 +43,7 @@ class ColdTier:
         self.driver = open_driver(config)
         self.medium = self.driver.describe()
         self.cache = ReadAheadCache(config.tier_cache_bytes, config.tier_cache_ttl_s)
+        self.lookup = ColdLookup(self.driver)
         self._views: dict[tuple[str, int], tuple[TieredQueue, float]] = {}  # view, when listed
         self._lock = threading.Lock()
 
@@ -98,6 +102,17 @@ class ColdTier:
             return None
         found = view.first_offset_stored_at(timestamp_ms, low, high)
         return None if found == high else found
+
+    def message_by_id(self, msg_id: str) -> StoredMessage | None:
+        """The message with this id in any queue the tier holds (None: none has it); views younger than
+        `VIEW_TTL_S` are searched as they are."""
+        queues = (self.view(topic, queue, 0) for topic, queue in self.driver.queues())
+        return self.lookup.by_id(queues, msg_id)
+
+    def messages_by_key(self, topic: str, hot_offsets: dict[int, int], key: str, limit: int) -> list[StoredMessage]:
+        """The newest `limit` messages carrying `key` of each queue of `hot_offsets` (queue: its hot boundary)."""
+        queues = (self.view(topic, queue, hot) for queue, hot in hot_offsets.items())
+        return self.lookup.by_key(queues, key, limit)
 
     def forget(self, topic: str) -> None:
         """Delete a topic's tier files (topic deletion)."""

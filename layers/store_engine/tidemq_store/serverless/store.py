@@ -38,6 +38,7 @@ from tidemq_protocol.errors import (
     MessageNotFound,
     OffsetOutOfRange,
     QueueOutOfRange,
+    TopicNotFound,
 )
 from tidemq_protocol.filter import MessageFilter, SqlFilter
 from tidemq_protocol.message import Message, MessageType, StoredMessage
@@ -66,6 +67,7 @@ from ..model import (
 from ..pop.api import PopLedger
 from ..reads import DecodedRead, QueueRead, ReadRequest, RunsRead, check_read, matching
 from ..selection import scan_size
+from ..tiered.lookup import newest
 from ..timer.api import TimerStore
 from ..timer.plan import put_delayed
 from ..transactions.api import TransactionLog
@@ -331,6 +333,28 @@ class ServerlessMessageStore(MessageStore):
         return state.next_offset
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
+        """The hot tier's message, else the cold tier's (its index, tiered/lookup.py, searched in every queue the
+        tier holds): a message whose segment file is gone is found there."""
+        try:
+            return self._hot_message_by_id(msg_id)
+        except MessageNotFound:
+            found = self.tier.message_by_id(msg_id) if self.tier is not None else None
+            if found is None or not self._still_held(found):
+                raise
+            return found
+
+    def _still_held(self, message: StoredMessage) -> bool:
+        """Whether a message found in the tier is still its topic's: the topic (not a later one of its name)
+        exists and retention has not passed it."""
+        try:
+            config = self.get_topic(message.topic)
+        except TopicNotFound:
+            return False
+        if message.store_timestamp < config.created_at:
+            return False
+        return message.queue_offset >= self.index.state(message.topic, message.queue).min_offset
+
+    def _hot_message_by_id(self, msg_id: str) -> StoredMessage:
         """The id names the file and place (`record.read_by_id` checks what is there before reading it whole); the
         queue's entries (or the `by_file` index) say which offset. A timer id is the timers' to look up."""
         if is_timer_id(msg_id):
@@ -352,12 +376,14 @@ class ServerlessMessageStore(MessageStore):
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
         """Batches carrying the key, newest first, per queue: the hot entries, then the batch items (a
-        filtered Query of the queue's hot index; its cost grows with the hot tier, not the cold one)."""
+        filtered Query of the queue's hot index; its cost grows with the hot tier, not the cold one); below a
+        queue's hot boundary, the cold tier's index (tiered/lookup.py)."""
         config = self.get_topic(topic)
         if not isinstance(key, str) or not key:
             raise InvalidArgument("key must be a non-empty string")
         check_page_limit(limit)
         found: list[StoredMessage] = []
+        cold_queues: dict[int, int] = {}  # queue: its hot boundary, for queues with messages below it
         batches = self.tables.batches
         for queue in range(config.queues):
             state = self.index.state(topic, queue)
@@ -366,6 +392,8 @@ class ServerlessMessageStore(MessageStore):
             indexed = self.index.indexed_batches(topic, queue, True, batches.keys.contains(key))
             refs = [*keyed, *(ref for ref in indexed if ref.first_offset < state.indexed)]
             taken = 0
+            if state.hot_offset > state.min_offset:
+                cold_queues[queue] = state.hot_offset
             for ref in refs:
                 if ref.first_offset < max(state.min_offset, state.hot_offset):
                     break
@@ -375,8 +403,11 @@ class ServerlessMessageStore(MessageStore):
                 taken += len(matches)
                 if taken >= limit:
                     break
-        found.sort(key=lambda m: (m.store_timestamp, m.queue, m.queue_offset))
-        return found[-limit:]
+        if self.tier is None or not cold_queues:
+            found.sort(key=lambda m: (m.store_timestamp, m.queue, m.queue_offset))
+            return found[-limit:]
+        cold = self.tier.messages_by_key(topic, cold_queues, key, limit)
+        return newest(found, [m for m in cold if self._still_held(m)], limit)
 
     # ---- cold tier -------------------------------------------------------------------------------
 

@@ -95,6 +95,13 @@ class PosixDriver(TierDriver):
         except FileNotFoundError:
             return None
 
+    def read_range(self, key: str, start: int, length: int) -> bytes | None:
+        try:
+            with open(self.directory / key, "rb", buffering=0) as handle:
+                return os.pread(handle.fileno(), length, start)
+        except FileNotFoundError:
+            return None
+
     def objects(self, prefix: str) -> list[StoredObject]:
         directory = prefix.rpartition("/")[0]
         root = self.directory / directory

@@ -143,6 +143,17 @@ class S3Driver(TierDriver):
                 return None
             raise
 
+    def read_range(self, key: str, start: int, length: int) -> bytes | None:
+        try:
+            reply = self.client.get_object(
+                Bucket=self.bucket, Key=self._full(key), Range=f"bytes={start}-{start + length - 1}"
+            )
+        except ClientError as error:
+            if _missing(error):
+                return None
+            raise
+        return reply["Body"].read()
+
     def objects(self, prefix: str) -> list[StoredObject]:
         root = len(self._full(""))
         return [

@@ -146,6 +146,11 @@ class TierDriver(ABC):
         """The object's bytes (None: there is no such object)."""
 
     @abstractmethod
+    def read_range(self, key: str, start: int, length: int) -> bytes | None:
+        """`length` bytes of object `key` from `start` (fewer at its end; None: there is no such object): the
+        ranged read of the tier's index (index.py)."""
+
+    @abstractmethod
     def objects(self, prefix: str) -> list[StoredObject]:
         """Every object whose key starts with `prefix`, in key order."""
 

@@ -13,7 +13,9 @@ and fall back to the hot tier for offsets the tier does not hold yet (or when a 
 the hot tier still has the data). Cold reads go through the read-ahead cache (cache.py), filter by tag
 on the server from the tier's ConsumeQueue, and return the records byte for byte as stored, so a
 consumer cannot tell which tier served it. A queue's readable range starts at the lower of the two
-minimums. Lookups by message id and key search the hot tier only.
+minimums. Lookups by message id and key ask the hot tier, then the tier's index (lookup.py: what only the tier
+holds, once hot segments are gone); a lookup by time (`offset_for_timestamp`) searches the tier's ConsumeQueue
+below the hot minimum.
 
 Hot retention (`hot_retention_ms`): hot segments whose records are all in the tier and older than it are
 removed by the hot cleaner (never under DISABLE, which could not read them back); topic retention also
@@ -23,10 +25,10 @@ deletes cold segments whose messages expired.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from tidemq_protocol import clock
-from tidemq_protocol.errors import OffsetOutOfRange, TideMQError, TopicNotFound
+from tidemq_protocol.errors import MessageNotFound, OffsetOutOfRange, TideMQError, TopicNotFound
 from tidemq_protocol.message import Message, StoredMessage
 
 from ..acl import UserRecord
@@ -41,6 +43,7 @@ from ..model import (
     QueueOffsets,
     TierQueueStatus,
     TopicConfig,
+    check_page_limit,
     check_queue,
 )
 from ..pop.api import PopLedger
@@ -50,6 +53,7 @@ from ..transactions.api import TransactionLog
 from .cache import ReadAheadCache, read_cold
 from .container import TieredQueue
 from .dispatcher import TieredDispatcher
+from .lookup import ColdLookup, newest
 from .progress import ProgressStore
 from .segment import TierDriver
 
@@ -66,6 +70,7 @@ class TieredMessageStore(MessageStore):
         self.progress = ProgressStore(config.home / "tier-progress", config.metadata_sync)
         self.dispatcher = TieredDispatcher(hot, driver, self.progress, config)
         self.cache = ReadAheadCache(config.tier_cache_bytes, config.tier_cache_ttl_s)
+        self.lookup = ColdLookup(driver)
         hot.add_put_listener(self.dispatcher.dispatch)
         if config.hot_retention_ms is not None and config.tier_level is not TieredStorageLevel.DISABLE:
             hot.set_release_policy(ReleasePolicy(self.dispatcher.uploaded_before, config.hot_retention_ms))
@@ -242,14 +247,40 @@ class TieredMessageStore(MessageStore):
         return tiered.first_offset_stored_at(timestamp_ms, low, high)
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
-        return self.hot.message_by_id(msg_id)
+        """The hot tier's message, else the cold tier's (every queue the tier holds is searched, lookup.py)."""
+        try:
+            return self.hot.message_by_id(msg_id)
+        except MessageNotFound:
+            found = self.lookup.by_id(self._cold_queues(), msg_id)
+            if found is None or not self._in_tier_range(found):
+                raise
+            return found
+
+    def _cold_queues(self, topic: str | None = None) -> Iterable[TieredQueue]:
+        """The tier queues (of `topic`, or of every topic) to search for what the hot tier lacks."""
+        for name, queue in self.progress.queues():
+            if topic is None or name == topic:
+                yield self.dispatcher.tiered_queue(name, queue)
+
+    def _in_tier_range(self, message: StoredMessage) -> bool:
+        """Whether a message found in the tier (within its queue's tier range) is its topic's: the topic exists
+        and was not created after the message (a deleted topic's name taken again)."""
+        try:
+            return message.store_timestamp >= self.hot.get_topic(message.topic).created_at
+        except TopicNotFound:
+            return False
 
     @property
     def timers(self) -> TimerStore:
         return self.hot.timers
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
-        return self.hot.messages_by_key(topic, key, limit)
+        """The hot tier's and the cold tier's messages carrying `key` (lookup.py), the newest `limit`."""
+        hot = self.hot.messages_by_key(topic, key, limit)
+        if self.config.tier_level is TieredStorageLevel.DISABLE:
+            return hot
+        cold = [m for m in self.lookup.by_key(self._cold_queues(topic), key, limit) if self._in_tier_range(m)]
+        return newest(hot, cold, check_page_limit(limit))
 
     # ---- cold tier -------------------------------------------------------------------------------
 

@@ -210,6 +210,6 @@ def test_serverless_finds_by_id_and_key_in_s3_once_the_segment_files_are_deleted
     found, calls = requests.during(lambda: other.message_by_id(results[5].msg_id))
     assert found == before
     objects = sum(len(index_objects(other.tier.driver, "orders", q)) for q in range(2))
-    # the queues' listing (1 + one per topic), each queue's view (3 listings) and index listing, 2 reads per index
-    # object, 2 per candidate
+    # the queues' listing (1 + one per topic), each queue's view (3 listings; no manifest: never compacted) and
+    # index listing, 2 reads per index object, 2 per candidate
     assert len(calls) <= 2 + 2 * (3 + 1) + 2 * objects + 2, calls

@@ -213,3 +213,19 @@ def test_serverless_finds_by_id_and_key_in_s3_once_the_segment_files_are_deleted
     # the queues' listing (1 + one per topic), each queue's view (3 listings; no manifest: never compacted) and
     # index listing, 2 reads per index object, 2 per candidate
     assert len(calls) <= 2 + 2 * (3 + 1) + 2 * objects + 2, calls
+
+
+def test_while_the_hot_tier_holds_every_message_a_lookup_makes_no_s3_request(aws_env, open_test_store):
+    store = embedded_cold(open_test_store, hot_retention_ms=None)
+    store.create_topic(TopicConfig(name="t", queues=2))
+    results = keyed_batches(store, "t", 2, batches=10)
+    store.upload_now("t")
+    requests = S3Requests(store.driver.client)
+    found, calls = requests.during(
+        lambda: (store.message_by_id(results[0].msg_id), store.messages_by_key("t", "shared"))
+    )
+    assert found[0].msg_id == results[0].msg_id and len(found[1]) == 32
+    assert calls == []
+    with pytest.raises(MessageNotFound):  # nothing below the hot minimum: the tier is not asked
+        requests.during(lambda: store.message_by_id("f" * 24))
+    assert requests.calls == []

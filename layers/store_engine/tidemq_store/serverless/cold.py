@@ -106,12 +106,12 @@ class ColdTier:
     def message_by_id(self, msg_id: str) -> StoredMessage | None:
         """The message with this id in any queue the tier holds (None: none has it); views younger than
         `VIEW_TTL_S` are searched as they are."""
-        queues = (self.view(topic, queue, 0) for topic, queue in self.driver.queues())
+        queues = ((self.view(topic, queue, 0), None) for topic, queue in self.driver.queues())
         return self.lookup.by_id(queues, msg_id)
 
     def messages_by_key(self, topic: str, hot_offsets: dict[int, int], key: str, limit: int) -> list[StoredMessage]:
         """The newest `limit` messages carrying `key` of each queue of `hot_offsets` (queue: its hot boundary)."""
-        queues = (self.view(topic, queue, hot) for queue, hot in hot_offsets.items())
+        queues = ((self.view(topic, queue, hot), hot) for queue, hot in hot_offsets.items())
         return self.lookup.by_key(queues, key, limit)
 
     def forget(self, topic: str) -> None:

@@ -12,7 +12,9 @@ What one lookup reads, per queue searched (the bound the tests count, docs/tiere
     per candidate offset: 2 reads (its ConsumeQueue entry, its record)
 
 A lookup by id searches every queue the tier holds until one has the message; a lookup by key the queues of
-its topic, newest index objects first, until `limit` messages are found in each. Index objects are one per
+its topic, newest index objects first, until `limit` messages are found in each. Only offsets below the hot tier's
+minimum are searched (the hot tier was asked about the rest), so a queue the hot tier still holds whole costs
+nothing. Index objects are one per
 upload until compaction (spark_emr) merges them, which is what keeps their number, and so the reads, small.
 Offsets no index object covers (an upload that crashed before writing its object, an object deleted by hand, a
 tier uploaded before the index existed) are indexed again from the tier's own files first (`rebuild`), in
@@ -46,6 +48,9 @@ from .index import (
 )
 from .segment import SegmentGone, TierDriver
 
+ColdQueue = tuple[TieredQueue, int | None]
+"""A tier queue to search, and the offset from which the hot tier holds its messages (None: search it all)."""
+
 REBUILD_OFFSETS = 10_000
 """Most offsets one rebuilt index object covers."""
 
@@ -59,41 +64,47 @@ class ColdLookup:
         self.driver = driver
         self.reader = IndexReader(driver, tables or SlotTables())
 
-    def by_id(self, queues: Iterable[TieredQueue], msg_id: str) -> StoredMessage | None:
+    def by_id(self, queues: Iterable[ColdQueue], msg_id: str) -> StoredMessage | None:
         """The message with id `msg_id` in the first of `queues` holding it (None: none does)."""
         hashed = id_hash(msg_id)
         wanted = msg_id.lower()
-        for tiered in queues:
-            for message in self._search(tiered, hashed, 1, lambda m: m.msg_id.lower() == wanted):
+        for tiered, below in queues:
+            for message in self._search(tiered, below, hashed, 1, lambda m: m.msg_id.lower() == wanted):
                 return message
         return None
 
-    def by_key(self, queues: Iterable[TieredQueue], key: str, limit: int) -> list[StoredMessage]:
+    def by_key(self, queues: Iterable[ColdQueue], key: str, limit: int) -> list[StoredMessage]:
         """The newest `limit` messages carrying `key` of each of `queues` (unordered)."""
         hashed = key_hash(key)
         found: list[StoredMessage] = []
-        for tiered in queues:
-            found += self._search(tiered, hashed, limit, lambda m: key in m.keys)
+        for tiered, below in queues:
+            found += self._search(tiered, below, hashed, limit, lambda m: key in m.keys)
         return found
 
-    def _search(self, tiered: TieredQueue, hashed: int, limit: int, wanted) -> list[StoredMessage]:
-        """Up to `limit` messages of the queue, newest first, listed under `hashed` and passing `wanted`."""
+    def _search(self, tiered: TieredQueue, below: int | None, hashed: int, limit: int, wanted) -> list[StoredMessage]:
+        """Up to `limit` messages of the queue below offset `below`, newest first, listed under `hashed` and passing
+        `wanted`."""
         for attempt in range(2):
             try:
-                return self._search_listed(tiered, hashed, limit, wanted)
+                return self._search_listed(tiered, below, hashed, limit, wanted)
             except (IndexGone, SegmentGone):  # compaction or retention removed an object meanwhile
                 if attempt:
                     raise
                 tiered.refresh()
         return []
 
-    def _search_listed(self, tiered: TieredQueue, hashed: int, limit: int, wanted) -> list[StoredMessage]:
+    def _search_listed(
+        self, tiered: TieredQueue, below: int | None, hashed: int, limit: int, wanted
+    ) -> list[StoredMessage]:
         low, high = tiered.min_offset, tiered.max_offset
-        if low is None or low >= high:
+        if low is None:
             return []
+        high = high if below is None else min(high, below)
+        if low >= high:
+            return []  # the hot tier holds all the tier does: it was asked
         found: list[StoredMessage] = []
         seen: set[int] = set()
-        for item in reversed(self.ranges(tiered, low, high)):
+        for item in reversed([item for item in self.ranges(tiered, low, high) if item.first < high]):
             for offset in self.reader.offsets(item, hashed):
                 if offset in seen or not low <= offset < high:
                     continue

@@ -53,7 +53,7 @@ from ..transactions.api import TransactionLog
 from .cache import ReadAheadCache, read_cold
 from .container import TieredQueue
 from .dispatcher import TieredDispatcher
-from .lookup import ColdLookup, newest
+from .lookup import ColdLookup, ColdQueue, newest
 from .progress import ProgressStore
 from .segment import TierDriver
 
@@ -256,11 +256,18 @@ class TieredMessageStore(MessageStore):
                 raise
             return found
 
-    def _cold_queues(self, topic: str | None = None) -> Iterable[TieredQueue]:
-        """The tier queues (of `topic`, or of every topic) to search for what the hot tier lacks."""
+    def _cold_queues(self, topic: str | None = None) -> Iterable[ColdQueue]:
+        """The tier queues (of `topic`, or of every topic) holding offsets the hot tier no longer has, each with its
+        hot minimum: what to search for what the hot tier lacks."""
         for name, queue in self.progress.queues():
-            if topic is None or name == topic:
-                yield self.dispatcher.tiered_queue(name, queue)
+            if topic is not None and name != topic:
+                continue
+            try:
+                hot_min = self.hot.min_offset(name, queue)
+            except TopicNotFound:
+                continue
+            if hot_min > 0:
+                yield self.dispatcher.tiered_queue(name, queue), hot_min
 
     def _in_tier_range(self, message: StoredMessage) -> bool:
         """Whether a message found in the tier (within its queue's tier range) is its topic's: the topic exists

@@ -384,6 +384,7 @@ class ServerlessMessageStore(MessageStore):
         check_page_limit(limit)
         found: list[StoredMessage] = []
         cold_queues: dict[int, int] = {}  # queue: its hot boundary, for queues with messages below it
+        minimums: dict[int, int] = {}
         batches = self.tables.batches
         for queue in range(config.queues):
             state = self.index.state(topic, queue)
@@ -392,6 +393,7 @@ class ServerlessMessageStore(MessageStore):
             indexed = self.index.indexed_batches(topic, queue, True, batches.keys.contains(key))
             refs = [*keyed, *(ref for ref in indexed if ref.first_offset < state.indexed)]
             taken = 0
+            minimums[queue] = state.min_offset
             if state.hot_offset > state.min_offset:
                 cold_queues[queue] = state.hot_offset
             for ref in refs:
@@ -403,11 +405,11 @@ class ServerlessMessageStore(MessageStore):
                 taken += len(matches)
                 if taken >= limit:
                     break
-        if self.tier is None or not cold_queues:
-            found.sort(key=lambda m: (m.store_timestamp, m.queue, m.queue_offset))
-            return found[-limit:]
-        cold = self.tier.messages_by_key(topic, cold_queues, key, limit)
-        return newest(found, [m for m in cold if self._still_held(m)], limit)
+        cold = []
+        if self.tier is not None and cold_queues:
+            cold = self.tier.messages_by_key(topic, cold_queues, key, limit)
+        held = [m for m in cold if m.queue_offset >= minimums[m.queue] and m.store_timestamp >= config.created_at]
+        return newest(found, held, limit)
 
     # ---- cold tier -------------------------------------------------------------------------------
 

@@ -53,6 +53,7 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
         "timers": WRITE,
         "timer_outcomes": WRITE,
         "transactions": WRITE,
+        "sends": WRITE,  # an idempotent send's key, written in its sequencing transaction and read on a resend
     },
     # consume: the queue's item and batch items, read; long polls BatchGetItem the queues' items; pop consumption's
     # receives and acks read the group (its retry policy) and claim and settle in its ledgers (pop/receive.py:

@@ -3,14 +3,15 @@
 
     {"role": "producer", "messages": [{"body": "<base64>", "tag": ..., "keys": [...], "properties": {...},
                                        "group": ..., "delay_s": s, "recall": true, "transaction": "commit",
-                                       "after_line": true}, ...],
+                                       "after_line": true, "until_sent": true}, ...],
      "checker": {"<base64 body>": "COMMIT" | "ROLLBACK"}, "await_checks": n}
         -> {"sent": <message id>, "offset": n, "transaction_id": ..., "recall_handle": ...} per message, or
            {"error": <class>, "code": <RocketMQ code>}; {"recalled": <message id>} after a recall; with a "checker",
            messages with a "transaction" ("commit", "rollback", or "none": left for the server's check) are half
            messages, {"ended": body, "as": ...} after each end, and {"checked": body, "answer": ...} per check the
            server asked, the producer staying until it has answered "await_checks" of them; a message "after_line"
-           is sent once the test writes a line to the client's standard input, and after "pause_s" seconds
+           is sent once the test writes a line to the client's standard input, and after "pause_s" seconds; one
+           "until_sent" is sent again (a new send, as an application would) until one succeeds
     {"role": "simple", "group": g, "steps": [{"do": "receive", "want": n, "invisible_s": s}, {"do": "ack", "body": b},
                                              {"do": "change", "body": b, "invisible_s": s},
                                              {"do": "await", "body": b, "invisible_s": s}, ...]}
@@ -98,10 +99,17 @@ def produce(config: ClientConfiguration, spec: dict) -> None:
     producer.startup()
     try:
         for item in spec["messages"]:
-            try:
-                send_one(producer, spec["topic"], item)
-            except Exception as error:  # the test reads what the client raised
-                emit(failed(error))
+            if item.get("after_line"):  # the test says when, by writing a line
+                sys.stdin.readline()
+            while True:
+                try:
+                    send_one(producer, spec["topic"], item)
+                    break
+                except Exception as error:  # the test reads what the client raised
+                    emit(failed(error))
+                    if not item.get("until_sent"):
+                        break
+                    time.sleep(0.5)  # the application's own retry: a new send (the client's retries are spent)
         deadline = time.monotonic() + spec.get("deadline_s", 120)
         for _ in range(spec.get("await_checks", 0)):
             if not checker.checked.acquire(timeout=max(deadline - time.monotonic(), 0)):
@@ -113,8 +121,6 @@ def produce(config: ClientConfiguration, spec: dict) -> None:
 
 
 def send_one(producer: Producer, topic: str, item: dict) -> None:
-    if item.get("after_line"):  # the test says when, by writing a line
-        sys.stdin.readline()
     time.sleep(item.get("pause_s", 0))
     message = Message()
     message.topic = topic

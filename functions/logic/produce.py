@@ -8,6 +8,10 @@ rest of a batch goes to one queue chosen round-robin per batch, so an unkeyed ba
 refuses a batch whose messages do not fit the topic's message type (tidemq_store/batch.py). On a DELAY topic each
 message says when it is due (`delivery_time_ms` or `delay_ms`); one sent for later comes back with offset -1 and a
 recall handle, which recalls it until then (tidemq_store/timer).
+
+Idempotent sends: a batch the producer names (`send_key`: the HTTP API's Idempotency-Key header, a RocketMQ
+SendMessage's message ids) is stored once for its name within the deduplication window; a send of the name again
+answers the first send's results, whatever queue this routing chose this time (tidemq_store/sends.py).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from tidemq_protocol.message import Message, key_queue
 from tidemq_protocol.record import MESSAGE_GROUP, message_group_of
 from tidemq_protocol.timer import delivery_properties
 from tidemq_store import MessageStore, PutResult
+from tidemq_store.sends import SendKey, check_send_key
 
 from .notifier import PushNotifier
 
@@ -38,10 +43,20 @@ def queue_for(frame: ProduceFrame, index: int, queues: int, batch_queue: int) ->
     return key_queue(key, queues) if key else batch_queue
 
 
+def send_named(key: str | None) -> SendKey | None:
+    """The send a producer named `key` (its Idempotency-Key, a RocketMQ message id), checked; None: unnamed."""
+    return None if key is None else SendKey(check_send_key(key))
+
+
 def produce_frames(
-    store: MessageStore, topic: str, frames: Sequence[ProduceFrame], notifier: PushNotifier
+    store: MessageStore,
+    topic: str,
+    frames: Sequence[ProduceFrame],
+    notifier: PushNotifier,
+    send_key: str | None = None,
 ) -> list[PutResult]:
-    """Route and store decoded messages (from JSON or the binary batch encoding), then tell `notifier`."""
+    """Route and store decoded messages (from JSON or the binary batch encoding), then tell `notifier`; a batch with
+    `send_key` is stored once for it (tidemq_store/sends.py)."""
     queues = store.get_topic(topic).queues
     batch_queue = next(_round_robin) % queues
     messages = []
@@ -54,16 +69,18 @@ def produce_frames(
         else:
             message.queue = queue_for(frame, index, queues, batch_queue)
         messages.append(message)
-    results = store.put(topic, messages)
+    results = store.put(topic, messages, send_named(send_key))
     notifier.messages_stored(topic)
     return results
 
 
-def produce_records(store: MessageStore, topic: str, records: bytes, notifier: PushNotifier) -> list[PutResult]:
+def produce_records(
+    store: MessageStore, topic: str, records: bytes, notifier: PushNotifier, send_key: str | None = None
+) -> list[PutResult]:
     """Store records a producer encoded (tidemq_protocol/codec.py), a record without a queue going to the batch's
-    round-robin queue, then tell `notifier`."""
+    round-robin queue, then tell `notifier`; `send_key` as `produce_frames` takes it."""
     batch_queue = next(_round_robin) % store.get_topic(topic).queues
-    results = store.put_records(topic, records, batch_queue)
+    results = store.put_records(topic, records, batch_queue, send_named(send_key))
     notifier.messages_stored(topic)
     return results
 
@@ -82,12 +99,14 @@ def json_properties(index: int, message: MessageIn) -> dict[str, str]:
     return {**message.properties, **grouped, **timing}
 
 
-def produce_json(store: MessageStore, topic: str, messages: list[MessageIn], notifier: PushNotifier) -> ProduceResponse:
+def produce_json(
+    store: MessageStore, topic: str, messages: list[MessageIn], notifier: PushNotifier, send_key: str | None = None
+) -> ProduceResponse:
     frames = [
         ProduceFrame(Message(m.body_bytes(), 0, tuple(m.keys), m.tag, json_properties(i, m)), m.queue, m.sharding_key)
         for i, m in enumerate(messages)
     ]
-    results = produce_frames(store, topic, frames, notifier)
+    results = produce_frames(store, topic, frames, notifier, send_key)
     return ProduceResponse(
         messages=[
             PutView(

@@ -38,7 +38,7 @@ from tidemq_store.model import check_page_limit
 from tidemq_store.transactions.api import Transaction, TransactionState
 
 from .notifier import PushNotifier
-from .produce import json_properties
+from .produce import json_properties, send_named
 
 SWEEP_PAGE = 100
 """Due transactions one step of the sweep reads; it goes on until none is due."""
@@ -67,10 +67,15 @@ def view(transaction: Transaction) -> TransactionView:
 
 
 def send_half(
-    store: MessageStore, settings: Settings, topic: str, producer_group: str, message: MessageIn
+    store: MessageStore,
+    settings: Settings,
+    topic: str,
+    producer_group: str,
+    message: MessageIn,
+    send_key: str | None = None,
 ) -> Transaction:
     """Store a half message of `topic` (routed to a queue as a produce routes it), its first check due after the
-    timeout."""
+    timeout; once for `send_key` (the producer's name for the send, tidemq_store/sends.py)."""
     queues = store.get_topic(topic).queues
     if message.queue is not None and message.queue >= queues:
         raise QueueOutOfRange(topic, message.queue, queues)
@@ -81,7 +86,7 @@ def send_half(
     else:
         queue = next_queue(queues)
     half = Message(message.body_bytes(), queue, tuple(message.keys), message.tag, json_properties(0, message))
-    return prepare(store, settings, topic, producer_group, half)
+    return prepare(store, settings, topic, producer_group, half, send_key)
 
 
 def next_queue(queues: int) -> int:
@@ -89,9 +94,18 @@ def next_queue(queues: int) -> int:
     return next(_round_robin) % queues
 
 
-def prepare(store: MessageStore, settings: Settings, topic: str, producer_group: str, half: Message) -> Transaction:
-    """Store `half` (routed to its queue) as a half message of `topic`, its first check due after the timeout."""
-    return store.transactions.prepare(topic, half, producer_group, now_ms() + settings.transaction_timeout_ms)
+def prepare(
+    store: MessageStore,
+    settings: Settings,
+    topic: str,
+    producer_group: str,
+    half: Message,
+    send_key: str | None = None,
+) -> Transaction:
+    """Store `half` (routed to its queue) as a half message of `topic`, its first check due after the timeout; once
+    for `send_key`: sent again, it is answered its transaction as it is now."""
+    check_at = now_ms() + settings.transaction_timeout_ms
+    return store.transactions.prepare(topic, half, producer_group, check_at, send_named(send_key))
 
 
 def end(

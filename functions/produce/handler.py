@@ -14,7 +14,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from functions.api.auth import require
 from functions.api.binary import request_bytes
 from functions.api.errors import responses, unsupported_media_type
-from functions.api.params import GroupInPath, MessageIdInPath, TopicInPath
+from functions.api.params import GroupInPath, IdempotencyKey, MessageIdInPath, TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.logic import produce, transactions
 from functions.observability import metrics
@@ -38,10 +38,13 @@ watch_moved_timers()  # the embedded engine's mover runs in this process
 
 
 @app.post("/v1/topics/<topic>/messages", tags=["messages"], responses=responses(415, 400, 404, 409, 413, 503))
-def produce_json(topic: TopicInPath, request: ProduceRequest) -> ProduceResponse:
-    """Store a batch atomically; each message's id, queue and offset come back in order."""
+def produce_json(
+    topic: TopicInPath, request: ProduceRequest, idempotency_key: IdempotencyKey = None
+) -> ProduceResponse:
+    """Store a batch atomically; each message's id, queue and offset come back in order. With an Idempotency-Key,
+    a batch sent again is stored once (docs/producing.md)."""
     require((acl.topic(topic), Action.PUB))
-    response = produce.produce_json(get_store(), topic, request.messages, push_notifier())
+    response = produce.produce_json(get_store(), topic, request.messages, push_notifier(), idempotency_key)
     metrics.add_metric(name="MessagesProduced", unit=MetricUnit.Count, value=len(response.messages))
     return response
 
@@ -74,17 +77,18 @@ def produce_json(topic: TopicInPath, request: ProduceRequest) -> ProduceResponse
         }
     },
 )
-def produce_binary(topic: TopicInPath):
+def produce_binary(topic: TopicInPath, idempotency_key: IdempotencyKey = None):
     require((acl.topic(topic), Action.PUB))
     content_type = app.current_event.headers.get("content-type", "")
     media_type = content_type.partition(";")[0].strip().lower()
     if media_type == codec.RECORDS_CONTENT_TYPE:
-        results = produce.produce_records(get_store(), topic, request_bytes(app.current_event), push_notifier())
+        records = request_bytes(app.current_event)
+        results = produce.produce_records(get_store(), topic, records, push_notifier(), idempotency_key)
     elif media_type == codec.CONTENT_TYPE:
         frames = codec.decode_produce(request_bytes(app.current_event), get_settings())
         if not frames:
             raise InvalidArgument("the batch holds no messages")
-        results = produce.produce_frames(get_store(), topic, frames, push_notifier())
+        results = produce.produce_frames(get_store(), topic, frames, push_notifier(), idempotency_key)
     else:
         return unsupported_media_type(content_type)
     metrics.add_metric(name="MessagesProduced", unit=MetricUnit.Count, value=len(results))
@@ -107,12 +111,16 @@ def recall(topic: TopicInPath, request: RecallRequest) -> RecallResponse:
 
 
 @app.post("/v1/topics/<topic>/transactions", tags=["transactions"], responses=responses(415, 400, 404, 409, 413, 503))
-def send_half(topic: TopicInPath, request: HalfMessageRequest) -> TransactionView:
+def send_half(
+    topic: TopicInPath, request: HalfMessageRequest, idempotency_key: IdempotencyKey = None
+) -> TransactionView:
     """Send a half message: stored, invisible to every consumer until its transaction is committed (then visible
-    once, with this id); checked back with its producer group if not ended within the transaction timeout."""
+    once, with this id); checked back with its producer group if not ended within the transaction timeout. With an
+    Idempotency-Key, sent again it is answered its transaction as it is now, and nothing is prepared."""
     require((acl.topic(topic), Action.PUB))
     settings = get_settings()
-    sent = transactions.send_half(get_store(), settings, topic, request.producer_group, request)
+    store = get_store()
+    sent = transactions.send_half(store, settings, topic, request.producer_group, request, idempotency_key)
     metrics.add_metric(name="HalfMessagesSent", unit=MetricUnit.Count, value=1)
     return transactions.view(sent)
 

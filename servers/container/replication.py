@@ -105,7 +105,7 @@ class MasterReplication:
     def on_put(self, stored: StoredBatch) -> None:
         """After every put (in the putting thread): wake the slave's long poll; under SYNC_MASTER, wait for the
         slave to hold the batch and note how far it got."""
-        end = stored.positions[-1] + stored.sizes[-1]
+        end = stored.end  # the whole append: a batch with a SEND_KEY record is whole with it
         with self._changed:
             self._changed.notify_all()
             if not self.synchronous:

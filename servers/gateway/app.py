@@ -8,9 +8,9 @@
 With `TIDEMQ_PUSH_MODE=local` (the default) the process also runs the push worker (`functions.push.worker`), where
 AWS would invoke the push function: started here, it is the push notifier the handlers give the produce and
 subscription logic. Beside HTTP it serves RocketMQ 5's gRPC protocol (`servers.grpc_proxy`, on TIDEMQ_GRPC_PORT:
-8081 unless TIDEMQ_GRPC_ENABLED=false) on the same event loop and store. It runs the maintenance schedule (with the
-embedded engine, only its transactions job), and it starts the local AWS (`TIDEMQ_LOCAL_AWS`) that its settings ask
-for.
+8081 unless TIDEMQ_GRPC_ENABLED=false) over the same store, on an event loop of its own (its server.py says why). It
+runs the maintenance schedule (with the embedded engine, only its transactions job), and it starts the local AWS
+(`TIDEMQ_LOCAL_AWS`) that its settings ask for.
 """
 
 from __future__ import annotations

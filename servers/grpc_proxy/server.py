@@ -1,9 +1,14 @@
-"""The gRPC server the proxy runs in, on grpc.aio: started inside a server's event loop (the local gateway's, beside
-its HTTP), so long polls and Telemetry streams are coroutines, and store calls run on a pool of its own.
+"""The gRPC server the proxy runs in, on grpc.aio: long polls and Telemetry streams are coroutines, and store calls
+run on a pool of its own (or, served inline, on the proxy's event loop: service.py `call`).
 
-    proxy = await start(get_settings())     # listening on TIDEMQ_HOST:TIDEMQ_GRPC_PORT
+    proxy = await start(get_settings())     # listening on TIDEMQ_HOST:TIDEMQ_GRPC_PORT, on the running event loop
+    proxy = await start_beside(get_settings(), "...")   # beside a server's HTTP: on an event loop of its own
     ...
     await proxy.stop()
+
+Beside a server's HTTP (the local gateway, the BrokerContainer) the proxy runs on an event loop of its own, in a
+thread of its own (`ProxyThread`), a plain asyncio loop whatever loop the HTTP server chose: so that a call the proxy
+serves inline blocks no HTTP request, and neither server's calls wait behind the other's callbacks.
 
 The handlers are made from the service's descriptor (protocol/__init__.py says why not from a generated servicer):
 each method of `apache.rocketmq.v2.MessagingService` is served by MessagingService's method of that name, or
@@ -13,6 +18,7 @@ answered UNSUPPORTED (with a status, as every error is) when it has none.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,7 +30,7 @@ from google.protobuf.message_factory import GetMessageClass
 from functions.store import get_store
 from shared.settings import Settings
 from tidemq_protocol.limits import MIB
-from tidemq_store import MessageStore
+from tidemq_store import Backend, MessageStore
 
 from .protocol import MESSAGING_SERVICE, SERVICE
 from .service import MessagingService
@@ -109,16 +115,18 @@ async def start(
     store: Callable[[], MessageStore] = get_store,
     broker: str = BROKER,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    inline_when_idle: bool = False,
 ) -> RunningProxy:
     """Serve the proxy on TIDEMQ_HOST:TIDEMQ_GRPC_PORT (RuntimeError if the address cannot be bound);
-    `interceptors` see each call first (a BrokerContainer's pick the broker it is for)."""
+    `interceptors` see each call first (a BrokerContainer's pick the broker it is for); `inline_when_idle`: see
+    MessagingService (only where the event loop is the proxy's alone and store calls are local)."""
     limit = settings.max_request_bytes + MIB  # a SendMessage's messages and their framing
     server = grpc.aio.server(
         interceptors=interceptors,
         options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)],
     )
     threads = ThreadPoolExecutor(settings.grpc_threads, thread_name_prefix="tidemq-grpc")
-    service = MessagingService(settings, threads, broker, (settings.host, settings.grpc_port), store)
+    service = MessagingService(settings, threads, broker, (settings.host, settings.grpc_port), store, inline_when_idle)
     server.add_generic_rpc_handlers((handlers(service),))
     port = server.add_insecure_port(f"{settings.host}:{settings.grpc_port}")
     if port == 0:
@@ -128,11 +136,56 @@ async def start(
     return RunningProxy(server, service, threads, port, asyncio.create_task(service.checks.forever()))
 
 
-async def start_beside(settings: Settings, server: str, **options: Any) -> RunningProxy | None:
-    """The proxy beside a server's HTTP API (`server` names it in the line printed), on its event loop; None when
-    TIDEMQ_GRPC_ENABLED=false. `options`: start's."""
+@dataclass
+class ProxyThread:
+    """A proxy served on an event loop of its own in a thread of its own (the module docstring says why)."""
+
+    proxy: RunningProxy
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        return self.proxy.port
+
+    @classmethod
+    async def start(cls, settings: Settings, **options: Any) -> ProxyThread:
+        """`start(settings, **options)` on a new loop in a new thread (its error, if it fails, with the thread gone)."""
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="tidemq-grpc-loop", daemon=True)
+        thread.start()
+        running = cls(None, loop, thread)  # type: ignore[arg-type]  # the proxy comes next
+        try:
+            running.proxy = await running.on_loop(start(settings, **options))
+        except BaseException:
+            await running.end_loop()
+            raise
+        return running
+
+    async def on_loop(self, work: Any) -> Any:
+        """Await the coroutine `work` run on the proxy's loop."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self.loop))
+
+    async def stop(self) -> None:
+        """The proxy stopped on its loop (RunningProxy.stop), then the loop and its thread."""
+        try:
+            await self.on_loop(self.proxy.stop())
+        finally:
+            await self.end_loop()
+
+    async def end_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        await asyncio.to_thread(self.thread.join)
+        self.loop.close()
+
+
+async def start_beside(settings: Settings, server: str, **options: Any) -> ProxyThread | None:
+    """The proxy beside a server's HTTP API (`server` names it in the line printed), on an event loop of its own;
+    None when TIDEMQ_GRPC_ENABLED=false. `options`: start's. Its calls are served inline when it is idle with the
+    embedded engine (a local put: MessagingService says why)."""
     if not settings.grpc_enabled:
         return None
-    proxy = await start(settings, **options)
+    options.setdefault("inline_when_idle", settings.backend is Backend.EMBEDDED)
+    proxy = await ProxyThread.start(settings, **options)
     print(f"RocketMQ 5 gRPC proxy on {settings.host}:{proxy.port} ({server})", flush=True)
     return proxy

@@ -37,6 +37,7 @@ from tidemq_protocol.errors import (
     Overloaded,
     QueueOutOfRange,
     RequestTooLarge,
+    SendConflict,
     StoreFailed,
     StoreUnavailable,
     TimerDelivered,
@@ -58,6 +59,7 @@ CODES: dict[type[Exception], int] = {
     InvalidBatch: Code.BAD_REQUEST,
     NotADeadLetter: Code.BAD_REQUEST,
     MessageTypeMismatch: Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+    SendConflict: Code.ILLEGAL_MESSAGE_ID,  # the id was sent before with another message: not retried by clients
     InvalidReceiptHandle: Code.INVALID_RECEIPT_HANDLE,
     OffsetOutOfRange: Code.ILLEGAL_OFFSET,
     Unauthenticated: Code.UNAUTHORIZED,

@@ -468,6 +468,50 @@ def test_bad_requests_answer_rocketmq_codes_and_change_nothing(proxy):
     assert stored(proxy, "g-raw") == {}  # nothing of it was stored
 
 
+def test_a_send_again_with_its_message_id_answers_as_the_first_and_is_stored_once(proxy):
+    """A client's resend (the same message id: the Python client resends at once, up to three times) is answered with
+    the first send's offset and stored once; the id with another body is refused ILLEGAL_MESSAGE_ID."""
+    create(proxy, "g-resend")
+    first, again = (call(proxy, "SendMessage", rpc.SendMessageRequest(messages=[message("g-resend")])) for _ in "12")
+    assert (first.status.code, again.status.code) == (pb.OK, pb.OK)
+    assert [(e.message_id, e.offset) for e in again.entries] == [(e.message_id, e.offset) for e in first.entries]
+    other = message("g-resend")
+    other.body = b"another"
+    assert call(proxy, "SendMessage", rpc.SendMessageRequest(messages=[other])).status.code == pb.ILLEGAL_MESSAGE_ID
+    assert [body_of(view) for view in stored(proxy, "g-resend").values()] == [b"raw"]
+
+
+def test_a_delay_message_sent_again_with_its_message_id_is_kept_once_and_delivered_once(proxy):
+    """A message due later resent with its id answers the first send's timer (its id, recall handle, offset -1), and
+    is delivered once when due; the id with another body is refused ILLEGAL_MESSAGE_ID."""
+    create(proxy, "g-resend-later", message_type="DELAY")
+    later = message("g-resend-later", message_type=pb.DELAY)
+    later.system_properties.delivery_timestamp.FromMilliseconds(int(time.time() * 1000) + 2000)
+    first, again = (call(proxy, "SendMessage", rpc.SendMessageRequest(messages=[later])) for _ in "12")
+    assert (first.status.code, again.status.code) == (pb.OK, pb.OK)
+    assert list(again.entries) == list(first.entries) and first.entries[0].recall_handle
+    other = rpc.SendMessageRequest(messages=[later])
+    other.messages[0].body = b"another"
+    assert call(proxy, "SendMessage", other).status.code == pb.ILLEGAL_MESSAGE_ID
+    wait_until(lambda: stored(proxy, "g-resend-later") != {}, "the delay message delivered")
+    assert [body_of(view) for view in stored(proxy, "g-resend-later").values()] == [b"raw"]
+
+
+def test_a_half_message_sent_again_with_its_message_id_answers_its_transaction(proxy):
+    """A half message resent with its id answers the first's transaction and prepares nothing more; the id with
+    another body is refused ILLEGAL_MESSAGE_ID."""
+    create(proxy, "g-resend-tx", message_type="TRANSACTION")
+    half = message("g-resend-tx", message_type=pb.TRANSACTION)
+    first, again = (call(proxy, "SendMessage", rpc.SendMessageRequest(messages=[half])) for _ in "12")
+    assert (first.status.code, again.status.code) == (pb.OK, pb.OK)
+    assert list(again.entries) == list(first.entries) and first.entries[0].transaction_id
+    other = rpc.SendMessageRequest(messages=[half])
+    other.messages[0].body = b"another"
+    assert call(proxy, "SendMessage", other).status.code == pb.ILLEGAL_MESSAGE_ID
+    listed = proxy.http.get("/v1/topics/g-resend-tx/transactions").json()["transactions"]
+    assert [t["msg_id"] for t in listed] == [first.entries[0].transaction_id]
+
+
 def test_a_received_message_is_acked_once_and_its_old_handle_is_refused(proxy):
     """Raw, so that the handles can be kept: a change of invisible time spends the handle it was given."""
     create(proxy, "g-handles", "g-handles-group")

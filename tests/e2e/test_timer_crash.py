@@ -26,6 +26,7 @@ from tidemq.errors import ServerUnreachable
 from tidemq.producer import outgoing
 from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import TimerDelivered
+from tidemq_protocol.limits import MAX_TIMERS_PER_PUT
 from tidemq_protocol.record import TIMER_DELIVER_MS
 
 QUEUES = 4
@@ -115,18 +116,19 @@ def run_through_kills(gateway: RestartedGateway, timers: int, kills: int, window
 
 
 def send(url: str, count: int, window_s: float) -> list[Sent]:
-    """`count` timers due at a steady rate over `window_s`, sent 100 to a put; the first is due a few seconds after
-    they are all sent (three times what a put of 100 took, times the puts), so that they come due during the kills."""
+    """`count` timers due at a steady rate over `window_s`, sent MAX_TIMERS_PER_PUT to a put; the first is due a few
+    seconds after they are all sent (three times what a full put took, times the puts), so that they come due during
+    the kills."""
     with Producer("timers", url=url) as producer:
         began = time.monotonic()
-        producer.send_batch([outgoing(b"warm-up", delay=3_600_000) for _ in range(100)])
-        sending_s = (time.monotonic() - began) * count / 100
+        producer.send_batch([outgoing(b"warm-up", delay=3_600_000) for _ in range(MAX_TIMERS_PER_PUT)])
+        sending_s = (time.monotonic() - began) * count / MAX_TIMERS_PER_PUT
     start, step = now_ms() + int(sending_s * 3000) + 3_000, window_s * 1000 / count
     sent: list[Sent] = []
     with Producer("timers", url=url) as producer:
-        for first in range(0, count, 100):
+        for first in range(0, count, MAX_TIMERS_PER_PUT):
             batch = []
-            for n in range(first, min(first + 100, count)):
+            for n in range(first, min(first + MAX_TIMERS_PER_PUT, count)):
                 due = start + int(n * step)
                 batch.append((f"timer {n}".encode(), due))
             results = producer.send_batch([outgoing(body, delivery_time=due) for body, due in batch])

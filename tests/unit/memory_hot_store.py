@@ -161,10 +161,10 @@ class MemoryHotStore(HotStore):
 
     # ---- messages ----
 
-    def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
+    def put(self, topic: str, messages: Sequence[Message], send: object = None) -> list[PutResult]:
         return self._append(topic, validate_batch(self.config, self.get_topic(topic), messages))
 
-    def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
+    def put_records(self, topic: str, records: bytes, default_queue: int = 0, send: object = None) -> list[PutResult]:
         return self._append(topic, validate_records(self.config, self.get_topic(topic), records, default_queue))
 
     def _append(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:

@@ -171,3 +171,21 @@ def test_every_bound_in_the_document_is_an_integer_every_json_parser_reads_exact
     """A bound beyond 2**53 is rounded where JSON numbers are doubles: 2**63 - 1 would read as 2**63."""
     found = list(bounds(DOCUMENT))
     assert found and all(bound == int(bound) and abs(bound) <= 2**53 - 1 for bound in found)
+
+
+ROUTING = st.one_of(st.none(), st.text(st.sampled_from("ab"), min_size=1, max_size=3))
+TIMING = st.one_of(st.none(), st.integers(0, 10_000))
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={"sharding_key": ROUTING, "message_group": ROUTING, "delivery_time_ms": TIMING, "delay_ms": TIMING},
+    )
+)
+@example({"message_group": None, "sharding_key": "k"})  # a null is a field left out (found by Schemathesis)
+@example({"message_group": "g", "sharding_key": "k"})
+@example({"delivery_time_ms": None, "delay_ms": 5})
+def test_a_message_routed_and_timed_one_way_is_valid_in_the_document_exactly_when_the_server_takes_it(fields):
+    message = {"body": "x", **fields}
+    assert accepts(component("MessageIn"), message) == passes(MessageIn.model_validate, message)

@@ -3,10 +3,13 @@ signatures, and the Settings a consumer is answered with."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,7 +17,8 @@ import pytest
 from devtools import rocketmq_protos
 from servers.grpc_proxy import auth, client_settings, status
 from servers.grpc_proxy.protocol import definition_pb2 as pb
-from shared.settings import Settings
+from servers.grpc_proxy.service import MessagingService
+from shared.settings import Settings, get_settings
 from tidemq_protocol import errors
 from tidemq_protocol.errors import InvalidArgument, Unauthenticated
 from tidemq_protocol.retry import ExponentialBackoff, RetryPolicy
@@ -105,3 +109,37 @@ def test_peer_addresses_are_read_from_grpcs_peer_strings():
     assert auth.peer_address("ipv4:127.0.0.1:5000") == "127.0.0.1"
     assert auth.peer_address("ipv6:[::1]:5000") == "::1"
     assert auth.peer_address("unix:/tmp/socket") is None
+
+
+class Call:
+    """What `MessagingService.call` reads of grpc's ServicerContext: the request's headers and peer."""
+
+    def invocation_metadata(self) -> tuple:
+        return ()
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:5000"
+
+
+def thread_name() -> str:
+    return threading.current_thread().name
+
+
+def test_an_idle_proxy_serves_a_call_on_its_loop_and_calls_together_on_its_threads(monkeypatch):
+    monkeypatch.setenv("TIDEMQ_AUTH", "off")
+    get_settings.cache_clear()
+    threads = ThreadPoolExecutor(2, thread_name_prefix="tidemq-grpc")
+    service = MessagingService(get_settings(), threads, "tidemq", ("127.0.0.1", 0), inline_when_idle=True)
+
+    async def calls() -> tuple[str, list[str]]:
+        alone = await service.call(Call(), thread_name)
+        together = await asyncio.gather(service.call(Call(), thread_name), service.call(Call(), thread_name))
+        return alone, together
+
+    try:
+        alone, together = asyncio.run(calls())
+    finally:
+        threads.shutdown()
+        get_settings.cache_clear()
+    assert alone == threading.main_thread().name  # the loop's own thread
+    assert all(name.startswith("tidemq-grpc") for name in together)

@@ -10,7 +10,9 @@ Semantics every backend keeps:
   wholly (so a producer that sends it again can store it twice: at least once). The embedded engine writes a
   batch as one append that recovery keeps or drops whole; the serverless backend sequences a batch spread
   over several queues with one DynamoDB transaction. Both are shown by crash tests that SIGKILL writers of
-  such batches (tests/integration/test_crash.py, test_serverless.py).
+  such batches (tests/integration/test_crash.py, test_serverless.py). A producer that names its sends
+  (`SendKey`, sends.py) stores each once: a send of a key stored already within the window is answered as the
+  first was.
 - Queue offsets are dense and ordered; a queue holds [min_offset, max_offset).
 - Errors are `tidemq_store.errors` classes; a `ClientError` means nothing was changed.
 """
@@ -44,6 +46,7 @@ from .model import (
 )
 from .pop.api import PopLedger
 from .reads import QueueRead, ReadRequest
+from .sends import SendKey
 from .timer.api import Recalled, TimerStore
 from .transactions.api import TransactionLog
 
@@ -201,16 +204,19 @@ class MessageStore(ABC):
     # ---- messages --------------------------------------------------------------------------------
 
     @abstractmethod
-    def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
+    def put(self, topic: str, messages: Sequence[Message], send: SendKey | None = None) -> list[PutResult]:
         """Store a batch, all or nothing (see above); return when it is acknowledged (durable under SYNC).
-        `StoreFailed` once the store takes no more writes."""
+        `StoreFailed` once the store takes no more writes. With `send` (its key), a batch the topic stored under the
+        key within the deduplication window is answered with its first results and not stored again (sends.py)."""
 
     @abstractmethod
-    def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
+    def put_records(
+        self, topic: str, records: bytes, default_queue: int = 0, send: SendKey | None = None
+    ) -> list[PutResult]:
         """Store a batch a producer encoded as version 2 records (`record.encode_record`), as `put` does: the
         records are checked (`batch.validate_records`: each CRC32C, the topic, queues, properties and limits) and
         appended as they came, with the broker's fields written; a record asking for `record.ANY_QUEUE` goes to
-        `default_queue`."""
+        `default_queue`; `send` as `put` takes it."""
 
     def get(
         self,

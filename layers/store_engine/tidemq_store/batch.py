@@ -66,6 +66,13 @@ class ValidatedBatch:
         stamp(data, self.sizes, self.queues, queue_offsets, physical_start, store_timestamp)
         return data
 
+    def with_record(self, record: bytes) -> ValidatedBatch:
+        """The batch with `record` after its own, in queue 0, without tag or keys (the embedded log's SEND_KEY
+        record, sends.py)."""
+        columns = (self.sizes, self.queues, self.tag_codes, self.keys)
+        extra = (len(record), 0, 0, ())
+        return ValidatedBatch(bytearray(self.records) + record, *([*c, e] for c, e in zip(columns, extra, strict=True)))
+
     def take(self, indexes: Sequence[int]) -> ValidatedBatch:
         """The records at `indexes`, in that order."""
         if list(indexes) == list(range(len(self.sizes))):

@@ -127,6 +127,13 @@ class StoreConfig(BaseSettings):
         description="Longest delay a delay message may have: its delivery time at most this far ahead (3 days; at "
         "most 40).",
     )
+    send_dedup_window_ms: int = Field(
+        default=5 * 60_000,
+        ge=1000,
+        le=24 * 60 * 60_000,
+        description="How long a send's idempotency key (an Idempotency-Key, a RocketMQ message id) is remembered: a "
+        "send of the key within it is answered as the first and not stored again (5 minutes, as SQS FIFO).",
+    )
     timer_outcome_retention_ms: int = Field(
         default=DEFAULT_MAX_DELAY_MS,
         ge=0,

@@ -14,9 +14,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from tidemq_protocol.record import message_id
+
 from .api import CleanReport, MessageStore
 from .cq_entry import CqEntries
 from .kv.api import KeyValueStore
+from .model import PutResult
 
 
 @dataclass(slots=True, frozen=True)
@@ -30,6 +33,22 @@ class StoredBatch:
     queue_offsets: list[int]
     positions: list[int]
     sizes: list[int]
+    trailer: int = 0
+    """Bytes the put's append holds past its last message: its SEND_KEY record (sends.py), else none."""
+
+    @property
+    def end(self) -> int:
+        """Where the put's append ends in the log: a copy holds the batch whole once it holds this much."""
+        return self.positions[-1] + self.sizes[-1] + self.trailer
+
+    def put_results(self) -> list[PutResult]:
+        """What the put answered: each message's id (where its record is), queue and offset."""
+        return [
+            PutResult(message_id(physical, size), queue, offset, self.store_timestamp)
+            for queue, offset, physical, size in zip(
+                self.queues, self.queue_offsets, self.positions, self.sizes, strict=True
+            )
+        ]
 
 
 PutListener = Callable[[StoredBatch], None]

@@ -9,6 +9,8 @@ crash only costs a replay from the last checkpoint (see `Checkpoint`). Column fa
     cq_min   topic 0x00 queue:u32             ->  min_offset:u64   (absent: 0)
     cq_max   topic 0x00 queue:u32             ->  max_offset:u64   (the next offset; absent: 0)
     keys     segment_start:u64 topic 0x00 key 0x00 physical_offset:u64  ->  size:u32
+    sends    topic 0x00 idempotency_key           ->  )  the records of idempotent sends, written with their
+    sent_at  stored_at:u64 topic 0x00 idempotency_key  ->  )  batches' entries (send_records.py)
 
 Topic names cannot contain 0x00, so `topic 0x00` is an unambiguous prefix. Min and max live in their
 own families so that the writer (max) and the retention cleaner (min) never overwrite each other.
@@ -30,13 +32,15 @@ from rocksdict import ReadOptions, WriteBatch, WriteOptions
 from ..cq_entry import CqEntries, CqEntry, pack_entry, unpack_entry
 from ..hot import QueueExtent, StoredBatch
 from ..rocks import Families
+from ..sends import SentBatch
+from .send_records import SEND_FAMILIES, SendRecords
 
 QUEUE = struct.Struct(">I")
 QUEUE_OFFSET = struct.Struct(">IQ")
 U64_BE = struct.Struct(">Q")
 U64 = struct.Struct("<Q")
 U32 = struct.Struct("<I")
-FAMILIES = ("cq", "cq_min", "cq_max", "keys")
+FAMILIES = ("cq", "cq_min", "cq_max", "keys", *SEND_FAMILIES)
 
 
 def _queue_key(topic: str, queue: int) -> bytes:
@@ -53,15 +57,24 @@ class ConsumeQueueStore:
         self._cq = self._families["cq"]
         self._no_wal = WriteOptions()
         self._no_wal.disable_wal = True
+        self._sends = SendRecords(self._rocks)
 
     # ---- writing ---------------------------------------------------------------------------------
 
     def dispatch(
-        self, stored: StoredBatch, segment_start: int, tag_codes: list[int], keys: list[tuple[str, ...]]
+        self,
+        stored: StoredBatch,
+        segment_start: int,
+        tag_codes: list[int],
+        keys: list[tuple[str, ...]],
+        sent: tuple[str, SentBatch] | None = None,
     ) -> None:
         """Index the messages of one put (or of one replayed batch), whose records lie in the commit-log segment
-        starting at `segment_start`; message i has tag code `tag_codes[i]` and message keys `keys[i]`."""
+        starting at `segment_start`; message i has tag code `tag_codes[i]` and message keys `keys[i]`. `sent`: the
+        put's idempotency key and what a send of it again is answered (sends.py), written in the same batch."""
         batch = WriteBatch(raw_mode=True)
+        if sent is not None:
+            self._sends.add(batch, stored.topic, *sent)
         batch.set_default_column_family(self._handles["cq"])
         keys_family = self._handles["keys"]
         prefix = stored.topic.encode() + b"\x00"
@@ -96,6 +109,15 @@ class ConsumeQueueStore:
         start, end = topic.encode() + b"\x00", topic.encode() + b"\x01"
         for name in ("cq", "cq_min", "cq_max"):
             self._families[name].delete_range(start, end, self._no_wal)
+
+    def forget_sends(self, before_ms: int) -> int:
+        """Delete the sends stored before `before_ms` (their window has passed); how many. A key sent again since
+        keeps its newer record."""
+        return self._sends.forget(before_ms, self._no_wal)
+
+    def sent(self, topic: str, key: str) -> SentBatch | None:
+        """What the topic's send of idempotency `key` stored, if its record is still kept."""
+        return self._sends.sent(topic, key)
 
     def drop_key_index(self, segment_start: int, segment_end: int) -> None:
         self._families["keys"].delete_range(U64_BE.pack(segment_start), U64_BE.pack(segment_end), self._no_wal)

@@ -2,17 +2,20 @@
 
 The ConsumeQueue is written without a WAL, so a crash can lose its latest writes; the checkpoint says how far the
 log is indexed for sure (consumequeue.Checkpoint: written by `flush`, the background round and `close`). Recovery
-replays the log from there, indexing each whole batch as the write path did; a torn batch at the log's tail is cut
+replays the log from there, indexing each whole batch as the write path did (and recording the idempotency key a
+batch's SEND_KEY record names, sends.py); a torn batch at the log's tail is cut
 off (a batch is kept or dropped whole; damage inside a sealed segment raises CorruptStore instead, commitlog.py).
 After a crash (no clean checkpoint) it also drops entries that point past the log's new end, and runs retention.
 """
 
 from __future__ import annotations
 
+from tidemq_protocol import clock
 from tidemq_protocol.message import tag_hash
-from tidemq_protocol.record import RecordHeader
+from tidemq_protocol.record import SEND_KEY, RecordHeader, decode_message
 
 from ..hot import StoredBatch
+from ..sends import SentBatch, decode_send_mark
 from .consumequeue import CheckpointState
 from .parts import StoreParts
 
@@ -56,6 +59,9 @@ class Recovery(StoreParts):
         config = self.meta.get_topic(first.topic)
         if config is None or first.store_timestamp < config.created_at:
             return None
+        mark = batch[-1] if batch[-1].flags & SEND_KEY else None
+        if mark is not None:
+            batch = batch[:-1]
         stored = StoredBatch(
             first.topic,
             first.store_timestamp,
@@ -63,10 +69,21 @@ class Recovery(StoreParts):
             [r.queue_offset for r in batch],
             [r.physical_offset for r in batch],
             [r.size for r in batch],
+            0 if mark is None else mark.size,
         )
         tag_codes, keys = [tag_hash(r.tag) for r in batch], [r.keys for r in batch]
-        self.cq.dispatch(stored, self.commitlog.segment_start(first.physical_offset), tag_codes, keys)
+        sent = None if mark is None else self._logged_send(mark, stored)
+        self.cq.dispatch(stored, self.commitlog.segment_start(first.physical_offset), tag_codes, keys, sent)
         return stored
+
+    def _logged_send(self, mark: RecordHeader, stored: StoredBatch) -> tuple[str, SentBatch] | None:
+        """The idempotency key a batch's SEND_KEY record names, with what a send of it again is answered; None once
+        its window has passed (sends.py)."""
+        if stored.store_timestamp < clock.now_ms() - self.config.send_dedup_window_ms:
+            return None
+        send = decode_send_mark(decode_message(self.commitlog.read(mark.physical_offset, mark.size)).body)
+        durable_at = mark.physical_offset + mark.size
+        return send.key, SentBatch(send.digest, stored.store_timestamp, durable_at, tuple(stored.put_results()))
 
     def _repair_maxima(self, log_end: int) -> None:
         """Drop ConsumeQueue entries that point past the end of the log (the log lost its tail)."""

@@ -4,7 +4,8 @@ Messages expire past their topic's retention: each queue's minimum moves past th
 no topic can still need it (every record in it older than the longest retention of any topic), or once a cold tier
 holds it whole and it is old enough (the tier's `ReleasePolicy`), or when a broker past its disk quota releases it
 (`release_segments`, RIP-31's forcible clean-up). Queue minimums move first, and are flushed, so that no
-ConsumeQueue entry points into a deleted segment; the segment's key-index entries go with it.
+ConsumeQueue entry points into a deleted segment; the segment's key-index entries go with it. Each round also
+forgets the idempotency keys of sends older than their window (sends.py).
 
 The background round (one thread): a checkpoint every `checkpoint_interval_s` (recovery.py), retention every
 `clean_interval_s`. A round that fails is logged and the next one tries again. A failed fsync is different: the
@@ -102,6 +103,8 @@ class Retention(StoreParts):
             if new_min > min_offset:
                 self.cq.advance_min(topic, queue, min_offset, new_min)
                 expired += new_min - min_offset
+        with self._write_lock:  # the idempotency keys past their window (sends.py), by age
+            self.cq.forget_sends(now - self.config.send_dedup_window_ms)
         deleted = []
         if keep_from > segments[0].start:
             self.cq.flush()

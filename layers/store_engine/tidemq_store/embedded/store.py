@@ -39,7 +39,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from functools import partial
 
 from tidemq_protocol import clock
 from tidemq_protocol.errors import (
@@ -51,7 +50,17 @@ from tidemq_protocol.errors import (
     TopicNotFound,
 )
 from tidemq_protocol.message import Message, MessageType, StoredMessage
-from tidemq_protocol.record import decode_message, is_timer_id, message_id, parse_message_id, read_by_id
+from tidemq_protocol.record import (
+    SEND_KEY,
+    SEND_KEY_HEAD,
+    decode_message,
+    encode_record,
+    flag_record,
+    is_send_key,
+    is_timer_id,
+    parse_message_id,
+    read_by_id,
+)
 
 from ..api import MessageStore
 from ..batch import ValidatedBatch, validate_batch, validate_records
@@ -64,6 +73,7 @@ from ..model import PutResult, QueueOffsets, TopicConfig, check_page_limit, chec
 from ..pop.api import PopLedger
 from ..reads import ReadRequest, RunsRead, check_read
 from ..selection import scan_size, select_runs
+from ..sends import SendKey, SentBatch, earlier_results, encode_send_mark, keyed
 from ..threads import background_thread
 from ..timer.api import TimerStore
 from ..timer.plan import put_delayed
@@ -98,6 +108,7 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         self.meta = MetadataStore(home / "metadata", config.metadata_sync)
         self._checkpoint = Checkpoint(home / "checkpoint")
         self._write_lock = threading.Lock()
+        self._delayed_sends = threading.Lock()  # a keyed DELAY put's lookups and its write (`_store_delayed`)
         self._next_offsets: dict[tuple[str, int], int] = {}  # writer-owned cache of each queue's max offset
         self._last_store_timestamp = 0
         self._clean_lock = threading.Lock()
@@ -111,25 +122,54 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         self._maintenance.start()
         from .timers import RocksTimers
 
-        self._timers = RocksTimers(self, home / "timers", config.flush_disk_type is FlushDiskType.SYNC)
-        self._timers.start()
+        self._rocks_timers = RocksTimers(self, home / "timers", config.flush_disk_type is FlushDiskType.SYNC)
+        self._timers = self._rocks_timers
+        self._rocks_timers.start()
 
     # ---- put -------------------------------------------------------------------------------------
 
-    def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
+    def put(self, topic: str, messages: Sequence[Message], send: SendKey | None = None) -> list[PutResult]:
         config = self.get_topic(topic)
-        return self._store(config, validate_batch(self.config, config, messages))
+        return self._store(config, validate_batch(self.config, config, messages), send)
 
-    def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
+    def put_records(
+        self, topic: str, records: bytes, default_queue: int = 0, send: SendKey | None = None
+    ) -> list[PutResult]:
         config = self.get_topic(topic)
-        return self._store(config, validate_records(self.config, config, records, default_queue))
+        return self._store(config, validate_records(self.config, config, records, default_queue), send)
 
-    def _store(self, config: TopicConfig, batch: ValidatedBatch) -> list[PutResult]:
-        """Append a checked batch, or keep it until due (a DELAY topic's messages sent for later: timers.py)."""
+    def _store(self, config: TopicConfig, batch: ValidatedBatch, send: SendKey | None) -> list[PutResult]:
+        """Append a checked batch (once for its idempotency key: sends.py), or keep it until due (a DELAY topic's
+        messages sent for later: timers.py)."""
         if config.message_type is MessageType.DELAY:
-            append = partial(self._append, config.name)
+            return self._store_delayed(config, batch, keyed(send, batch))
+        return self._append(config.name, batch, send=keyed(send, batch))
+
+    def _store_delayed(self, config: TopicConfig, batch: ValidatedBatch, send: SendKey | None) -> list[PutResult]:
+        """A DELAY topic's batch: appended, or kept as timers (timer/plan.py). With a key, once: the key's record is
+        written either with the append (the ConsumeQueue's) or with the timers (the timers' RocksDB), so both are
+        looked up first, under `_delayed_sends` (a resend whose messages are due by now where the first's were not
+        is still answered the first's timers)."""
+
+        def append(due: ValidatedBatch, key: SendKey | None) -> list[PutResult]:
+            return self._append(config.name, due, send=key)
+
+        if send is None:
             return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms())
-        return self._append(config.name, batch)
+        with self._delayed_sends:
+            earlier = self._appended_before(config, send) or self._rocks_timers.earlier(config.name, send)
+            if earlier:
+                return earlier
+            return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms(), send)
+
+    def _appended_before(self, config: TopicConfig, send: SendKey) -> list[PutResult] | None:
+        """The results of the topic's appended send of `send`'s key (sends.py), once that is durable."""
+        sent = self.cq.sent(config.name, send.key)
+        window = self.config.send_dedup_window_ms
+        earlier = earlier_results(config.name, send, sent, clock.now_ms(), window, config.created_at)
+        if earlier is not None and sent is not None:
+            self._acknowledge(sent.durable_at, [])
+        return earlier
 
     def append_batch(self, topic: str, batch: ValidatedBatch) -> list[PutResult]:
         """Append a batch checked already, as it is (the transaction log's committed messages: their type is the
@@ -142,42 +182,78 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         return self._append(topic, batch, intent)
 
     def _append(
-        self, topic: str, batch: ValidatedBatch, intent: Callable[[int], None] | None = None
+        self,
+        topic: str,
+        batch: ValidatedBatch,
+        intent: Callable[[int], None] | None = None,
+        send: SendKey | None = None,
     ) -> list[PutResult]:
         with self._write_lock:
             self._check_open()
-            if self.meta.get_topic(topic) is None:  # deleted while we validated
+            config = self.meta.get_topic(topic)
+            if config is None:  # deleted while we validated
                 raise TopicNotFound(topic)
-            store_timestamp = self._last_store_timestamp = max(clock.now_ms(), self._last_store_timestamp)
-            next_offsets: dict[int, int] = {}
-            offsets, positions = [], []
-            start = position = self.commitlog.written_position
-            if intent is not None:
-                intent(start)
-            for queue, size in zip(batch.queues, batch.sizes, strict=True):
-                offset = next_offsets.get(queue)
-                if offset is None:
-                    offset = self._writer_max_offset(topic, queue)
-                next_offsets[queue] = offset + 1
-                offsets.append(offset)
-                positions.append(position)
-                position += size
-            stored = StoredBatch(topic, store_timestamp, batch.queues, offsets, positions, batch.sizes)
-            data = batch.stamped(offsets, start, store_timestamp)
-            try:
-                self.commitlog.append(data)
-                self.cq.dispatch(stored, self.commitlog.segment_start(start), batch.tag_codes, batch.keys)
-            except BaseException:
-                if self.commitlog.failure is None:
-                    self.commitlog.truncate(start)  # never leave log records the ConsumeQueue does not know
-                raise
-            for queue, offset in next_offsets.items():
-                self._next_offsets[(topic, queue)] = offset
+            now = clock.now_ms()
+            sent = None if send is None else self.cq.sent(topic, send.key)
+            earlier = None
+            if sent is not None and send is not None:
+                window = self.config.send_dedup_window_ms
+                earlier = earlier_results(topic, send, sent, now, window, config.created_at)
+            if earlier is None:
+                store_timestamp = self._last_store_timestamp = max(now, self._last_store_timestamp)
+                stored, position, results = self._write(topic, batch, store_timestamp, intent, send)
+        if earlier is not None and sent is not None:  # sent again: answered once the first send is durable
+            self._acknowledge(sent.durable_at, [])
+            return earlier
         self._acknowledge(position, [stored])
-        return [
-            PutResult(message_id(physical, size), queue, offset, store_timestamp)
-            for queue, offset, physical, size in zip(batch.queues, offsets, positions, batch.sizes, strict=True)
-        ]
+        return list(results) if results is not None else stored.put_results()
+
+    def _write(
+        self,
+        topic: str,
+        batch: ValidatedBatch,
+        store_timestamp: int,
+        intent: Callable[[int], None] | None,
+        send: SendKey | None,
+    ) -> tuple[StoredBatch, int, tuple[PutResult, ...] | None]:
+        """Append and index a batch (the caller holds the write lock): its records, and, for a send with an
+        idempotency key, a SEND_KEY record ending the batch; the batch as stored, the log's end after it, and (with
+        a key) the put's results."""
+        next_offsets: dict[int, int] = {}
+        offsets, positions = [], []
+        start = position = self.commitlog.written_position
+        if intent is not None:
+            intent(start)
+        for queue, size in zip(batch.queues, batch.sizes, strict=True):
+            offset = next_offsets.get(queue)
+            if offset is None:
+                offset = self._writer_max_offset(topic, queue)
+            next_offsets[queue] = offset + 1
+            offsets.append(offset)
+            positions.append(position)
+            position += size
+        sent, results, mark = None, None, b""
+        if send is not None:
+            mark = encode_record(topic.encode(), 0, store_timestamp, b"", encode_send_mark(send))
+        stored = StoredBatch(topic, store_timestamp, batch.queues, offsets, positions, batch.sizes, len(mark))
+        if send is None:
+            data = batch.stamped(offsets, start, store_timestamp)
+        else:
+            data = batch.with_record(mark).stamped([*offsets, 0], start, store_timestamp)
+            flag_record(data, position - start, SEND_KEY)
+            position += len(mark)
+            results = tuple(stored.put_results())
+            sent = (send.key, SentBatch(send.digest, store_timestamp, position, results))
+        try:
+            self.commitlog.append(data)
+            self.cq.dispatch(stored, self.commitlog.segment_start(start), batch.tag_codes, batch.keys, sent)
+        except BaseException:
+            if self.commitlog.failure is None:
+                self.commitlog.truncate(start)  # never leave log records the ConsumeQueue does not know
+            raise
+        for queue, offset in next_offsets.items():
+            self._next_offsets[(topic, queue)] = offset
+        return stored, position, results
 
     # ---- get -------------------------------------------------------------------------------------
 
@@ -273,8 +349,8 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
             raise MessageNotFound(f"with id {msg_id}")
         message = read_by_id(msg_id, self.config.max_message_bytes, self.commitlog.read)
-        if not self._is_live(message):
-            raise MessageNotFound(f"with id {msg_id}")
+        if not self._is_live(message) or is_send_key(self.commitlog.read(position, SEND_KEY_HEAD)):
+            raise MessageNotFound(f"with id {msg_id}")  # (SEND_KEY: a batch's idempotency key, not a message)
         return message
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:

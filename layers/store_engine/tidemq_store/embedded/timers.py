@@ -11,12 +11,17 @@ Three families; an id is a timer id's 12 bytes (record/ids.py: its due time firs
                                                                          (timer/api.py `Outcome`; `location`: where a
                                                                          delivered one's record is, else zeros)
     moving    b"m" -> position:u64 id*                                   the move in flight, if any (below)
+    sends, sent_at                                                       the idempotency keys of puts kept here
+                                                                         (send_records.py)
 
-Integers are little-endian in values. Every write is one WriteBatch, its WAL synced when the commit log's flush is
-SYNC, so an answered put, move or recall is on disk as the commit log's puts are. Nothing of a pending timer is
-held in memory: the mover keeps the next due time and a floor below which `pending` holds nothing, so its reads
-step over no deleted keys (10 million pending timers take disk, not memory; RocksDB's memtables and block cache
-are bounded small).
+Integers are little-endian in values. A put with an idempotency key (tidemq_store/sends.py) writes its key's record
+in the WriteBatch of its timers: the key is held exactly when the timers are kept, whatever crashes when. The
+lookup and the write are made under `_scheduling`, so two racing sends of a key keep one set of timers; the records
+past the window are deleted with the outcomes past theirs (`_prune`). Every write is one WriteBatch, its WAL synced
+when the commit log's flush is SYNC, so an answered put, move or recall is on disk as the commit log's puts are.
+Nothing of a pending timer is held in memory: the mover keeps the next due time and a floor below which `pending`
+holds nothing, so its reads step over no deleted keys (10 million pending timers take disk, not memory; RocksDB's
+memtables and block cache are bounded small).
 
 The mover (one thread; `move_due` holds `_moving`, which a recall takes too, so a timer is moved or recalled, never
 both): read the due timers (at most a put's worth), put those of one topic on it as one batch through the store's
@@ -70,16 +75,18 @@ from tidemq_protocol.record import decode_message, decode_records, message_id, t
 from ..errors import StoreClosed
 from ..model import PutResult
 from ..rocks import Families
+from ..sends import SendKey, earlier_results
 from ..threads import background_thread
-from ..timer.api import Outcome, Recalled, TimerBatch, TimerIdTaken, TimerStore
-from ..timer.plan import NOT_ON_ITS_QUEUE, due_batch
+from ..timer.api import NOT_ON_ITS_QUEUE, Outcome, Recalled, TimerBatch, TimerIdTaken, TimerStore
+from ..timer.plan import due_batch
+from .send_records import SEND_FAMILIES, SendRecords
 
 if TYPE_CHECKING:
     from .store import EmbeddedMessageStore
 
 log = logging.getLogger("tidemq.timers")
 
-FAMILIES = ("pending", "outcomes", "moving")
+FAMILIES = ("pending", "outcomes", "moving", *SEND_FAMILIES)
 MOVING_KEY = b"m"
 PENDING_HEAD = struct.Struct("<QB")  # scheduled_ms, topic_length
 OUTCOME_HEAD = struct.Struct("<BQ12sB")  # outcome, at_ms, location, topic_length
@@ -127,7 +134,8 @@ class RocksTimers(TimerStore):
         self.store = store
         cache = Cache(BLOCK_CACHE_BYTES)
         self._db = Families(path, FAMILIES, tuned=lambda: _options(cache))
-        self._pending, self._outcomes, self._moving_cf = (self._db.views[name] for name in FAMILIES)
+        self._pending, self._outcomes, self._moving_cf = (self._db.views[name] for name in FAMILIES[:3])
+        self._sends = SendRecords(self._db)
         self._handles = self._db.handles
         self._write = WriteOptions()
         self._write.sync = sync
@@ -147,12 +155,18 @@ class RocksTimers(TimerStore):
 
     # ---- schedule --------------------------------------------------------------------------------
 
-    def schedule(self, batch: TimerBatch) -> None:
+    def schedule(self, batch: TimerBatch) -> list[PutResult] | None:
         topic = batch.topic.encode()
         head = PENDING_HEAD.pack(batch.scheduled_ms, len(topic)) + topic
         write = WriteBatch(raw_mode=True)
-        write.set_default_column_family(self._handles["pending"])
+        send = batch.send
         with self._scheduling:
+            if send is not None:
+                earlier = self.earlier(batch.topic, send)
+                if earlier is not None:
+                    return earlier
+                self._sends.add(write, batch.topic, send.key, batch.sent(send))
+            write.set_default_column_family(self._handles["pending"])
             for timer in batch.timers:
                 key = _key(timer.msg_id)
                 if self._pending.get(key) is not None or self._outcomes.get(key) is not None:
@@ -168,6 +182,14 @@ class RocksTimers(TimerStore):
             if self._next_due is None or earliest < self._next_due:
                 self._next_due = earliest
                 self._wake.notify_all()
+        return None
+
+    def earlier(self, topic: str, send: SendKey) -> list[PutResult] | None:
+        """The results of the topic's put of `send`'s key kept here, if its record counts (sends.py)."""
+        config = self.store.get_topic(topic)
+        window = self.store.config.send_dedup_window_ms
+        sent = self._sends.sent(topic, send.key)
+        return earlier_results(topic, send, sent, clock.now_ms(), window, config.created_at)
 
     # ---- recall ----------------------------------------------------------------------------------
 
@@ -361,10 +383,13 @@ class RocksTimers(TimerStore):
             self._next_due = found
 
     def _prune(self) -> None:
-        """Delete outcomes of timers due more than TIDEMQ_TIMER_OUTCOME_RETENTION_MS ago."""
-        cutoff = clock.now_ms() - self.store.config.timer_outcome_retention_ms
+        """Delete outcomes of timers due more than TIDEMQ_TIMER_OUTCOME_RETENTION_MS ago, and the idempotency keys
+        past their window."""
+        now = clock.now_ms()
+        cutoff = now - self.store.config.timer_outcome_retention_ms
         if cutoff > 0:
             self._outcomes.delete_range(bytes(8), _due_bound(cutoff - 1))
+        self._sends.forget(now - self.store.config.send_dedup_window_ms, self._write)
 
     def close(self) -> None:
         self._stop.set()

@@ -12,6 +12,8 @@ as the commit log's messages are (under SYNC, before it is acknowledged).
     listed   topic 0x00 ~prepared_ms:u64 msg_id       -> ""   every transaction of the topic, newest first
     ended    ended_ms:u64 msg_id                     -> ""   outcomes, oldest first (pruning)
     meta     "next"                                  -> u64  the counter half message ids are made from
+    sends, sent_at                                         the idempotency keys of half messages (send_records.py),
+                                                           each written in its transaction's batch
 
 Integers are big-endian (so keys sort by them); names cannot contain 0x00. A half message's id is `TX_ID_BASE` plus
 the counter: above every commit-log position, so it names no record of the log, and `message_by_id` asks here.
@@ -59,21 +61,24 @@ from ..batch import ValidatedBatch, validate_batch
 from ..config import FlushDiskType
 from ..model import Page
 from ..rocks import Families
+from ..sends import SendKey, earlier_results, keyed
 from ..transactions.api import (
     OUTCOME_RETENTION_MS,
     Transaction,
     TransactionLog,
     TransactionState,
     ended_as_asked,
+    half_sent,
     listing_key,
 )
+from .send_records import SEND_FAMILIES, SendRecords
 
 if TYPE_CHECKING:
     from .store import EmbeddedMessageStore
 
 TX_ID_BASE = 1 << 63
 """Half message ids are this plus a counter: no commit-log position reaches it."""
-FAMILIES = ("tx", "half", "due", "open", "listed", "ended", "meta")
+FAMILIES = ("tx", "half", "due", "open", "listed", "ended", "meta", *SEND_FAMILIES)
 U64 = struct.Struct(">Q")
 NEWEST = (1 << 64) - 1
 LOCK_STRIPES = 64
@@ -137,7 +142,8 @@ class RocksTransactionLog(TransactionLog):
         self._write.sync, self._synced.sync = sync, True
         self._half_synced = store.config.flush_disk_type is FlushDiskType.SYNC
         self._locks = [threading.Lock() for _ in range(LOCK_STRIPES)]
-        self._counter = threading.Lock()
+        self._counter = threading.Lock()  # a half message's id taken (and its key looked up and recorded)
+        self._sends = SendRecords(self._rocks)
         for stored in self._committing():  # a commit the last process left half done
             with self._lock(stored.transaction.msg_id):
                 self._finish_quietly(stored.transaction.msg_id)
@@ -206,7 +212,9 @@ class RocksTransactionLog(TransactionLog):
 
     # ---- the protocol ----------------------------------------------------------------------------
 
-    def prepare(self, topic: str, message: Message, producer_group: str, check_at_ms: int) -> Transaction:
+    def prepare(
+        self, topic: str, message: Message, producer_group: str, check_at_ms: int, send: SendKey | None = None
+    ) -> Transaction:
         store = self.store
         config = store.get_topic(topic)
         batch = validate_batch(store.config, config, [message], half=True)
@@ -215,8 +223,15 @@ class RocksTransactionLog(TransactionLog):
         if len(body) + len(properties) + ID_PROPERTY_BYTES > store.config.max_message_bytes:
             room = store.config.max_message_bytes - ID_PROPERTY_BYTES
             raise MessageTooLarge(f"a half message holds at most {room} bytes of body and properties here")
-        prepared = now_ms()
+        send = keyed(send, batch)
         with self._counter:
+            prepared = now_ms()
+            if send is not None:
+                window = store.config.send_dedup_window_ms
+                sent = self._sends.sent(topic, send.key)
+                earlier = earlier_results(topic, send, sent, prepared, window, config.created_at)
+                if earlier is not None:
+                    return self.get(topic, earlier[0].msg_id)
             raw = self._views["meta"].get(b"next")
             number = U64.unpack(raw)[0] if raw is not None else 0
             msg_id = message_id(TX_ID_BASE + number, batch.sizes[0] + ID_PROPERTY_BYTES)
@@ -233,6 +248,8 @@ class RocksTransactionLog(TransactionLog):
             stored = Stored(transaction, None, batch.tag_codes[0], tuple(batch.keys[0]))
             counted = WriteBatch(raw_mode=True)
             counted.put(b"next", U64.pack(number + 1), self._handles["meta"])
+            if send is not None:
+                self._sends.add(counted, topic, send.key, half_sent(send, transaction))
             # a half message is a message: on disk before it is acknowledged, as the commit log's are under SYNC
             return self._save(None, stored, record, counted, synced=self._half_synced).transaction
 
@@ -397,6 +414,7 @@ class RocksTransactionLog(TransactionLog):
         self._rocks.db.write(batch, self._write)
 
     def prune(self, now_ms: int) -> int:
+        self._sends.forget(now_ms - self.store.config.send_dedup_window_ms, self._write)
         pruned, batch = 0, WriteBatch(raw_mode=True)
         for key in list(self._scan("ended", b"", U64.pack(max(0, now_ms - OUTCOME_RETENTION_MS)))):
             stored = self._read(key[U64.size :].decode())

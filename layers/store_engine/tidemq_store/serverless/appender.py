@@ -1,7 +1,8 @@
 """The serverless backend's put: a batch validated against its topic, appended to this process's segment file
 (segments.py: each queue's records together, one write and one fsync), then sequenced all or nothing
 (queue_index.py), and only then acknowledged, each message with its id (file and place) and its offset. A DELAY
-topic's batch is kept until due instead (timers.py), which appends it here then.
+topic's batch is kept until due instead (timers.py), which appends it here then. A batch with an idempotency key is
+sequenced with its key's record (sends.py).
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from tidemq_protocol.record import message_id
 from ..batch import ValidatedBatch, validate_batch, validate_records
 from ..config import StoreConfig
 from ..model import PutResult, TopicConfig, check_queue
+from ..sends import SendKey, batch_digest, keyed
 from .metadata import Metadata
 from .queue_index import BatchRef, ExtraWrite, QueueIndex, QueueMissing
 from .segments import SegmentWriter, physical_offset
+from .sends import SendRecords
 
-Delayed = Callable[[TopicConfig, ValidatedBatch], list[PutResult]]
-"""What stores a DELAY topic's checked batch (timer/plan.py `put_delayed`, over the store's timers)."""
+Delayed = Callable[[TopicConfig, ValidatedBatch, SendKey | None], list[PutResult]]
+"""What stores a DELAY topic's checked batch, once for its key if it has one (timer/plan.py `put_delayed`, over the
+store's timers)."""
 Also = Callable[[list[str]], ExtraWrite]
 """Given a batch's message ids (where its records will be), the writes to make with its sequencing."""
 
@@ -31,44 +35,56 @@ class Appender:
     `delayed`."""
 
     def __init__(
-        self, config: StoreConfig, metadata: Metadata, writer: SegmentWriter, index: QueueIndex, delayed: Delayed
+        self,
+        config: StoreConfig,
+        metadata: Metadata,
+        writer: SegmentWriter,
+        index: QueueIndex,
+        delayed: Delayed,
+        sends: SendRecords,
     ) -> None:
         self.config, self.metadata, self.writer, self.index = config, metadata, writer, index
-        self.delayed = delayed
+        self.delayed, self.sends = delayed, sends
 
-    def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
+    def put(self, topic: str, messages: Sequence[Message], send: SendKey | None = None) -> list[PutResult]:
         config = self.metadata.cached_topic(topic)
         try:
             batch = validate_batch(self.config, config, messages)
         except QueueOutOfRange:
             config = self.metadata.cached_topic(topic, fresh=True)
             batch = validate_batch(self.config, config, messages)
-        return self._store(config, batch)
+        return self._store(config, batch, send)
 
-    def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
+    def put_records(
+        self, topic: str, records: bytes, default_queue: int = 0, send: SendKey | None = None
+    ) -> list[PutResult]:
         config = self.metadata.cached_topic(topic)
         try:
             batch = validate_records(self.config, config, records, default_queue)
         except QueueOutOfRange:
             config = self.metadata.cached_topic(topic, fresh=True)
             batch = validate_records(self.config, config, records, default_queue)
-        return self._store(config, batch)
+        return self._store(config, batch, send)
 
-    def _store(self, config: TopicConfig, batch: ValidatedBatch) -> list[PutResult]:
+    def _store(self, config: TopicConfig, batch: ValidatedBatch, send: SendKey | None) -> list[PutResult]:
         if config.message_type is MessageType.DELAY:
-            return self.delayed(config, batch)
+            return self.delayed(config, batch, keyed(send, batch))
+        if send is not None:
+            return self.sends.append_once(config, batch, SendKey(send.key, batch_digest(batch)), self.append)
         return self.append(config.name, batch)
 
-    def append(self, topic: str, batch: ValidatedBatch, also: Also | None = None) -> list[PutResult]:
-        """Append a checked batch; `also` adds writes to make with its sequencing or not at all
-        (`QueueIndex.sequence`: ItemChanged when one of their conditions fails)."""
+    def append(
+        self, topic: str, batch: ValidatedBatch, also: Also | None = None, store_timestamp: int | None = None
+    ) -> list[PutResult]:
+        """Append a checked batch (stored at `store_timestamp`, else now); `also` adds writes to make with its
+        sequencing or not at all (`QueueIndex.sequence`: ItemChanged when one of their conditions fails)."""
         by_queue: dict[int, list[int]] = {}
         for index, queue in enumerate(batch.queues):
             by_queue.setdefault(queue, []).append(index)
         queues = sorted(by_queue)
         grouped = batch.take([index for queue in queues for index in by_queue[queue]])  # each queue's together
         relative = [i for queue in queues for i in range(len(by_queue[queue]))]  # offsets within each queue's part
-        store_timestamp = clock.now_ms()
+        store_timestamp = clock.now_ms() if store_timestamp is None else store_timestamp
         appended = self.writer.append(lambda start: grouped.stamped(relative, start, store_timestamp))
         parts, at = {}, appended.position
         for queue in queues:

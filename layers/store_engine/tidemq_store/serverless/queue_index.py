@@ -446,6 +446,11 @@ def _failed_beyond(error: TransactWriteError, first: int) -> bool:
     return any(reason is not None and reason.code == "ConditionalCheckFailed" for reason in reasons)
 
 
+def is_conditional_transaction(error: TransactWriteError) -> bool:
+    """Whether a transaction was cancelled by a failed condition of one of its items (not a fault, nor a race)."""
+    return _failed_beyond(error, 0)
+
+
 def is_conditional(error: Exception) -> bool:
     """Whether a pynamodb error is a failed condition (the outcome a conditional write expects), not a fault."""
     return getattr(error, "cause_response_code", None) == "ConditionalCheckFailedException"

@@ -6,9 +6,11 @@ directory (EFS in AWS) and DynamoDB, with no process that owns a queue (RIP-20's
     metadata.py     topics, groups and users: one DynamoDB item each
     offsets.py      the consumer groups' committed offsets
     appender.py     the put: a batch appended to the writer's segment file, then sequenced
+    sends.py        idempotent sends: a key's record written with the sequencing of its batch
     segments.py     the records: each writer's own files on the shared directory
     queue_index.py  the sequencing protocol: offsets, dense and ordered, from one DynamoDB write per batch
-    tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches, pop_ledger, timers, transactions
+    tables.py       the DynamoDB tables: topics, groups, offsets, queues, batches, pop_ledger, timers, transactions,
+                    sends
     pop.py          the pop groups' ledgers (pop consumption's state)
     timers.py       a DELAY topic's messages sent for later, moved onto their topic when due
     transactions.py transactional messages: half messages in the segment files, their state in DynamoDB
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from functools import partial
 from typing import TYPE_CHECKING
 
 from tidemq_protocol import clock
@@ -67,6 +68,7 @@ from ..model import (
 from ..pop.api import PopLedger
 from ..reads import DecodedRead, QueueRead, ReadRequest, RunsRead, check_read, matching
 from ..selection import scan_size
+from ..sends import SendKey
 from ..tiered.lookup import newest
 from ..timer.api import TimerStore
 from ..timer.plan import put_delayed
@@ -79,6 +81,7 @@ from .metadata import Metadata
 from .offsets import ConsumerOffsets
 from .queue_index import BatchRef, QueueIndex, QueueState
 from .segments import SegmentWriter, read_segment, split_physical
+from .sends import SendRecords
 from .tables import Tables
 
 if TYPE_CHECKING:
@@ -101,7 +104,8 @@ class ServerlessMessageStore(MessageStore):
         self.hot = SegmentReads(self.segments, self.index, config.max_batch_messages)
         self.metadata = Metadata(self.tables, config.max_page_bytes)
         self.offsets = ConsumerOffsets(self.tables, self.metadata, self.index)
-        self.appender = Appender(config, self.metadata, self.writer, self.index, self._delayed)
+        sends = SendRecords(self.tables, config.send_dedup_window_ms)
+        self.appender = Appender(config, self.metadata, self.writer, self.index, self._delayed, sends)
         self._arrivals = ArrivalWatch(self.index.next_offsets, WAIT_POLL_S)
         self.tier = None
         if config.tier is not TierMedium.OFF:
@@ -212,22 +216,37 @@ class ServerlessMessageStore(MessageStore):
 
     # ---- put (appender.py) -----------------------------------------------------------------------
 
-    def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
-        return self.appender.put(topic, messages)
+    def put(self, topic: str, messages: Sequence[Message], send: SendKey | None = None) -> list[PutResult]:
+        return self.appender.put(topic, messages, send)
 
-    def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
-        return self.appender.put_records(topic, records, default_queue)
+    def put_records(
+        self, topic: str, records: bytes, default_queue: int = 0, send: SendKey | None = None
+    ) -> list[PutResult]:
+        return self.appender.put_records(topic, records, default_queue, send)
 
-    def _delayed(self, config: TopicConfig, batch: ValidatedBatch) -> list[PutResult]:
-        """A DELAY topic's checked batch: appended if every message is due, else kept until due (timers.py)."""
-        append = partial(self.appender.append, config.name)
-        return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms())
+    def _delayed(self, config: TopicConfig, batch: ValidatedBatch, send: SendKey | None) -> list[PutResult]:
+        """A DELAY topic's checked batch: appended if every message is due, else kept until due (timers.py); once
+        for `send` either way (both write the key's `sends` item, sends.py)."""
+
+        def append(due: ValidatedBatch, key: SendKey | None) -> list[PutResult]:
+            if key is None:
+                return self.appender.append(config.name, due)
+            return self.appender.sends.append_once(config, due, key, self.appender.append)
+
+        return put_delayed(self.timers, self.config, config, batch, append, clock.now_ms(), send)
 
     def open_timers(self) -> TimerStore:
         from .timers import DynamoTimers
 
         return DynamoTimers(
-            self.config, self.tables, self.metadata, self.writer, self.segments, self.appender, self.message_by_id
+            self.config,
+            self.tables,
+            self.metadata,
+            self.writer,
+            self.segments,
+            self.appender,
+            self.message_by_id,
+            self.appender.sends,
         )
 
     def _keys_of(self, batch: BatchRef) -> set[str]:

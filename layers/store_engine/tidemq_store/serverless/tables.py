@@ -44,6 +44,9 @@ transactions   msg_id (hash)                    -> a transaction (serverless/tra
             while prepared | check_at) and `open` (open_for "topic|group" while a check is open | msg_id) find
             checks to open and to take, `by_topic` (topic | listed) lists a topic's; `purge_at` (DynamoDB TTL,
             epoch s): an outcome is kept for transactions.api.OUTCOME_RETENTION_MS
+sends          "topic|idempotency_key" (hash)
+         -> sent (sends.py `encode_sent`: digest, results), stored_at: an idempotent send, written in the transaction
+            that sequences its batch (serverless/sends.py); `purge_at` (DynamoDB TTL, epoch s): its window's end
 
 A TTLAttribute names the table's DynamoDB TTL attribute: pynamodb enables TTL on it when it makes the table.
 """
@@ -295,12 +298,20 @@ class Tables:
             by_open = TransactionsOpen()
             by_topic = TransactionsByTopic()
 
+        class Sends(Model):
+            Meta = _meta("sends", prefix, host, region)
+            key = UnicodeAttribute(hash_key=True)
+            sent = BinaryAttribute(legacy_encoding=False)
+            stored_at = NumberAttribute()
+            purge_at = TTLAttribute()
+
         self.topics, self.groups, self.users = (_configs(table, prefix, host, region) for table in CONFIG_TABLES)
         self.offsets, self.queues, self.batches = Offsets, Queues, Batches
         self.kv_namespaces, self.kv_entries, self.kv_changes = KvNamespaces, KvEntries, KvChanges
         self.pop_ledger = PopLedger
         self.timers, self.timer_outcomes = Timers, TimerOutcomes
         self.transactions = Transactions
+        self.sends = Sends
         self.connection = Connection(
             region=region,
             host=host,
@@ -317,6 +328,7 @@ class Tables:
     def create_missing(self) -> None:
         messages = (self.topics, self.groups, self.users, self.offsets, self.queues, self.batches)
         kv = (self.kv_namespaces, self.kv_entries, self.kv_changes)
-        for model in (*messages, *kv, self.pop_ledger, self.timers, self.timer_outcomes, self.transactions):
+        later = (self.pop_ledger, self.timers, self.timer_outcomes, self.transactions, self.sends)
+        for model in (*messages, *kv, *later):
             if not model.exists():
                 model.create_table(wait=True)

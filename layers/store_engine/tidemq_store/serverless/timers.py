@@ -7,8 +7,13 @@ of their topic asks.
 
 A put of timers appends their records to this process's segment file (one write and fsync, segments.py), then writes
 their items in one TransactWriteItems, each on condition that its id is new: all or none, and durable before the
-put is answered. The items are small (the records stay on the shared directory), so a put of MAX_TIMERS_PER_PUT fits
-one transaction; maintenance keeps a segment file while a pending timer's item names it (`holds_file`).
+put is answered. A put with an idempotency key (tidemq_store/sends.py) writes its key's `sends` item in that
+transaction, last (so at most MAX_TIMERS_PER_PUT timers and the key make DynamoDB's 100 items), on condition that
+no item younger than the window holds the key: the timers are kept exactly when the key is recorded, and of two
+racing sends of a key one transaction wins; the other answers the winner's timers (its appended records are
+referenced by nothing, as a failed put's). The items are small (the records stay on the shared directory), so a put
+of MAX_TIMERS_PER_PUT fits one transaction; maintenance keeps a segment file while a pending timer's item names it
+(`holds_file`).
 
 A move of one topic's due timers (`move_due`): one strongly consistent Query of the topic's items with ids up to
 now (an id starts with its due time), at most MOVE_MOST; their records read back, appended as one batch to this
@@ -52,13 +57,14 @@ from tidemq_protocol.record import decode_message, timer_due_ms
 
 from ..config import StoreConfig
 from ..model import PutResult, TopicConfig
-from ..timer.api import Outcome, Recalled, TimerBatch, TimerIdTaken, TimerStore
-from ..timer.plan import NOT_ON_ITS_QUEUE, due_batch
+from ..timer.api import NOT_ON_ITS_QUEUE, Outcome, Recalled, TimerBatch, TimerIdTaken, TimerStore
+from ..timer.plan import due_batch
 from .appender import Appender
 from .kv.changes import purge_time
 from .metadata import Metadata
 from .queue_index import ItemChanged
 from .segments import SegmentWriter, read_segment
+from .sends import SendRecords
 from .tables import Tables
 
 log = logging.getLogger("tidemq.timers")
@@ -86,9 +92,12 @@ class DynamoTimers(TimerStore):
         segments: Path,
         appender: Appender,
         located: Callable[[str], StoredMessage],
+        sends: SendRecords,
     ) -> None:
-        """`located`: the store's lookup of a message by where its record is (a delivered timer's)."""
+        """`located`: the store's lookup of a message by where its record is (a delivered timer's); `sends`: the
+        records of idempotent sends, a keyed put's written with its timers."""
         super().__init__()
+        self.sends = sends
         self.config, self.tables, self.metadata = config, tables, metadata
         self.writer, self.segments, self.appender, self._located = writer, segments, appender, located
         self._asked: dict[str, float] = {}  # topic -> when a consumer here last had its due timers moved (monotonic)
@@ -97,10 +106,11 @@ class DynamoTimers(TimerStore):
 
     # ---- schedule --------------------------------------------------------------------------------
 
-    def schedule(self, batch: TimerBatch) -> None:
+    def schedule(self, batch: TimerBatch) -> list[PutResult] | None:
         data = b"".join(timer.record for timer in batch.timers)
         appended = self.writer.append(lambda _: data)
-        timers, at = self.tables.timers, appended.position
+        timers, at, send = self.tables.timers, appended.position, batch.send
+        config = self.metadata.cached_topic(batch.topic) if send is not None else None
         try:
             with TransactWrite(connection=self.tables.connection) as transaction:
                 for timer in batch.timers:
@@ -114,10 +124,16 @@ class DynamoTimers(TimerStore):
                     )
                     transaction.save(item, condition=timers.id.does_not_exist())
                     at += len(timer.record)
+                if send is not None and config is not None:  # the key's item: last, the 100th at most
+                    self.sends.record(transaction, config, send.key, batch.sent(send))
         except TransactWriteError as error:
-            if any(reason is not None and reason.code == "ConditionalCheckFailed" for reason in _reasons(error)):
+            reasons = [reason is not None and reason.code == "ConditionalCheckFailed" for reason in _reasons(error)]
+            if any(reasons[: len(batch.timers)]):
                 raise TimerIdTaken(batch.topic) from None
+            if send is not None and config is not None and any(reasons):  # the key is held: its records go unused
+                return self.sends.earlier(config, send)
             raise
+        return None
 
     # ---- recall ----------------------------------------------------------------------------------
 

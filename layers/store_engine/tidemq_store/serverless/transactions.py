@@ -4,7 +4,10 @@ Lambda invocation, a gateway) ends any transaction.
 
 - prepare: the half message is appended to this process's segment file as a batch of one record, with its topic
   and queue, fsync'd (segments.py) and not sequenced; then its item is put (condition: no item has the id). The
-  record's place is its id, as any message's.
+  record's place is its id, as any message's. A half message with an idempotency key (sends.py) is put with its
+  key's `sends` item in one TransactWriteItems, on condition that no item younger than the window holds the key
+  (kept apart from puts' keys, `half_key`); of two racing sends one wins, the other answers the winner's
+  transaction (its record in the segment file is referenced by nothing).
 - commit: one TransactWriteItems sequences that record into its queue (queue_index.py, `sequence(..., also=)`) and
   sets the item committed with the offset it got, on condition that it is still prepared and younger than half of
   `efs_segment_grace_s` (its file cannot be gone). A commit that loses a race reads the item again: ended the same
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from tidemq_protocol.clock import now_ms
@@ -33,16 +36,18 @@ from tidemq_protocol.record import decode_message, message_id
 
 from ..batch import validate_batch
 from ..model import Page
+from ..sends import SendKey, batch_digest, half_key
 from ..transactions.api import (
     OUTCOME_RETENTION_MS,
     Transaction,
     TransactionLog,
     TransactionState,
     ended_as_asked,
+    half_sent,
     listing_key,
 )
 from .kv.changes import purge_time
-from .queue_index import BatchRef, ItemChanged, is_conditional
+from .queue_index import BatchRef, ItemChanged, is_conditional, is_conditional_transaction
 from .segments import physical_offset, read_segment
 
 if TYPE_CHECKING:
@@ -83,12 +88,16 @@ class DynamoDbTransactionLog(TransactionLog):
         self.items = store.tables.transactions
         self.max_age_ms = int(store.config.efs_segment_grace_s * 1000 / 2)
 
-    def prepare(self, topic: str, message: Message, producer_group: str, check_at_ms: int) -> Transaction:
+    def prepare(
+        self, topic: str, message: Message, producer_group: str, check_at_ms: int, send: SendKey | None = None
+    ) -> Transaction:
         metadata, items = self.store.metadata, self.items
+        config = metadata.cached_topic(topic)
         try:
-            batch = validate_batch(self.store.config, metadata.cached_topic(topic), [message], half=True)
+            batch = validate_batch(self.store.config, config, [message], half=True)
         except QueueOutOfRange:
-            batch = validate_batch(self.store.config, metadata.cached_topic(topic, fresh=True), [message], half=True)
+            config = metadata.cached_topic(topic, fresh=True)
+            batch = validate_batch(self.store.config, config, [message], half=True)
         prepared = now_ms()
         appended = self.store.writer.append(lambda start: batch.stamped([0], start, prepared))
         size = batch.sizes[0]
@@ -96,7 +105,7 @@ class DynamoDbTransactionLog(TransactionLog):
         transaction = Transaction(
             msg_id, topic, message.queue, producer_group, TransactionState.PREPARED, prepared, check_at_ms
         )
-        items(
+        item = items(
             msg_id,
             topic=topic,
             queue=message.queue,
@@ -112,7 +121,20 @@ class DynamoDbTransactionLog(TransactionLog):
             has_keys=bool(batch.keys[0]),
             listed=listing_key(transaction),
             due=DUE,
-        ).save(condition=items.msg_id.does_not_exist())
+        )
+        if send is None:
+            item.save(condition=items.msg_id.does_not_exist())
+            return transaction
+        half = half_key(SendKey(send.key, batch_digest(batch)))
+        sends = self.store.appender.sends
+        try:
+            with TransactWrite(connection=self.store.tables.connection) as write:
+                write.save(item, condition=items.msg_id.does_not_exist())
+                sends.record(write, config, half.key, half_sent(half, transaction))
+        except TransactWriteError as error:
+            if not is_conditional_transaction(error):
+                raise
+            return self.get(topic, sends.earlier(config, half)[0].msg_id)  # the key is held
         return transaction
 
     def _item(self, topic: str, msg_id: str):

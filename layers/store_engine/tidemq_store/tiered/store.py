@@ -48,6 +48,7 @@ from ..model import (
 )
 from ..pop.api import PopLedger
 from ..reads import QueueRead, ReadRequest, RunsRead, check_read
+from ..sends import SendKey
 from ..timer.api import TimerStore
 from ..transactions.api import TransactionLog
 from .cache import ReadAheadCache, read_cold
@@ -152,11 +153,13 @@ class TieredMessageStore(MessageStore):
 
     # ---- messages --------------------------------------------------------------------------------
 
-    def put(self, topic: str, messages: Sequence[Message]) -> list[PutResult]:
-        return self.hot.put(topic, messages)  # the hot store's put listener dispatches to the tier
+    def put(self, topic: str, messages: Sequence[Message], send: SendKey | None = None) -> list[PutResult]:
+        return self.hot.put(topic, messages, send)  # the hot store's put listener dispatches to the tier
 
-    def put_records(self, topic: str, records: bytes, default_queue: int = 0) -> list[PutResult]:
-        return self.hot.put_records(topic, records, default_queue)
+    def put_records(
+        self, topic: str, records: bytes, default_queue: int = 0, send: SendKey | None = None
+    ) -> list[PutResult]:
+        return self.hot.put_records(topic, records, default_queue, send)
 
     def read_queue(self, request: ReadRequest) -> QueueRead:
         """The cold tier's read where `_route` says (see the module docstring), else the hot store's, with the

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 
 from tidemq_protocol.message import StoredMessage
 
+from ..model import PutResult
+from ..sends import SendKey, SentBatch
+
 MovedListener = Callable[[str, int], None]
 """Told (topic, how many) after the mover put due timers on a topic (push delivery is set going with it)."""
 
@@ -48,13 +51,27 @@ class Timer:
     record: bytes
 
 
+NOT_ON_ITS_QUEUE = -1
+"""The queue offset a put reports for a timer message: it has none until it is delivered."""
+
+
 @dataclass(slots=True, frozen=True)
 class TimerBatch:
-    """The timer messages of one put, to `topic`, stored at `scheduled_ms`."""
+    """The timer messages of one put, to `topic`, stored at `scheduled_ms`; `send`: the put's idempotency key, with
+    its digest (tidemq_store/sends.py), recorded with the timers."""
 
     topic: str
     scheduled_ms: int
     timers: list[Timer]
+    send: SendKey | None = None
+
+    def results(self) -> list[PutResult]:
+        """What the put answers, but the recall handles: each timer's id and queue, no offset yet."""
+        return [PutResult(t.msg_id, t.queue, NOT_ON_ITS_QUEUE, self.scheduled_ms) for t in self.timers]
+
+    def sent(self, send: SendKey) -> SentBatch:
+        """The record of the put under `send`, kept with its timers."""
+        return SentBatch(send.digest, self.scheduled_ms, 0, tuple(self.results()))
 
 
 @dataclass(slots=True, frozen=True)
@@ -83,9 +100,11 @@ class TimerStore(ABC):
         self._moved_listeners: list[MovedListener] = []
 
     @abstractmethod
-    def schedule(self, batch: TimerBatch) -> None:
+    def schedule(self, batch: TimerBatch) -> list[PutResult] | None:
         """Store a put's timers, all or none, durably before returning (TimerIdTaken: an id is in use; nothing
-        was stored)."""
+        was stored). With `batch.send`, the key's record too, in the same write: None when stored; if the topic
+        holds the key already (sends.py `earlier_results`), nothing is stored and the earlier send's results are
+        answered (SendConflict if it was sent with other messages)."""
 
     @abstractmethod
     def recall(self, topic: str, msg_id: str) -> Recalled:

@@ -8,13 +8,19 @@ mover puts them on the topic at once), so that the put stays all or nothing in o
 (record/ids.py) and carries it as MESSAGE_ID, the id it keeps once delivered. A batch appended at once keeps the ids
 its messages carry (a RocketMQ client's message id, servers/grpc_proxy/messages.py). A put of timers holds at most
 MAX_TIMERS_PER_PUT messages (the serverless backend stores it with one DynamoDB transaction).
+
+A put with an idempotency key (tidemq_store/sends.py; its digest is the batch's as the producer sent it) is stored
+once either way: appended at once, by `append` with the key; kept as timers, with its key's record in the timers'
+own write (`TimerStore.schedule`), a resend answered the timers' ids and recall handles and storing nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from tidemq_protocol.errors import InvalidArgument, InvalidBatch, MessageTooLarge
+from tidemq_protocol.limits import MAX_TIMERS_PER_PUT
 from tidemq_protocol.message import StoredMessage, tag_hash
 from tidemq_protocol.record import (
     MESSAGE_ID,
@@ -34,14 +40,11 @@ from tidemq_protocol.timer import due_ms, recall_handle
 from ..batch import ValidatedBatch
 from ..config import StoreConfig
 from ..model import PutResult, TopicConfig
+from ..sends import SendKey
 from .api import Timer, TimerBatch, TimerIdTaken, TimerStore
 
-MAX_TIMERS_PER_PUT = 100
-"""Timer messages one put may hold (DynamoDB's most items in one transaction)."""
 PLAN_ATTEMPTS = 3
 """Plans of one put, each with fresh ids, before a taken id (TimerIdTaken) is an error."""
-NOT_ON_ITS_QUEUE = -1
-"""The queue offset a put reports for a timer message: it has none until it is delivered."""
 
 
 def put_delayed(
@@ -49,15 +52,17 @@ def put_delayed(
     limits: StoreConfig,
     config: TopicConfig,
     batch: ValidatedBatch,
-    append: Callable[[ValidatedBatch], list[PutResult]],
+    append: Callable[[ValidatedBatch, SendKey | None], list[PutResult]],
     now_ms: int,
+    send: SendKey | None = None,
 ) -> list[PutResult]:
     """Store a checked batch of a DELAY topic (see the module docstring): appended with `append` if every message
-    is due, else kept in `timers`, each result with its recall handle."""
+    is due, else kept in `timers`, each result with its recall handle; once for `send` (its key, with the batch's
+    digest), if given."""
     messages = decode_records(batch.records)
     dues = [due_ms(m.properties, now_ms, limits.timer_max_delay_ms, i) for i, m in enumerate(messages)]
     if all(due <= now_ms for due in dues):
-        return append(_encoded(limits, config, messages, batch.queues, dues, _carried_ids(batch.records)))
+        return append(_encoded(limits, config, messages, batch.queues, dues, _carried_ids(batch.records)), send)
     if len(messages) > MAX_TIMERS_PER_PUT:
         raise InvalidBatch(
             f"a put of messages due later holds at most {MAX_TIMERS_PER_PUT} of them, got {len(messages)}"
@@ -65,17 +70,16 @@ def put_delayed(
     for attempt in range(PLAN_ATTEMPTS):
         ids = [new_timer_id(due) for due in dues]
         planned = _encoded(limits, config, messages, batch.queues, dues, ids)
-        kept = TimerBatch(config.name, now_ms, [_timer(planned, i, ids[i], dues[i]) for i in range(len(ids))])
+        kept = TimerBatch(config.name, now_ms, [_timer(planned, i, ids[i], dues[i]) for i in range(len(ids))], send)
         try:
-            timers.schedule(kept)
+            earlier = timers.schedule(kept)
         except TimerIdTaken:
             if attempt == PLAN_ATTEMPTS - 1:
                 raise
             continue
-        return [
-            PutResult(msg_id, queue, NOT_ON_ITS_QUEUE, now_ms, recall_handle(config.name, msg_id))
-            for msg_id, queue in zip(ids, batch.queues, strict=True)
-        ]
+        if earlier is not None:
+            return earlier
+        return [replace(r, recall_handle=recall_handle(config.name, r.msg_id)) for r in kept.results()]
     raise AssertionError("unreachable")
 
 

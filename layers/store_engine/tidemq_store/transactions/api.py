@@ -69,7 +69,8 @@ from enum import StrEnum
 from tidemq_protocol.errors import TransactionConflict
 from tidemq_protocol.message import Message, StoredMessage
 
-from ..model import Page
+from ..model import Page, PutResult
+from ..sends import SendKey, SentBatch
 
 OUTCOME_RETENTION_MS = 72 * 3_600_000
 """How long an ended transaction's outcome is kept (RocketMQ's commit-log retention, 72 h): a retried end finds it
@@ -134,9 +135,14 @@ class TransactionLog(ABC):
     """The transactions of a store's TRANSACTION topics (see the module docstring)."""
 
     @abstractmethod
-    def prepare(self, topic: str, message: Message, producer_group: str, check_at_ms: int) -> Transaction:
+    def prepare(
+        self, topic: str, message: Message, producer_group: str, check_at_ms: int, send: SendKey | None = None
+    ) -> Transaction:
         """Store `message` as a half message of `topic` (MessageTypeMismatch unless the topic is TRANSACTION; the
-        message is checked as a put checks it), its first check due at `check_at_ms`."""
+        message is checked as a put checks it), its first check due at `check_at_ms`. With `send` (its idempotency
+        key; the digest is made here, tidemq_store/sends.py), once: the key's record is written with the
+        transaction, and a half message the topic prepared under the key within the window is answered with its
+        transaction as it is now, preparing nothing (SendConflict if it held another message)."""
 
     @abstractmethod
     def get(self, topic: str, msg_id: str) -> Transaction:
@@ -188,3 +194,10 @@ class TransactionLog(ABC):
 
     def close(self) -> None:  # noqa: B027 (a log with nothing to release keeps the default)
         """Release what the log holds open."""
+
+
+def half_sent(send: SendKey, transaction: Transaction) -> SentBatch:
+    """The record of the half message `transaction` prepared under `send` (sends.py): its one result names the
+    transaction (no offset: a half message is on no queue)."""
+    result = PutResult(transaction.msg_id, transaction.queue, -1, transaction.prepared_ms)
+    return SentBatch(send.digest, transaction.prepared_ms, 0, (result,))

@@ -7,8 +7,8 @@ benchmark's senders) never makes them wait for one another's connection.
 
 Retries (with exponential backoff) cover what a later attempt can fix: no connection, a dropped
 connection, a 5xx. A 4xx is the request's own fault and is raised at once, as the engine's exception
-class when the body names one (`tidemq.errors`). A retried produce can store a message twice if
-the first attempt was stored but its answer lost: delivery is at least once.
+class when the body names one (`tidemq.errors`). A retry sends the same headers: the Producer's batches carry an
+idempotency key, so a retried produce whose first attempt was stored (its answer lost) is not stored again.
 """
 
 from __future__ import annotations

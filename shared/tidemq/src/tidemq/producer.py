@@ -11,6 +11,10 @@ whole batch in one queue, chosen round-robin per batch; one sharding key always 
 A FIFO topic takes only messages with a `message_group` (and no other topic takes them): one group's messages go
 to one queue, in the order sent, and a FIFO consumer group receives them in that order.
 
+Every batch is sent with an idempotency key of its own (the `Idempotency-Key` header), the same on its retries
+(after a connection error or a 5xx, see HttpClient) and when `flush` sends a batch that failed again: the server
+stores it once, though an attempt whose answer was lost had stored it (within TIDEMQ_SEND_DEDUP_WINDOW_MS, 5 minutes).
+
 A DELAY topic takes only delay messages, each with a `delivery_time` (a datetime, or ms since the epoch) or a
 `delay` (a timedelta, or ms): no consumer sees one before then. One sent for later comes back with offset -1 and a
 `recall_handle`, which `recall` takes to cancel it before it is due:
@@ -21,6 +25,7 @@ A DELAY topic takes only delay messages, each with a `delivery_time` (a datetime
 
 from __future__ import annotations
 
+import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,6 +34,7 @@ from datetime import datetime, timedelta
 from typing import TypedDict, Unpack
 
 from tidemq_protocol import codec
+from tidemq_protocol.limits import MAX_TIMERS_PER_PUT
 from tidemq_protocol.message import Message
 from tidemq_protocol.record import MESSAGE_GROUP
 from tidemq_protocol.timer import delivery_properties
@@ -124,6 +130,11 @@ def _stored(message: OutgoingMessage) -> Message:
     return Message(message.body, queue, tuple(message.keys), message.tag, properties)
 
 
+def new_send_key() -> str:
+    """A fresh idempotency key for one batch (sent again with its retries: the server stores the batch once)."""
+    return uuid.uuid4().hex
+
+
 def _lane(batch: Sequence[OutgoingMessage]) -> int | None:
     """The one queue every message of `batch` names (and no sharding key), else None."""
     queues = {m.queue for m in batch}
@@ -157,6 +168,8 @@ class Producer(ApiClient):
         self.topic, self.batch_size, self.max_batch_bytes = topic, batch_size, max_batch_bytes
         super().__init__(url, client=client)
         self._buffer: list[OutgoingMessage] = []
+        self._unsent: tuple[str, int] | None = None
+        """The key and size of the buffered batch whose send failed: `flush` sends it again as it was."""
 
     def send(self, body: bytes | str, **options: Unpack[MessageOptions]) -> SendResult:
         """Send one message now and return where it was stored (a binary batch of one, as `send_batch` sends);
@@ -172,7 +185,7 @@ class Producer(ApiClient):
         if not messages:
             return []
         encoded, content_type = _encode(self.topic, messages)
-        return self._post(b"".join(encoded), content_type)
+        return self._post(b"".join(encoded), content_type, new_send_key())
 
     def send_pipelined(
         self, batches: Iterable[Sequence[OutgoingMessage]], in_flight: int = 4
@@ -214,24 +227,36 @@ class Producer(ApiClient):
         """Messages added and not sent yet."""
         return len(self._buffer)
 
+    def _batch_size(self) -> int:
+        """`batch_size`, but at most MAX_TIMERS_PER_PUT when the next batch holds a delay message (a server takes no
+        more in one put)."""
+        head = self._buffer[: self.batch_size]
+        timed = any(m.delay is not None or m.delivery_time is not None for m in head)
+        return min(self.batch_size, MAX_TIMERS_PER_PUT) if timed else self.batch_size
+
     def flush(self) -> list[SendResult]:
         """Send everything buffered, in batches of at most `batch_size` messages and `max_batch_bytes`."""
         results: list[SendResult] = []
         while self._buffer:
-            encoded, content_type = _encode(self.topic, self._buffer[: self.batch_size])
-            taken, size = 0, 0
-            for message in encoded:
-                if taken and size + len(message) > self.max_batch_bytes:
-                    break
-                taken += 1
-                size += len(message)
-            results += self._post(b"".join(encoded[:taken]), content_type)
+            encoded, content_type = _encode(self.topic, self._buffer[: self._batch_size()])
+            if self._unsent is None:
+                taken, size = 0, 0
+                for message in encoded:
+                    if taken and size + len(message) > self.max_batch_bytes:
+                        break
+                    taken += 1
+                    size += len(message)
+                self._unsent = (new_send_key(), taken)
+            key, taken = self._unsent  # a batch whose send failed goes again as it was, under its key
+            results += self._post(b"".join(encoded[:taken]), content_type, key)
             del self._buffer[:taken]  # only once stored: a batch that failed stays buffered
+            self._unsent = None
         return results
 
-    def _post(self, batch: bytes, content_type: str) -> list[SendResult]:
+    def _post(self, batch: bytes, content_type: str, send_key: str) -> list[SendResult]:
+        headers = {"content-type": content_type, codec.IDEMPOTENCY_KEY_HEADER: send_key}  # the same on each retry
         response = self._client.request(
-            "POST", f"/v1/topics/{segment(self.topic)}/batch", content=batch, headers={"content-type": content_type}
+            "POST", f"/v1/topics/{segment(self.topic)}/batch", content=batch, headers=headers
         )
         results = []
         status = response.headers.get(codec.SEND_STATUS_HEADER, "SEND_OK")

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 
+from tidemq_protocol import codec
 from tidemq_protocol.api.transactions import (
     EndTransactionRequest,
     HalfMessageRequest,
@@ -34,6 +35,7 @@ from tidemq_protocol.api.transactions import (
 
 from .api_client import ApiClient, model_of
 from .client import HttpClient, segment
+from .producer import new_send_key
 
 log = logging.getLogger("tidemq.transactions")
 CHECK_WAIT_MS = 10_000  # a check-back poll waits this long at most (the server's TIDEMQ_MAX_GET_WAIT_MS bounds it)
@@ -101,12 +103,15 @@ class TransactionProducer(ApiClient):
         queue: int | None = None,
         sharding_key: str | None = None,
     ) -> HalfMessage:
-        """Send a half message (`body`: bytes, or text sent as UTF-8); invisible until committed."""
+        """Send a half message (`body`: bytes, or text sent as UTF-8); invisible until committed. It is sent with an
+        idempotency key of its own, the same on its retries: prepared once, however often it is sent."""
         fields = {"keys": list(keys), "tag": tag, "properties": dict(properties or {})}
         request = HalfMessageRequest.of(
             body, **fields, queue=queue, sharding_key=sharding_key, producer_group=self.group
         )
-        sent = model_of(TransactionView, self._client.request("POST", self._path, json=request.model_dump()))
+        headers = {codec.IDEMPOTENCY_KEY_HEADER: new_send_key()}  # the same on each retry of `request`
+        response = self._client.request("POST", self._path, json=request.model_dump(), headers=headers)
+        sent = model_of(TransactionView, response)
         return HalfMessage(self, sent)
 
     def end(self, msg_id: str, resolution: Resolution | str, check: int | None = None) -> TransactionView:

@@ -83,6 +83,10 @@ ACK_STATUSES = ("acked", "already_acked", "invalid_receipt_handle")
 SEND_STATUS_HEADER = "x-tidemq-send-status"
 """The header of a produce answered by a BrokerContainer's master: RocketMQ's sendStatus (SEND_OK,
 FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE; servers/container/replication.py says when each)."""
+IDEMPOTENCY_KEY_HEADER = "idempotency-key"
+"""The header naming a produce request's batch (JSON or binary), made once per batch by the producer and sent again
+with its retries: a batch stored under it within the deduplication window is answered as it was, not stored again
+(tidemq_store/sends.py). At most `limits.MAX_SEND_KEY` printable ASCII characters."""
 _PRODUCE = struct.Struct("<IiH")
 _PROPERTIES = struct.Struct("<I")
 _FRAME_FIELDS = _PRODUCE.size - 4 + _PROPERTIES.size  # queue, key size, properties size: counted in frame_size

@@ -301,6 +301,19 @@ class InvalidFilterExpression(InvalidArgument):
         self.position = position
 
 
+class SendConflict(ClientError):
+    """A send carried an idempotency key (an `Idempotency-Key`, a RocketMQ message id) that a send of other
+    messages to the topic stored within the deduplication window: nothing was stored. (HTTP: 409, the request
+    conflicts with what the key names; gRPC: ILLEGAL_MESSAGE_ID.)"""
+
+    def __init__(self, topic: str, key: str) -> None:
+        super().__init__(
+            f"idempotency key {key!r} of topic {topic!r} was sent with other messages within the deduplication"
+            " window: send new messages with a new key"
+        )
+        self.topic, self.key = topic, key
+
+
 # ---- transactional messages (tidemq_store/transactions) ------------------------------------------
 
 

@@ -12,6 +12,11 @@ GIB = 1024 * MIB
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 MAX_QUEUES = 1024
+MAX_SEND_KEY = 128
+"""The longest idempotency key of a send (SQS's MessageDeduplicationId; RocketMQ's message ids are 32 characters)."""
+MAX_TIMERS_PER_PUT = 99
+"""Messages due later one put may hold: the serverless backend keeps them with one DynamoDB transaction (100 items at
+most), with the put's idempotency key (tidemq_store/timer/plan.py)."""
 """Queues of one topic, numbered 0..MAX_QUEUES-1."""
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * MIB

@@ -33,6 +33,11 @@ from .common import (
 )
 
 
+def _both(first: str, second: str, kind: str) -> dict:
+    """JSON Schema of a body giving both fields a value (not null)."""
+    return {"required": [first, second], "properties": {first: {"type": kind}, second: {"type": kind}}}
+
+
 class MessageIn(ApiModel):
     """One message to produce. Its body and properties together take at most `TIDEMQ_MAX_MESSAGE_BYTES`
     (4 MiB), the properties (keys, tag and user properties, encoded) at most 32767 bytes: over either, 413."""
@@ -42,11 +47,11 @@ class MessageIn(ApiModel):
             # a base64 body is valid base64: what `body_bytes` decodes
             "if": {"properties": {"body_encoding": {"const": "base64"}}, "required": ["body_encoding"]},
             "then": {"properties": {"body": {"pattern": BASE64_PATTERN}}},
-            "allOf": [
+            "allOf": [  # a null is a field left out (the model's default), so only two values conflict
                 # a message group routes its message as a sharding key does: one or the other
-                {"not": {"required": ["sharding_key", "message_group"]}},
+                {"not": _both("sharding_key", "message_group", "string")},
                 # a delay message says when it is due one way
-                {"not": {"required": ["delivery_time_ms", "delay_ms"]}},
+                {"not": _both("delivery_time_ms", "delay_ms", "integer")},
             ],
         }
     )

@@ -4,6 +4,8 @@
        0     4   total_size        bytes in the whole record, this field included   producer
        4     1   magic             0xD2                                             producer
        5     1   flags             bit 0: END_OF_BATCH, the last record of one put  broker
+                                   bit 1: SEND_KEY, not a message: the put's
+                                   idempotency key (tidemq_store/sends.py)
        6     4   queue             queue id within the topic (a producer sends its  broker
                                    choice, or ANY_QUEUE: the broker chooses)
       10     8   queue_offset      the message's offset in its queue                broker
@@ -53,6 +55,7 @@ from crc32c import crc32c
 
 MAGIC = 0xD2
 END_OF_BATCH = 0x01  # flags, bit 0 (version 1's flags too)
+SEND_KEY = 0x02  # flags, bit 1: a commit log's record naming its batch's idempotency key, never a message
 ANY_QUEUE = 0xFFFFFFFF  # a producer's queue field when the broker chooses
 HEADER = struct.Struct("<IBBIQQQIIQBHI")  # the table's fields, in order
 HEADER_SIZE = HEADER.size  # 57
@@ -142,6 +145,21 @@ def stamp(
                 view, position + BROKER_CRC_AT, crc32c(view[position + BROKER_AT : position + BROKER_CRC_AT])
             )
             position += size
+
+
+SEND_KEY_HEAD = BROKER_AT + 1  # the bytes of a record `is_send_key` reads
+
+
+def is_send_key(head: bytes) -> bool:
+    """Whether the record whose first SEND_KEY_HEAD bytes are `head` (checked already) is a SEND_KEY record."""
+    return head[4] == MAGIC and bool(head[BROKER_AT] & SEND_KEY)
+
+
+def flag_record(records: bytearray, at: int, flag: int) -> None:
+    """Set `flag` on the record at `at` of `records`, stamped already, and write its broker CRC again."""
+    with memoryview(records) as view:
+        view[at + BROKER_AT] |= flag
+        _CRC.pack_into(view, at + BROKER_CRC_AT, crc32c(view[at + BROKER_AT : at + BROKER_CRC_AT]))
 
 
 def encode_batch(topic: bytes, records: list[PendingRecord], physical_start: int, store_timestamp: int) -> bytes:

@@ -12,10 +12,14 @@ import pytest
 from tidemq_protocol.errors import MessageNotFound
 from tidemq_protocol.message import Message
 from tidemq_store import TopicConfig
-from tidemq_store.tiered.index import index_prefix, parse_index_key
+from tidemq_store.tiered.directory import DIRECTORY_PREFIX
+from tidemq_store.tiered.index import SlotTables, index_prefix, parse_index_key
 from tidemq_store.tiered.lookup import REBUILD_OFFSETS
 
 from .test_tier import tier_options
+
+DIRECTORY_READS = 4
+"""What the id directory costs a lookup by id at most (directory.py): one listing of one key and three reads."""
 
 
 class S3Requests:
@@ -104,9 +108,11 @@ def test_a_lookup_reads_at_most_a_listing_two_reads_per_index_object_and_two_per
     wanted = results[3]
     found, calls = requests.during(lambda: store.message_by_id(wanted.msg_id))
     assert found.msg_id == wanted.msg_id
-    bound = 1 + 2 * objects + 2  # listing, per object header+table and slot, one candidate's entry and record
+    # the id directory (one listing of one key, its table, slot and queue name), then the queue's index: listing,
+    # per object header+table and slot, one candidate's entry and record
+    bound = DIRECTORY_READS + 1 + 2 * objects + 2
     assert len(calls) <= bound, calls
-    assert calls.count("list") == 1
+    assert calls.count("list") == 2
 
     # The slot tables are cached now (objects never change): a lookup reads a slot only where it holds entries.
     found, calls = requests.during(lambda: store.messages_by_key("t", "order-2-7"))
@@ -191,13 +197,7 @@ def test_serverless_finds_by_id_and_key_in_s3_once_the_segment_files_are_deleted
     store.create_topic(TopicConfig(name="orders", queues=2))
     results = keyed_batches(store, "orders", 2, batches=10)
     before = store.message_by_id(results[5].msg_id)
-    deleted = store.maintenance().run().files_deleted
-    deadline = time.monotonic() + 30
-    while any(store.segments.iterdir()):  # the files are deleted once idle for the grace period
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-        deleted += store.maintenance().run().files_deleted
-    assert deleted >= 1
+    delete_segment_files(store)
 
     with pytest.raises(MessageNotFound):
         store._hot_message_by_id(results[5].msg_id)
@@ -209,10 +209,10 @@ def test_serverless_finds_by_id_and_key_in_s3_once_the_segment_files_are_deleted
     requests = S3Requests(other.tier.driver.client)
     found, calls = requests.during(lambda: other.message_by_id(results[5].msg_id))
     assert found == before
-    objects = sum(len(index_objects(other.tier.driver, "orders", q)) for q in range(2))
-    # the queues' listing (1 + one per topic), each queue's view (3 listings; no manifest: never compacted) and
-    # index listing, 2 reads per index object, 2 per candidate
-    assert len(calls) <= 2 + 2 * (3 + 1) + 2 * objects + 2, calls
+    objects = len(index_objects(other.tier.driver, "orders", results[5].queue))
+    # the id directory, the one queue's view (3 listings; no manifest: never compacted) and index listing, 2 reads
+    # per index object, 2 per candidate
+    assert len(calls) <= DIRECTORY_READS + 3 + 1 + 2 * objects + 2, calls
 
 
 def test_while_the_hot_tier_holds_every_message_a_lookup_makes_no_s3_request(aws_env, open_test_store):
@@ -229,3 +229,83 @@ def test_while_the_hot_tier_holds_every_message_a_lookup_makes_no_s3_request(aws
     with pytest.raises(MessageNotFound):  # nothing below the hot minimum: the tier is not asked
         requests.during(lambda: store.message_by_id("f" * 24))
     assert requests.calls == []
+
+
+def made_up_id(real_id: str) -> str:
+    """An id naming the place of a real record but another size: it names no message."""
+    return f"{real_id[:16]}{int(real_id[16:], 16) + 1:08x}"
+
+
+def lookup_costs(store, lookup, client, known: str, unknown: str) -> tuple[list[str], list[str]]:
+    """The S3 requests of a lookup by a known and by an unknown id, with no index table read before."""
+    lookup.reader.tables = SlotTables()
+    requests = S3Requests(client)
+    found, known_calls = requests.during(lambda: store.message_by_id(known))
+    assert found.msg_id == known
+    with pytest.raises(MessageNotFound):
+        requests.during(lambda: store.message_by_id(unknown))
+    return known_calls, list(requests.calls)
+
+
+def test_a_lookup_by_id_costs_the_same_s3_requests_with_50_topics_as_with_2(aws_env, open_test_store):
+    store = embedded_cold(open_test_store, tier_upload_age_ms=3_600_000)
+    for n in range(50):
+        store.create_topic(TopicConfig(name=f"t{n}", queues=1))
+    first = keyed_batches(store, "t0", 1, batches=4)
+    keyed_batches(store, "t1", 1, batches=4)
+    for topic in ("t0", "t1"):
+        store.upload_now(topic)
+    release_hot(store, "t0")
+    known, unknown = first[5].msg_id, made_up_id(first[5].msg_id)
+    with_2 = lookup_costs(store, store.lookup, store.driver.client, known, unknown)
+
+    for n in range(2, 50):  # 48 topics more, each in the tier, their hot segments gone too
+        keyed_batches(store, f"t{n}", 1, batches=4)
+        store.upload_now(f"t{n}")
+    release_hot(store, "t49")
+    assert len({topic for topic, _ in store.driver.queues()}) == 50
+    assert len(store.driver.objects(DIRECTORY_PREFIX)) > 1
+    with_50 = lookup_costs(store, store.lookup, store.driver.client, known, unknown)
+
+    assert with_50 == with_2
+    objects = len(index_objects(store.driver, "t0", 0))
+    for calls in with_50:
+        assert len(calls) <= DIRECTORY_READS + 1 + 2 * objects + 2, calls
+    requests = S3Requests(store.driver.client)  # an id naming no record at all: the directory's listing, no more
+    with pytest.raises(MessageNotFound):
+        requests.during(lambda: store.message_by_id(f"{1:016x}{100:08x}"))
+    assert len(requests.calls) <= DIRECTORY_READS, requests.calls
+
+
+def delete_segment_files(store) -> None:
+    """Run maintenance until every segment file is deleted (once idle for the grace period)."""
+    deadline = time.monotonic() + 60
+    store.maintenance().run()
+    while any(store.segments.iterdir()):
+        assert time.monotonic() < deadline, list(store.segments.iterdir())
+        time.sleep(0.2)
+        store.maintenance().run()
+
+
+def test_serverless_lookups_by_id_cost_the_same_s3_requests_with_50_topics_as_with_2(serverless):
+    store = serverless()
+    for n in range(50):
+        store.create_topic(TopicConfig(name=f"t{n}", queues=1))
+    first = keyed_batches(store, "t0", 1, batches=2)
+    keyed_batches(store, "t1", 1, batches=2)
+    delete_segment_files(store)
+    known, unknown = first[5].msg_id, made_up_id(first[5].msg_id)
+    reader = serverless()  # another process for each count: its own views of the tier, nothing cached
+    with_2 = lookup_costs(reader, reader.tier.lookup, reader.tier.driver.client, known, unknown)
+
+    for n in range(2, 50):
+        keyed_batches(store, f"t{n}", 1, batches=2)
+    delete_segment_files(store)
+    assert len({topic for topic, _ in store.tier.driver.queues()}) == 50
+    reader = serverless()
+    with_50 = lookup_costs(reader, reader.tier.lookup, reader.tier.driver.client, known, unknown)
+
+    assert with_50 == with_2
+    objects = len(index_objects(store.tier.driver, "t0", 0))
+    for calls in with_50:  # the directory, the queue's view (3 listings, no manifest), its index, one candidate
+        assert len(calls) <= DIRECTORY_READS + 3 + 1 + 2 * objects + 2, calls

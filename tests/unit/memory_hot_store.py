@@ -280,6 +280,13 @@ class MemoryHotStore(HotStore):
     def add_put_listener(self, listener: PutListener) -> None:
         self.listeners.append(listener)
 
+    @property
+    def first_position(self) -> int:
+        return 0  # nothing is ever removed from the log in memory
+
+    def set_segment_archive(self, archive) -> None:
+        self.segment_archive = archive  # never called: no segment is removed
+
     def set_release_policy(self, policy: ReleasePolicy) -> None:
         self.release_policy = policy
 

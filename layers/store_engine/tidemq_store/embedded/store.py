@@ -116,6 +116,7 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         self._closed = False
         self._put_listeners: list[PutListener] = []
         self._release_policy = None
+        self._segment_archive = None
         self.recover()
         self._stop = threading.Event()
         self._maintenance = background_thread(self._maintain, "store-maintenance")
@@ -317,6 +318,10 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
     @property
     def written_position(self) -> int:
         return self.commitlog.written_position
+
+    @property
+    def first_position(self) -> int:
+        return self.commitlog.min_position
 
     def queues(self) -> Iterator[QueueExtent]:
         return self.cq.queues()

@@ -352,15 +352,33 @@ class ServerlessMessageStore(MessageStore):
         return state.next_offset
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
-        """The hot tier's message, else the cold tier's (its index, tiered/lookup.py, searched in every queue the
-        tier holds): a message whose segment file is gone is found there."""
+        """The hot tier's message, else the cold tier's (the index of the one queue its record is of,
+        tiered/lookup.py): a message whose segment file is gone is found there."""
         try:
             return self._hot_message_by_id(msg_id)
         except MessageNotFound:
-            found = self.tier.message_by_id(msg_id) if self.tier is not None else None
+            found = self._cold_message_by_id(msg_id)
             if found is None or not self._still_held(found):
                 raise
             return found
+
+    def _cold_message_by_id(self, msg_id: str) -> StoredMessage | None:
+        """The tier's message `msg_id`, searched in the queue its record names while its segment file is there, else
+        in the queue the tier's id directory lists for its place (tiered/directory.py). A timer id names no place."""
+        if self.tier is None or is_timer_id(msg_id):
+            return None
+        physical, _ = parse_message_id(msg_id)
+        file, _ = split_physical(physical)
+        places = None
+        if (self.segments / file).exists():
+            try:
+                record = read_by_id(msg_id, self.config.max_message_bytes, self._read_physical)
+            except MessageNotFound:
+                if (self.segments / file).exists():
+                    return None  # (else maintenance deleted the file meanwhile: its directory object says)
+            else:
+                places = [(record.topic, record.queue)]
+        return self.tier.message_by_id(msg_id, physical, places)
 
     def _still_held(self, message: StoredMessage) -> bool:
         """Whether a message found in the tier is still its topic's: the topic (not a later one of its name)

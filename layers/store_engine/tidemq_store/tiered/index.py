@@ -63,6 +63,11 @@ def key_hash(key: str) -> int:
     return _hash(b"k\0" + key.encode())
 
 
+def position_hash(physical: int) -> int:
+    """The hash a record's physical offset is listed under in the id directory (directory.py)."""
+    return _hash(b"p\0" + physical.to_bytes(8, "little"))
+
+
 def _hash(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
@@ -201,6 +206,10 @@ class IndexReader:
         data = self._read(item, start, (high - low) * ENTRY.size)
         found = [ENTRY.unpack_from(data, i * ENTRY.size) for i in range(high - low)]
         return sorted((offset for h, offset in found if h == hashed), reverse=True)
+
+    def entries_end(self, item: IndexRange) -> int:
+        """Where the object's entries end: what follows them is the object's own (directory.py's queue names)."""
+        return table_size(item.slots) + self._table(item)[-1] * ENTRY.size
 
     def _table(self, item: IndexRange) -> tuple[int, ...]:
         table = self.tables.get(item.key)

@@ -11,11 +11,13 @@ What one lookup reads, per queue searched (the bound the tests count, docs/tiere
                       and 1 ranged read of one slot's entries when that slot holds any
     per candidate offset: 2 reads (its ConsumeQueue entry, its record)
 
-A lookup by id searches every queue the tier holds until one has the message; a lookup by key the queues of
-its topic, newest index objects first, until `limit` messages are found in each. Only offsets below the hot tier's
-minimum are searched (the hot tier was asked about the rest), so a queue the hot tier still holds whole costs
-nothing. Index objects are one per
-upload until compaction (spark_emr) merges them, which is what keeps their number, and so the reads, small.
+A lookup by id searches one queue: the one its record is of, named by the record's header while the hot file
+that holds it is there, else by the tier's id directory (directory.py: 1 listing and at most 3 reads), so its cost
+does not grow with the number of topics or queues. A lookup by key searches the queues of its topic (the API takes
+the topic with the key), newest index objects first, until `limit` messages are found in each. Only offsets below
+the hot tier's minimum are searched (the hot tier was asked about the rest), so a queue the hot tier still holds
+whole costs nothing. Index objects are one per upload until compaction (spark_emr) merges them, which is what keeps
+their number, and so the reads, small.
 Offsets no index object covers (an upload that crashed before writing its object, an object deleted by hand, a
 tier uploaded before the index existed) are indexed again from the tier's own files first (`rebuild`), in
 objects of at most REBUILD_OFFSETS offsets, which the next lookups use.
@@ -31,6 +33,7 @@ from tidemq_protocol.message import StoredMessage
 from tidemq_protocol.record import decode_run
 
 from .container import TieredQueue
+from .directory import IdDirectory
 from .index import (
     IndexGone,
     IndexRange,
@@ -48,6 +51,8 @@ from .index import (
 )
 from .segment import SegmentGone, TierDriver
 
+QueuePlace = tuple[str, int]
+"""A queue by its topic and number."""
 ColdQueue = tuple[TieredQueue, int | None]
 """A tier queue to search, and the offset from which the hot tier holds its messages (None: search it all)."""
 
@@ -63,9 +68,16 @@ class ColdLookup:
     def __init__(self, driver: TierDriver, tables: SlotTables | None = None) -> None:
         self.driver = driver
         self.reader = IndexReader(driver, tables or SlotTables())
+        self.directory = IdDirectory(self.reader)
+
+    def queues_at(self, physical: int) -> list[QueuePlace]:
+        """The queue(s) the tier's id directory lists the record written at `physical` under (none: no object
+        covers it)."""
+        return self.directory.queues_at(physical)
 
     def by_id(self, queues: Iterable[ColdQueue], msg_id: str) -> StoredMessage | None:
-        """The message with id `msg_id` in the first of `queues` holding it (None: none does)."""
+        """The message with id `msg_id` in the first of `queues` holding it (None: none does): the queue its record
+        is of (`queues_at`)."""
         hashed = id_hash(msg_id)
         wanted = msg_id.lower()
         for tiered, below in queues:

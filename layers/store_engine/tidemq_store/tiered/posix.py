@@ -115,6 +115,9 @@ class PosixDriver(TierDriver):
                 found.append(StoredObject(key, stat.st_size, stat.st_mtime))
         return sorted(found, key=lambda o: o.key)
 
+    def first_object_after(self, prefix: str, after: str) -> StoredObject | None:
+        return next((item for item in self.objects(prefix) if item.key > after), None)
+
     def delete_object(self, key: str) -> None:
         (self.directory / key).unlink(missing_ok=True)
 

@@ -155,6 +155,11 @@ class TierDriver(ABC):
         """Every object whose key starts with `prefix`, in key order."""
 
     @abstractmethod
+    def first_object_after(self, prefix: str, after: str) -> StoredObject | None:
+        """The first object, in key order, whose key starts with `prefix` and comes after `after` (None: none does):
+        one listing of one key, how the id directory (directory.py) finds the object covering a position."""
+
+    @abstractmethod
     def delete_object(self, key: str) -> None:
         """Remove the object (no error when it is already gone)."""
 

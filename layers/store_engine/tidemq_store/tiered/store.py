@@ -25,11 +25,13 @@ deletes cold segments whose messages expired.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
 
 from tidemq_protocol import clock
 from tidemq_protocol.errors import MessageNotFound, OffsetOutOfRange, TideMQError, TopicNotFound
 from tidemq_protocol.message import Message, StoredMessage
+from tidemq_protocol.record import parse_message_id
 
 from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MessageStore
@@ -53,8 +55,9 @@ from ..timer.api import TimerStore
 from ..transactions.api import TransactionLog
 from .cache import ReadAheadCache, read_cold
 from .container import TieredQueue
+from .directory import expire_directories, write_directory
 from .dispatcher import TieredDispatcher
-from .lookup import ColdLookup, ColdQueue, newest
+from .lookup import ColdLookup, ColdQueue, QueuePlace, newest
 from .progress import ProgressStore
 from .segment import TierDriver
 
@@ -73,6 +76,8 @@ class TieredMessageStore(MessageStore):
         self.cache = ReadAheadCache(config.tier_cache_bytes, config.tier_cache_ttl_s)
         self.lookup = ColdLookup(driver)
         hot.add_put_listener(self.dispatcher.dispatch)
+        if config.tier_level is not TieredStorageLevel.DISABLE:
+            hot.set_segment_archive(partial(write_directory, driver))
         if config.hot_retention_ms is not None and config.tier_level is not TieredStorageLevel.DISABLE:
             hot.set_release_policy(ReleasePolicy(self.dispatcher.uploaded_before, config.hot_retention_ms))
 
@@ -250,27 +255,34 @@ class TieredMessageStore(MessageStore):
         return tiered.first_offset_stored_at(timestamp_ms, low, high)
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
-        """The hot tier's message, else the cold tier's (every queue the tier holds is searched, lookup.py)."""
+        """The hot tier's message, else the cold tier's: an id naming a position below the hot commit log is
+        searched in the one queue the tier's id directory lists for that position (directory.py, lookup.py)."""
         try:
             return self.hot.message_by_id(msg_id)
         except MessageNotFound:
-            found = self.lookup.by_id(self._cold_queues(), msg_id)
+            physical, _ = parse_message_id(msg_id)
+            if self.config.tier_level is TieredStorageLevel.DISABLE or physical >= self.hot.first_position:
+                raise  # the hot tier holds that place (or never did: a timer's or a half message's id)
+            places = self.lookup.queues_at(physical)
+            found = self.lookup.by_id(self._cold_queues(places), msg_id)
             if found is None or not self._in_tier_range(found):
                 raise
             return found
 
-    def _cold_queues(self, topic: str | None = None) -> Iterable[ColdQueue]:
-        """The tier queues (of `topic`, or of every topic) holding offsets the hot tier no longer has, each with its
-        hot minimum: what to search for what the hot tier lacks."""
-        for name, queue in self.progress.queues():
-            if topic is not None and name != topic:
-                continue
+    def _cold_queues(self, places: Iterable[QueuePlace]) -> Iterator[ColdQueue]:
+        """The tier queues of `places` holding offsets the hot tier no longer has, each with its hot minimum: what
+        to search for what the hot tier lacks."""
+        for name, queue in places:
             try:
                 hot_min = self.hot.min_offset(name, queue)
             except TopicNotFound:
                 continue
-            if hot_min > 0:
+            if hot_min > 0 and self.dispatcher.has_tier_data(name, queue):
                 yield self.dispatcher.tiered_queue(name, queue), hot_min
+
+    def _topic_queues(self, topic: str) -> list[QueuePlace]:
+        """The queues of `topic` the tier holds."""
+        return [(name, queue) for name, queue in self.progress.queues() if name == topic]
 
     def _in_tier_range(self, message: StoredMessage) -> bool:
         """Whether a message found in the tier (within its queue's tier range) is its topic's: the topic exists
@@ -289,7 +301,8 @@ class TieredMessageStore(MessageStore):
         hot = self.hot.messages_by_key(topic, key, limit)
         if self.config.tier_level is TieredStorageLevel.DISABLE:
             return hot
-        cold = [m for m in self.lookup.by_key(self._cold_queues(topic), key, limit) if self._in_tier_range(m)]
+        queues = self._cold_queues(self._topic_queues(topic))
+        cold = [m for m in self.lookup.by_key(queues, key, limit) if self._in_tier_range(m)]
         return newest(hot, cold, check_page_limit(limit))
 
     # ---- cold tier -------------------------------------------------------------------------------
@@ -340,22 +353,28 @@ class TieredMessageStore(MessageStore):
         return self.hot.release_segments(wanted_bytes, self.dispatcher.uploaded_before())
 
     def clean_expired(self, now_ms: int | None = None) -> CleanReport:
-        """Hot retention and release, then topic retention in the tier."""
+        """Hot retention and release, then topic retention in the tier, then the id directory's objects older than
+        the longest retention of a topic in the tier (directory.py)."""
         report = self.hot.clean_expired(now_ms)
         now = clock.now_ms() if now_ms is None else now_ms
         expired = 0
+        longest: int | None = 0  # the longest retention of a topic in the tier (None: one keeps forever)
         for topic, queue in list(self.progress.queues()):
             try:
                 config = self.hot.get_topic(topic)
             except TopicNotFound:
                 continue
             if config.retention_ms is None:
+                longest = None
                 continue
+            longest = None if longest is None else max(longest, config.retention_ms)
             with self.dispatcher.queue_lock(topic, queue):
                 try:
                     expired += self.dispatcher.tiered_queue(topic, queue).delete_expired(now - config.retention_ms)
                 except TideMQError:
                     log.exception("cold retention of %s:%s failed", topic, queue)
+        if longest is not None and self.config.tier_level is not TieredStorageLevel.DISABLE:
+            expire_directories(self.driver, (now - longest) / 1000)
         return CleanReport(report.segments_deleted, report.messages_expired + expired)
 
     def open_kv(self) -> KeyValueStore:

@@ -237,17 +237,21 @@ def made_up_id(real_id: str) -> str:
 
 
 def lookup_costs(store, lookup, client, known: str, unknown: str) -> tuple[list[str], list[str]]:
-    """The S3 requests of a lookup by a known and by an unknown id, with no index table read before."""
+    """The S3 requests of a lookup by a known and by an unknown id, with no index table read before, then of a
+    lookup by the known message's key in its topic."""
     lookup.reader.tables = SlotTables()
     requests = S3Requests(client)
     found, known_calls = requests.during(lambda: store.message_by_id(known))
     assert found.msg_id == known
     with pytest.raises(MessageNotFound):
         requests.during(lambda: store.message_by_id(unknown))
-    return known_calls, list(requests.calls)
+    unknown_calls = list(requests.calls)
+    found, key_calls = requests.during(lambda: store.messages_by_key("t0", "order-0-5"))  # its topic's queues only
+    assert [m.msg_id for m in found] == [known]
+    return known_calls, unknown_calls, key_calls
 
 
-def test_a_lookup_by_id_costs_the_same_s3_requests_with_50_topics_as_with_2(aws_env, open_test_store):
+def test_lookups_by_id_and_key_cost_the_same_s3_requests_with_50_topics_as_with_2(aws_env, open_test_store):
     store = embedded_cold(open_test_store, tier_upload_age_ms=3_600_000)
     for n in range(50):
         store.create_topic(TopicConfig(name=f"t{n}", queues=1))
@@ -287,7 +291,7 @@ def delete_segment_files(store) -> None:
         store.maintenance().run()
 
 
-def test_serverless_lookups_by_id_cost_the_same_s3_requests_with_50_topics_as_with_2(serverless):
+def test_serverless_lookups_by_id_and_key_cost_the_same_s3_requests_with_50_topics_as_with_2(serverless):
     store = serverless()
     for n in range(50):
         store.create_topic(TopicConfig(name=f"t{n}", queues=1))

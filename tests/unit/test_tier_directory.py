@@ -1,0 +1,99 @@
+"""The tier's id directory (tidemq_store/tiered/directory.py) over the POSIX driver: a hot file's records listed
+with their queues, found again from a physical offset in one listing and at most three reads, whatever else the
+directory holds; a damaged record ends the listing; old objects expire."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tidemq_protocol.record import encode_stored
+from tidemq_store.tiered import directory
+from tidemq_store.tiered.directory import (
+    DIRECTORY_PREFIX,
+    IdDirectory,
+    directory_key,
+    expire_directories,
+    records_of,
+    write_directory,
+)
+from tidemq_store.tiered.index import IndexReader, SlotTables
+from tidemq_store.tiered.posix import PosixDriver
+
+
+class CountingDriver(PosixDriver):
+    """A POSIX driver that counts what a lookup asks of it."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.asked: list[str] = []
+
+    def read_range(self, key: str, start: int, length: int) -> bytes | None:
+        self.asked.append("read")
+        return super().read_range(key, start, length)
+
+    def first_object_after(self, prefix: str, after: str):
+        self.asked.append("list")
+        return super().first_object_after(prefix, after)
+
+
+def hot_file(first: int, queues: list[tuple[str, int]], body: bytes = b"x" * 100) -> tuple[bytes, list[int]]:
+    """Records of `queues` (one each, in order) back to back from physical offset `first`, and where each is."""
+    data, places = b"", []
+    for topic, queue in queues:
+        places.append(first + len(data))
+        data += encode_stored(topic.encode(), queue, 0, first + len(data), 1, 1, b"", body)
+    return data, places
+
+
+def reader_of(data: bytes, first: int):
+    return lambda at, length: data[at - first : at - first + length]
+
+
+@pytest.fixture
+def driver(tmp_path):
+    return CountingDriver(tmp_path / "tier")
+
+
+def test_a_hot_files_records_are_found_by_their_place_in_at_most_a_listing_and_three_reads(driver, monkeypatch):
+    monkeypatch.setattr(directory, "SCAN_BYTES", 1000)  # records cross the windows the file is read in
+    queues = [(f"topic-{n % 7}", n % 3) for n in range(300)]
+    first = 5 << 40
+    data, places = hot_file(first, queues)
+    write_directory(driver, first, first + len(data), reader_of(data, first))
+    other, _ = hot_file(7 << 40, [("elsewhere", 0)] * 50)  # another file's object beside it
+    write_directory(driver, 7 << 40, (7 << 40) + len(other), reader_of(other, 7 << 40))
+    ids = IdDirectory(IndexReader(driver, SlotTables()))
+
+    for place, queue in zip(places, queues, strict=True):
+        driver.asked.clear()
+        assert ids.queues_at(place) == [queue]
+        assert driver.asked.count("list") == 1 and driver.asked.count("read") <= 3, driver.asked
+    driver.asked.clear()
+    assert ids.queues_at(places[0] + 1) == []  # no record starts there
+    assert ids.queues_at(first + len(data)) == []  # past the file: no object covers it
+    assert ids.queues_at(3 << 40) == []
+    assert ids.queues_at((7 << 40) + 10**6) == []
+
+
+def test_a_damaged_record_ends_the_listing_there(driver):
+    first = 1 << 20
+    data, places = hot_file(first, [("t", 0), ("t", 1), ("t", 2)])
+    damaged = bytearray(data)
+    damaged[places[1] - first + 60] ^= 0xFF  # in the second record's body: its CRC fails
+    assert [place for place, _, _ in records_of(reader_of(bytes(damaged), first), first, first + len(data))] == [
+        places[0]
+    ]
+    assert list(records_of(reader_of(data[:-10], first), first, first + len(data) - 10))[-1][0] == places[1]
+
+
+def test_an_object_already_written_is_kept_and_old_objects_expire(driver):
+    first = 1 << 20
+    data, places = hot_file(first, [("t", 0)])
+    write_directory(driver, first, first + len(data), reader_of(data, first))
+    write_directory(driver, first, first + len(data), reader_of(data, first))  # a run that stopped before deleting
+    assert [item.key for item in driver.objects(DIRECTORY_PREFIX)] == [directory_key(first, first + len(data))]
+    assert expire_directories(driver, time.time() - 3600) == 0
+    assert expire_directories(driver, time.time() + 1) == 1
+    assert IdDirectory(IndexReader(driver, SlotTables())).queues_at(places[0]) == []

@@ -3,12 +3,13 @@ queue's index objects are merged (what the Spark compaction job does, run here i
 
 Prints one JSON line per result:
   {"bench": "cold_lookup", "kind": "id"|"key", "index_objects": N, "tables_cached": bool, "s3_requests_mean": ...,
-   "s3_requests_max": ..., "ms_p50": ..., "ms_p99": ...}
+   "s3_requests_max": ..., "ms_p50": ..., "ms_p99": ..., "latency_ms": ..., "topics": N}
   for --uploads uploads of --per-upload messages into one queue of an embedded store on S3 (a moto server over
-  HTTP), its hot segments removed, looked up --lookups times each way with a cold slot-table cache (another
-  process) and a warm one, with --latency-ms added to every S3 request.
+  HTTP), between puts to --topics - 1 other topics, its hot segments removed, looked up --lookups times each way
+  with a cold slot-table cache (another process) and a warm one, with --latency-ms added to every S3 request. A
+  lookup by id reads the tier's id directory first (tiered/directory.py), so its requests do not grow with --topics.
 
-    python bench/cold_lookups.py                   # 100 uploads x 200 messages, 5 ms per S3 request
+    python bench/cold_lookups.py                   # 100 uploads x 200 messages, 50 topics, 5 ms per S3 request
 """
 
 from __future__ import annotations
@@ -32,14 +33,22 @@ from tidemq_store.tiered.index import SlotTables
 TOPIC = "lookups"
 
 
-def produce(store, uploads: int, per_upload: int) -> list[tuple[str, str]]:
-    """(id, key) of every message, each upload made on its own."""
+def produce(store, uploads: int, per_upload: int, topics: int) -> list[tuple[str, str]]:
+    """(id, key) of every message of TOPIC, each upload made on its own, with a put to one of `topics` - 1 other
+    topics between them (uploaded too: the hot segments and the id directory's objects hold every topic)."""
+    others = [f"other-{n}" for n in range(topics - 1)]
+    for name in others:
+        store.create_topic(TopicConfig(name=name, queues=1))
     made = []
     for upload in range(uploads):
         keys = [f"order-{upload}-{i}" for i in range(per_upload)]
         results = store.put(TOPIC, [Message(b"x" * 200, queue=0, keys=(key,)) for key in keys])
         made += [(result.msg_id, key) for result, key in zip(results, keys, strict=True)]
         store.upload_now(TOPIC)
+        if others:
+            other = others[upload % len(others)]
+            store.put(other, [Message(b"y" * 200, queue=0, keys=(f"k{i}",)) for i in range(per_upload)])
+            store.upload_now(other)
     store.clean_expired()
     return made
 
@@ -67,6 +76,7 @@ def measure(store, sample: list[tuple[str, str]], kind: str, cached: bool, sent:
         "ms_p50": round(times[len(times) // 2], 2),
         "ms_p99": round(times[int(len(times) * 0.99)], 2),
         "latency_ms": latency_ms,
+        "topics": len(store.list_topics(limit=1000)),
     }
 
 
@@ -76,6 +86,7 @@ def main() -> None:
     parser.add_argument("--per-upload", type=int, default=200)
     parser.add_argument("--lookups", type=int, default=50)
     parser.add_argument("--latency-ms", type=float, default=5.0)
+    parser.add_argument("--topics", type=int, default=50, help="topics in the store (the looked-up one and others)")
     args = parser.parse_args()
     with LocalAws() as aws, tempfile.TemporaryDirectory() as home:
         os.environ.update(aws.env)
@@ -90,7 +101,7 @@ def main() -> None:
         store = open_store(config)
         try:
             store.create_topic(TopicConfig(name=TOPIC, queues=1))
-            made = produce(store, args.uploads, args.per_upload)
+            made = produce(store, args.uploads, args.per_upload, args.topics)
             cold_min = store.tier_status(TOPIC)[0].hot_min_offset
             sample = random.Random(7).sample(made[: cold_min - 1], args.lookups)  # only the cold tier has them
             sent: list[int] = []

@@ -64,13 +64,16 @@ def test_a_hot_files_records_are_found_by_their_place_in_at_most_a_listing_and_t
     write_directory(driver, first, first + len(data), reader_of(data, first))
     other, _ = hot_file(7 << 40, [("elsewhere", 0)] * 50)  # another file's object beside it
     write_directory(driver, 7 << 40, (7 << 40) + len(other), reader_of(other, 7 << 40))
-    ids = IdDirectory(IndexReader(driver, SlotTables()))
-
     for place, queue in zip(places, queues, strict=True):
+        ids = IdDirectory(IndexReader(driver, SlotTables()))  # another process each time: nothing kept
         driver.asked.clear()
         assert ids.queues_at(place) == [queue]
         assert driver.asked.count("list") == 1 and driver.asked.count("read") <= 3, driver.asked
+        driver.asked.clear()
+        assert ids.queues_at(place) == [queue]
+        assert driver.asked == ["read"]  # the object, its table and the name kept: the slot's entries alone
     driver.asked.clear()
+    ids = IdDirectory(IndexReader(driver, SlotTables()))
     assert ids.queues_at(places[0] + 1) == []  # no record starts there
     assert ids.queues_at(first + len(data)) == []  # past the file: no object covers it
     assert ids.queues_at(3 << 40) == []

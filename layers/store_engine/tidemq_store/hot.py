@@ -111,6 +111,11 @@ class HotStore(MessageStore):
         """The start of the hot commit log: an id naming a position below it names a record gone from the hot tier."""
 
     @abstractmethod
+    def record_queue(self, msg_id: str) -> tuple[str, int] | None:
+        """The topic and queue of the record `msg_id` names, if the hot commit log still holds its place (whether
+        or not the message is still readable there: released, expired); None otherwise."""
+
+    @abstractmethod
     def set_segment_archive(self, archive: SegmentArchive) -> None:
         """Have `archive` called before every removal of a commit-log segment (the tier's id directory)."""
 

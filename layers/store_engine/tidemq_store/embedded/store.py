@@ -358,6 +358,16 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
             raise MessageNotFound(f"with id {msg_id}")  # (SEND_KEY: a batch's idempotency key, not a message)
         return message
 
+    def record_queue(self, msg_id: str) -> tuple[str, int] | None:
+        try:
+            position, size = parse_message_id(msg_id)
+            if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
+                return None
+            message = read_by_id(msg_id, self.config.max_message_bytes, self.commitlog.read)
+        except MessageNotFound:
+            return None
+        return message.topic, message.queue
+
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
         self.get_topic(topic)
         if not isinstance(key, str) or not key:

@@ -17,15 +17,19 @@ A lookup by id whose position is below the hot tier's files costs, whatever the 
 
     1 listing of one key     the first object whose name sorts after ".ids/<position:020d>-~": the one object
                              whose end lies past the position, which covers it if any does
-    1 read                   its header and slot table (none once cached: the object never changes)
+    1 read                   its header and slot table
     1 ranged read            the slot's entries, when the slot holds any
     1 ranged read            the queue's name
 
-then the lookup in that one queue's index (lookup.py). An id whose position no object covers (nothing was ever
-written there, or the object was deleted by hand) is not found after the listing. Why this and not a directory of
-ids sharded by a hash of the id, written with each upload: uploads are per queue, so such a shard gains an object per
-queue uploaded and a lookup would read them all until compaction merged them; a hot file is deleted once, and its
-one object says everything about the ids that name it.
+(in a process that found the object and read the name before, both kept since objects never change: the slot's
+entries alone), then the lookup in that one queue's index (lookup.py). An id whose position no object covers
+(nothing was ever written there, or the object was deleted by hand) is not found after the listing.
+
+Why this and not a directory of ids sharded by a hash of the id, written with each upload: uploads are per queue,
+so such a shard gains an object per queue uploaded, and a lookup would read them all until compaction merged them;
+a hot file is deleted once, and its one object says everything about the ids that name it. Nor the topic and queue
+in the id itself: ids are RocketMQ's fixed 24 digits of place and size (clients parse and keep them), and a record's
+place is already unique across the store.
 
 Ids that name no place in a hot file (a timer's id, a half message's id that its committed message keeps) are
 looked up where they are kept (the timers, the transactions), not here.
@@ -37,12 +41,14 @@ can be held still); a lookup checks the message it finds against its topic anywa
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 
 from tidemq_protocol.errors import CorruptStore
 from tidemq_protocol.record import SHORTEST_HEADER, read_header, size_at
 
-from .index import IndexRange, IndexReader, encode_index, position_hash
+from .index import IndexGone, IndexRange, IndexReader, encode_index, position_hash
 from .segment import NAME_DIGITS, StoredObject, TierDriver, segment_name
 
 DIRECTORY_PREFIX = ".ids/"
@@ -115,29 +121,70 @@ def write_directory(driver: TierDriver, first: int, end: int, read: Read) -> Non
 
 
 class IdDirectory:
-    """Which queue a physical offset's record is of, from the directory objects on `reader`'s medium."""
+    """Which queue a physical offset's record is of, from the directory objects on `reader`'s medium. The objects
+    found and the queue names read are kept (up to KEPT of each): an object never changes, and one covering a place
+    is the one that covers it for as long as it exists, so a warm lookup reads only the slot's entries."""
+
+    KEPT = 4096
 
     def __init__(self, reader: IndexReader) -> None:
         self.reader = reader
+        self._objects: OrderedDict[str, IndexRange] = OrderedDict()  # by key, least recently used first
+        self._names: OrderedDict[tuple[str, int], tuple[str, int]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def queues_at(self, physical: int) -> list[tuple[str, int]]:
         """The queues the directory lists a record at `physical` under (one, unless hashes collide; none when no
         object covers it)."""
-        driver = self.reader.driver
-        listed = driver.first_object_after(DIRECTORY_PREFIX, f"{DIRECTORY_PREFIX}{segment_name(physical)}-~")
+        item = self._covering(physical)
+        if item is None:
+            return []
+        try:
+            references = self.reader.offsets(item, position_hash(physical))
+            return [self._name(item, reference) for reference in references]
+        except IndexGone:
+            self._forget(item)  # retention deleted it: the place's records have expired
+            return []
+
+    def _covering(self, physical: int) -> IndexRange | None:
+        with self._lock:
+            for item in self._objects.values():
+                if item.first <= physical < item.end:
+                    self._objects.move_to_end(item.key)
+                    return item
+        after = f"{DIRECTORY_PREFIX}{segment_name(physical)}-~"  # past every object ending at `physical`
+        listed = self.reader.driver.first_object_after(DIRECTORY_PREFIX, after)
         item = parse_directory_key(listed) if listed is not None else None
         if item is None or not item.first <= physical < item.end:
-            return []
-        names_at = self.reader.entries_end(item)
-        found = []
-        for reference in self.reader.offsets(item, position_hash(physical)):
-            at, length = reference >> 16, reference & 0xFFFF
-            name = driver.read_range(item.key, names_at + at, length)
-            if name is None or len(name) != length:
-                raise CorruptStore(f"{item.key}: a queue name past the object's end")
-            topic, _, queue = name.decode().rpartition("/")
-            found.append((topic, int(queue)))
-        return found
+            return None
+        self._keep(self._objects, item.key, item)
+        return item
+
+    def _name(self, item: IndexRange, reference: int) -> tuple[str, int]:
+        """The queue an entry's reference (`at << 16 | length` in the object's name table) names."""
+        with self._lock:
+            known = self._names.get((item.key, reference))
+        if known is not None:
+            return known
+        at, length = reference >> 16, reference & 0xFFFF
+        name = self.reader.driver.read_range(item.key, self.reader.entries_end(item) + at, length)
+        if name is None:
+            raise IndexGone(f"tier id directory object {item.key} is gone")
+        if len(name) != length:
+            raise CorruptStore(f"{item.key}: a queue name past the object's end")
+        topic, _, queue = name.decode().rpartition("/")
+        self._keep(self._names, (item.key, reference), (topic, int(queue)))
+        return topic, int(queue)
+
+    def _keep(self, kept: OrderedDict, key, value) -> None:
+        with self._lock:
+            kept[key] = value
+            while len(kept) > self.KEPT:
+                kept.popitem(last=False)
+
+    def _forget(self, item: IndexRange) -> None:
+        with self._lock:
+            self._objects.pop(item.key, None)
 
 
 def expire_directories(driver: TierDriver, before_s: float) -> int:

@@ -255,15 +255,24 @@ class TieredMessageStore(MessageStore):
         return tiered.first_offset_stored_at(timestamp_ms, low, high)
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
-        """The hot tier's message, else the cold tier's: an id naming a position below the hot commit log is
-        searched in the one queue the tier's id directory lists for that position (directory.py, lookup.py)."""
+        """The hot tier's message, else the cold tier's, searched in one queue (lookup.py): the one its record names
+        while the hot commit log holds its place (retention may have released it already), else the one the tier's
+        id directory lists for the place (directory.py)."""
         try:
             return self.hot.message_by_id(msg_id)
         except MessageNotFound:
+            if self.config.tier_level is TieredStorageLevel.DISABLE:
+                raise
             physical, _ = parse_message_id(msg_id)
-            if self.config.tier_level is TieredStorageLevel.DISABLE or physical >= self.hot.first_position:
-                raise  # the hot tier holds that place (or never did: a timer's or a half message's id)
-            places = self.lookup.queues_at(physical)
+            # While the hot log holds the place, the record there names its queue (none for a timer's or a half
+            # message's id); once its segment is gone (maybe while it was read), the id directory does.
+            place = self.hot.record_queue(msg_id) if physical >= self.hot.first_position else None
+            if place is not None:
+                places = [place]
+            elif physical < self.hot.first_position:
+                places = self.lookup.queues_at(physical)
+            else:
+                places = []
             found = self.lookup.by_id(self._cold_queues(places), msg_id)
             if found is None or not self._in_tier_range(found):
                 raise

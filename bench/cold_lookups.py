@@ -28,7 +28,6 @@ from spark_emr.compaction import Plan, compact_queue
 from spark_emr.tier import QueueRef
 from tidemq_protocol.message import Message
 from tidemq_store import StoreConfig, TopicConfig, open_store
-from tidemq_store.tiered.index import SlotTables
 
 TOPIC = "lookups"
 
@@ -57,7 +56,7 @@ def measure(store, sample: list[tuple[str, str]], kind: str, cached: bool, sent:
     counts, times = [], []
     for msg_id, key in sample:
         if not cached:
-            store.lookup.reader.tables = SlotTables()
+            store.lookup.forget()  # another process: nothing read before
         sent.clear()
         began = time.perf_counter()
         found = store.message_by_id(msg_id) if kind == "id" else store.messages_by_key(TOPIC, key)[0]

@@ -13,7 +13,7 @@ from tidemq_protocol.errors import MessageNotFound
 from tidemq_protocol.message import Message
 from tidemq_store import TopicConfig
 from tidemq_store.tiered.directory import DIRECTORY_PREFIX
-from tidemq_store.tiered.index import SlotTables, index_prefix, parse_index_key
+from tidemq_store.tiered.index import index_prefix, parse_index_key
 from tidemq_store.tiered.lookup import REBUILD_OFFSETS
 
 from .test_tier import tier_options
@@ -237,9 +237,9 @@ def made_up_id(real_id: str) -> str:
 
 
 def lookup_costs(store, lookup, client, known: str, unknown: str) -> tuple[list[str], list[str]]:
-    """The S3 requests of a lookup by a known and by an unknown id, with no index table read before, then of a
-    lookup by the known message's key in its topic."""
-    lookup.reader.tables = SlotTables()
+    """The S3 requests of a lookup by a known and by an unknown id, with nothing read before, then of a lookup by
+    the known message's key in its topic."""
+    lookup.forget()
     requests = S3Requests(client)
     found, known_calls = requests.during(lambda: store.message_by_id(known))
     assert found.msg_id == known

@@ -19,6 +19,7 @@ from typing import NamedTuple
 from tidemq_protocol.errors import OffsetOutOfRange
 from tidemq_protocol.filter import MessageFilter
 from tidemq_protocol.message import StoredMessage
+from tidemq_protocol.record import parse_message_id
 
 from ..config import StoreConfig
 from ..tiered import open_driver
@@ -107,12 +108,12 @@ class ColdTier:
         found = view.first_offset_stored_at(timestamp_ms, low, high)
         return None if found == high else found
 
-    def message_by_id(self, msg_id: str, physical: int, places: list[QueuePlace] | None) -> StoredMessage | None:
-        """The message with this id, whose record was written at `physical` (None: the tier has none), in the queue
-        of `places` (its record's header named it: its file is still there) or else the one the tier's id directory
-        lists (tiered/directory.py); views younger than `VIEW_TTL_S` are searched as they are."""
+    def message_by_id(self, msg_id: str, places: list[QueuePlace] | None = None) -> StoredMessage | None:
+        """The message with this id (None: the tier has none) in the queue of `places` (its record's header named
+        it: its file is still there) or else the one the tier's id directory lists for the place the id names
+        (tiered/directory.py); views younger than `VIEW_TTL_S` are searched as they are."""
         if places is None:
-            places = self.lookup.queues_at(physical)
+            places = self.lookup.queues_at(parse_message_id(msg_id)[0])
         return self.lookup.by_id(((self.view(topic, queue, 0), None) for topic, queue in places), msg_id)
 
     def list_ids(self, file: str, size: int, read: Callable[[int, int], bytes]) -> None:

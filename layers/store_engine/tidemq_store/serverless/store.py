@@ -378,7 +378,7 @@ class ServerlessMessageStore(MessageStore):
                     return None  # (else maintenance deleted the file meanwhile: its directory object says)
             else:
                 places = [(record.topic, record.queue)]
-        return self.tier.message_by_id(msg_id, physical, places)
+        return self.tier.message_by_id(msg_id, places)
 
     def _still_held(self, message: StoredMessage) -> bool:
         """Whether a message found in the tier is still its topic's: the topic (not a later one of its name)

@@ -70,6 +70,12 @@ class ColdLookup:
         self.reader = IndexReader(driver, tables or SlotTables())
         self.directory = IdDirectory(self.reader)
 
+    def forget(self) -> None:
+        """Drop what is kept in memory (slot tables, the id directory's objects and names), as a new process has
+        none of it."""
+        self.reader.tables = SlotTables(self.reader.tables.capacity)
+        self.directory = IdDirectory(self.reader)
+
     def queues_at(self, physical: int) -> list[QueuePlace]:
         """The queue(s) the tier's id directory lists the record written at `physical` under (none: no object
         covers it)."""

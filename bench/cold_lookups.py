@@ -2,12 +2,14 @@
 queue's index objects are merged (what the Spark compaction job does, run here in-process: `compact_queue`).
 
 Prints one JSON line per result:
-  {"bench": "cold_lookup", "kind": "id"|"key", "index_objects": N, "tables_cached": bool, "s3_requests_mean": ...,
-   "s3_requests_max": ..., "ms_p50": ..., "ms_p99": ..., "latency_ms": ..., "topics": N}
+  {"bench": "cold_lookup", "kind": "id"|"unknown_id"|"key", "index_objects": N, "tables_cached": bool,
+   "s3_requests_mean": ..., "s3_requests_max": ..., "ms_p50": ..., "ms_p99": ..., "latency_ms": ..., "topics": N}
   for --uploads uploads of --per-upload messages into one queue of an embedded store on S3 (a moto server over
   HTTP), between puts to --topics - 1 other topics, its hot segments removed, looked up --lookups times each way
-  with a cold slot-table cache (another process) and a warm one, with --latency-ms added to every S3 request. A
-  lookup by id reads the tier's id directory first (tiered/directory.py), so its requests do not grow with --topics.
+  with nothing kept from earlier lookups (another process) and with what they kept (slot tables, the id directory's
+  objects and names), with --latency-ms added to every S3 request. A lookup by id reads the tier's id directory
+  first (tiered/directory.py), so its requests do not grow with --topics; "unknown_id" looks up ids that name a
+  real record's place but another size (made up: no message has them).
 
     python bench/cold_lookups.py                   # 100 uploads x 200 messages, 50 topics, 5 ms per S3 request
 """
@@ -15,6 +17,7 @@ Prints one JSON line per result:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -26,6 +29,7 @@ from pathlib import Path
 from devtools.moto_server import LocalAws
 from spark_emr.compaction import Plan, compact_queue
 from spark_emr.tier import QueueRef
+from tidemq_protocol.errors import MessageNotFound
 from tidemq_protocol.message import Message
 from tidemq_store import StoreConfig, TopicConfig, open_store
 
@@ -59,9 +63,14 @@ def measure(store, sample: list[tuple[str, str]], kind: str, cached: bool, sent:
             store.lookup.forget()  # another process: nothing read before
         sent.clear()
         began = time.perf_counter()
-        found = store.message_by_id(msg_id) if kind == "id" else store.messages_by_key(TOPIC, key)[0]
+        if kind == "unknown_id":  # the place of a real record, another size: no message has that id
+            with contextlib.suppress(MessageNotFound):
+                store.message_by_id(f"{msg_id[:16]}{int(msg_id[16:], 16) + 1:08x}")
+                raise AssertionError("a made-up id was found")
+        else:
+            found = store.message_by_id(msg_id) if kind == "id" else store.messages_by_key(TOPIC, key)[0]
+            assert found.msg_id == msg_id
         times.append((time.perf_counter() - began) * 1000)
-        assert found.msg_id == msg_id
         counts.append(len(sent))
     times.sort()
     objects = len(store.driver.objects(f"{TOPIC}/0/index/"))
@@ -110,7 +119,7 @@ def main() -> None:
                 if merged:
                     compact_queue(store.driver, QueueRef(TOPIC, 0), Plan(grace_s=0))
                     compact_queue(store.driver, QueueRef(TOPIC, 0), Plan(grace_s=0))  # deletes what is covered
-                for kind in ("id", "key"):
+                for kind in ("id", "unknown_id", "key"):
                     for cached in (False, True):
                         row = measure(store, sample, kind, cached, sent, args.latency_ms)
                         print(json.dumps(row), flush=True)

@@ -38,13 +38,16 @@ class CountingDriver(PosixDriver):
         return super().first_object_after(prefix, after)
 
 
-def hot_file(first: int, queues: list[tuple[str, int]], body: bytes = b"x" * 100) -> tuple[bytes, list[int]]:
-    """Records of `queues` (one each, in order) back to back from physical offset `first`, and where each is."""
-    data, places = b"", []
-    for topic, queue in queues:
+def hot_file(first: int, queues: list[tuple[str, int]]) -> tuple[bytes, list[int], list[int]]:
+    """Records of `queues` (one each, in order, of various sizes) back to back from physical offset `first`, where
+    each is and its size."""
+    data, places, sizes = b"", [], []
+    for n, (topic, queue) in enumerate(queues):
+        record = encode_stored(topic.encode(), queue, 0, first + len(data), 1, 1, b"", b"x" * (n % 50))
         places.append(first + len(data))
-        data += encode_stored(topic.encode(), queue, 0, first + len(data), 1, 1, b"", body)
-    return data, places
+        sizes.append(len(record))
+        data += record
+    return data, places, sizes
 
 
 def reader_of(data: bytes, first: int):
@@ -60,43 +63,46 @@ def test_a_hot_files_records_are_found_by_their_place_in_at_most_a_listing_and_t
     monkeypatch.setattr(directory, "SCAN_BYTES", 1000)  # records cross the windows the file is read in
     queues = [(f"topic-{n % 7}", n % 3) for n in range(300)]
     first = 5 << 40
-    data, places = hot_file(first, queues)
+    data, places, sizes = hot_file(first, queues)
     write_directory(driver, first, first + len(data), reader_of(data, first))
-    other, _ = hot_file(7 << 40, [("elsewhere", 0)] * 50)  # another file's object beside it
+    other, _, _ = hot_file(7 << 40, [("elsewhere", 0)] * 50)  # another file's object beside it
     write_directory(driver, 7 << 40, (7 << 40) + len(other), reader_of(other, 7 << 40))
-    for place, queue in zip(places, queues, strict=True):
+
+    for place, size, queue in zip(places, sizes, queues, strict=True):
         ids = IdDirectory(IndexReader(driver, SlotTables()))  # another process each time: nothing kept
         driver.asked.clear()
-        assert ids.queues_at(place) == [queue]
+        assert ids.queues_at(place, size) == [queue]
         assert driver.asked.count("list") == 1 and driver.asked.count("read") <= 3, driver.asked
         driver.asked.clear()
-        assert ids.queues_at(place) == [queue]
+        assert ids.queues_at(place, size) == [queue]
         assert driver.asked == ["read"]  # the object, its table and the name kept: the slot's entries alone
-    driver.asked.clear()
+        driver.asked.clear()
+        assert ids.queues_at(place, size + 1) == []  # a made-up id: the place of a record, another size
+        assert driver.asked == ["read"]  # no name read: the entry's size differs
     ids = IdDirectory(IndexReader(driver, SlotTables()))
-    assert ids.queues_at(places[0] + 1) == []  # no record starts there
-    assert ids.queues_at(first + len(data)) == []  # past the file: no object covers it
-    assert ids.queues_at(3 << 40) == []
-    assert ids.queues_at((7 << 40) + 10**6) == []
+    assert ids.queues_at(places[0] + 1, sizes[1]) == []  # no record starts there
+    assert ids.queues_at(first + len(data), sizes[0]) == []  # past the file: no object covers it
+    assert ids.queues_at(3 << 40, sizes[0]) == []
+    assert ids.queues_at((7 << 40) + 10**6, sizes[0]) == []
 
 
 def test_a_damaged_record_ends_the_listing_there(driver):
     first = 1 << 20
-    data, places = hot_file(first, [("t", 0), ("t", 1), ("t", 2)])
+    data, places, _ = hot_file(first, [("t", 0), ("t", 1), ("t", 2)])
     damaged = bytearray(data)
-    damaged[places[1] - first + 60] ^= 0xFF  # in the second record's body: its CRC fails
-    assert [place for place, _, _ in records_of(reader_of(bytes(damaged), first), first, first + len(data))] == [
-        places[0]
-    ]
-    assert list(records_of(reader_of(data[:-10], first), first, first + len(data) - 10))[-1][0] == places[1]
+    damaged[places[2] - first - 1] ^= 0xFF  # the second record's last byte: its CRC fails
+    listed = records_of(reader_of(bytes(damaged), first), first, first + len(data))
+    assert [place for place, _, _, _ in listed] == [places[0]]
+    cut = records_of(reader_of(data[:-1], first), first, first + len(data) - 1)  # the last record cut short
+    assert [place for place, _, _, _ in cut] == places[:2]
 
 
 def test_an_object_already_written_is_kept_and_old_objects_expire(driver):
     first = 1 << 20
-    data, places = hot_file(first, [("t", 0)])
+    data, places, sizes = hot_file(first, [("t", 0)])
     write_directory(driver, first, first + len(data), reader_of(data, first))
     write_directory(driver, first, first + len(data), reader_of(data, first))  # a run that stopped before deleting
     assert [item.key for item in driver.objects(DIRECTORY_PREFIX)] == [directory_key(first, first + len(data))]
     assert expire_directories(driver, time.time() - 3600) == 0
     assert expire_directories(driver, time.time() + 1) == 1
-    assert IdDirectory(IndexReader(driver, SlotTables())).queues_at(places[0]) == []
+    assert IdDirectory(IndexReader(driver, SlotTables())).queues_at(places[0], sizes[0]) == []

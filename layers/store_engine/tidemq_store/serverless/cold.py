@@ -19,7 +19,6 @@ from typing import NamedTuple
 from tidemq_protocol.errors import OffsetOutOfRange
 from tidemq_protocol.filter import MessageFilter
 from tidemq_protocol.message import StoredMessage
-from tidemq_protocol.record import parse_message_id
 
 from ..config import StoreConfig
 from ..tiered import open_driver
@@ -113,7 +112,7 @@ class ColdTier:
         it: its file is still there) or else the one the tier's id directory lists for the place the id names
         (tiered/directory.py); views younger than `VIEW_TTL_S` are searched as they are."""
         if places is None:
-            places = self.lookup.queues_at(parse_message_id(msg_id)[0])
+            places = self.lookup.queues_at(msg_id)
         return self.lookup.by_id(((self.view(topic, queue, 0), None) for topic, queue in places), msg_id)
 
     def list_ids(self, file: str, size: int, read: Callable[[int, int], bytes]) -> None:

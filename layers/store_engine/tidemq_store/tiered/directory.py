@@ -9,9 +9,11 @@ store writes one directory object for it here, listing each record's physical of
 
     .ids/<end:020d>-<first:020d>     the records of physical offsets [first, end): one hot file
 
-An object is an IndexFile (index.py's format, read the same way) whose entries map `position_hash(physical)` to a
-reference (`at << 16 | length`) into a table of queue names ("<topic>/<queue>", UTF-8) that follows the entries.
-Names begin with a dot, which no topic's can (tidemq_protocol.names), so the directory is never taken for a queue.
+An object is an IndexFile (index.py's format, read the same way) whose entries map `position_hash(physical)` to the
+record's size and a reference into a table of queue names ("<topic>/<queue>", UTF-8) that follows the entries:
+`size << 32 | at << 8 | length`. The size is the other half of the id: an id naming a record's place with another
+size (made up) is told apart there, before any queue's index is read. Names begin with a dot, which no topic's can
+(tidemq_protocol.names), so the directory is never taken for a queue.
 
 A lookup by id whose position is below the hot tier's files costs, whatever the number of topics and queues:
 
@@ -22,8 +24,9 @@ A lookup by id whose position is below the hot tier's files costs, whatever the 
     1 ranged read            the queue's name
 
 (in a process that found the object and read the name before, both kept since objects never change: the slot's
-entries alone), then the lookup in that one queue's index (lookup.py). An id whose position no object covers
-(nothing was ever written there, or the object was deleted by hand) is not found after the listing.
+entries alone), then the lookup in that one queue's index (lookup.py). An id whose place no object covers
+(nothing was ever written there, or the object was deleted by hand) is not found after the listing, and one whose
+place holds no record of its size (a made-up id) after the slot's entries: neither reaches a queue.
 
 Why this and not a directory of ids sharded by a hash of the id, written with each upload: uploads are per queue,
 so such a shard gains an object per queue uploaded, and a lookup would read them all until compaction merged them;
@@ -35,7 +38,10 @@ Ids that name no place in a hot file (a timer's id, a half message's id that its
 looked up where they are kept (the timers, the transactions), not here.
 
 Retention deletes a directory object once it is older than the longest retention of any topic (no record it lists
-can be held still); a lookup checks the message it finds against its topic anyway.
+can be held still); a lookup checks the message it finds against its topic anyway. Places are one store's, so one
+tier (bucket and prefix) holds one store's directory: a master and its slaves write the same objects (their logs are
+the same), two brokers need prefixes of their own. An object lost (deleted by hand) is not rebuilt: the ids naming
+its file's places are not found by id then (they still are by key, offset and time).
 """
 
 from __future__ import annotations
@@ -57,8 +63,10 @@ SCAN_BYTES = 8 * 1024 * 1024
 
 Read = Callable[[int, int], bytes]
 """Reads `length` bytes of a hot file at a physical offset (fewer at its end)."""
-RecordPlace = tuple[int, str, int]
-"""A record's physical offset, its topic and its queue."""
+RecordPlace = tuple[int, int, str, int]
+"""A record's physical offset, its size, its topic and its queue."""
+MAX_NAMES_BYTES = 1 << 24
+"""The most bytes of queue names one object can hold (an entry's reference has 24 bits for where a name starts)."""
 
 log = logging.getLogger("tidemq.tier")
 
@@ -87,7 +95,7 @@ def records_of(read: Read, first: int, end: int) -> Iterator[RecordPlace]:
             except CorruptStore as error:
                 log.warning("hot file at %s: records from %s left out of the id directory (%s)", first, at, error)
                 return
-            yield header.physical_offset, header.topic, header.queue
+            yield header.physical_offset, header.size, header.topic, header.queue
             position += header.size
         if at >= end:
             if position < len(data):
@@ -104,13 +112,15 @@ def encode_directory(first: int, end: int, places: Iterable[RecordPlace]) -> byt
     """The directory object of the hot file holding physical offsets [first, end) whose records are `places`."""
     names: dict[bytes, int] = {}  # a queue's name: where it is in the table
     table_bytes, entries = 0, []
-    for physical, topic, queue in places:
-        name = f"{topic}/{queue}".encode()
+    for physical, size, topic, queue in places:
+        name = f"{topic}/{queue}".encode()  # at most 127 + 1 + 5 bytes: a length in 8 bits
         at = names.get(name)
         if at is None:
             at = names[name] = table_bytes
             table_bytes += len(name)
-        entries.append((position_hash(physical), at << 16 | len(name)))
+            if table_bytes > MAX_NAMES_BYTES:
+                raise ValueError(f"hot file at {first}: its records' queue names pass {MAX_NAMES_BYTES} bytes")
+        entries.append((position_hash(physical), size << 32 | at << 8 | len(name)))
     return encode_index(first, end, entries) + b"".join(names)
 
 
@@ -133,15 +143,15 @@ class IdDirectory:
         self._names: OrderedDict[tuple[str, int], tuple[str, int]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def queues_at(self, physical: int) -> list[tuple[str, int]]:
-        """The queues the directory lists a record at `physical` under (one, unless hashes collide; none when no
-        object covers it)."""
+    def queues_at(self, physical: int, size: int) -> list[tuple[str, int]]:
+        """The queues the directory lists a record of `size` bytes at `physical` under (one, unless hashes collide;
+        none when no object covers the place, or its record has another size)."""
         item = self._covering(physical)
         if item is None:
             return []
         try:
-            references = self.reader.offsets(item, position_hash(physical))
-            return [self._name(item, reference) for reference in references]
+            listed = self.reader.offsets(item, position_hash(physical))
+            return [self._name(item, value & 0xFFFF_FFFF) for value in listed if value >> 32 == size]
         except IndexGone:
             self._forget(item)  # retention deleted it: the place's records have expired
             return []
@@ -161,12 +171,12 @@ class IdDirectory:
         return item
 
     def _name(self, item: IndexRange, reference: int) -> tuple[str, int]:
-        """The queue an entry's reference (`at << 16 | length` in the object's name table) names."""
+        """The queue an entry's reference (`at << 8 | length` in the object's name table) names."""
         with self._lock:
             known = self._names.get((item.key, reference))
         if known is not None:
             return known
-        at, length = reference >> 16, reference & 0xFFFF
+        at, length = reference >> 8, reference & 0xFF
         name = self.reader.driver.read_range(item.key, self.reader.entries_end(item) + at, length)
         if name is None:
             raise IndexGone(f"tier id directory object {item.key} is gone")

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 from tidemq_protocol.errors import CorruptStore, OffsetOutOfRange
 from tidemq_protocol.message import StoredMessage
-from tidemq_protocol.record import decode_run
+from tidemq_protocol.record import decode_run, parse_message_id
 
 from .container import TieredQueue
 from .directory import IdDirectory
@@ -76,10 +76,10 @@ class ColdLookup:
         self.reader.tables = SlotTables(self.reader.tables.capacity)
         self.directory = IdDirectory(self.reader)
 
-    def queues_at(self, physical: int) -> list[QueuePlace]:
-        """The queue(s) the tier's id directory lists the record written at `physical` under (none: no object
-        covers it)."""
-        return self.directory.queues_at(physical)
+    def queues_at(self, msg_id: str) -> list[QueuePlace]:
+        """The queue(s) the tier's id directory lists the record `msg_id` names under (none: no object covers its
+        place, or the record there has another size)."""
+        return self.directory.queues_at(*parse_message_id(msg_id))
 
     def by_id(self, queues: Iterable[ColdQueue], msg_id: str) -> StoredMessage | None:
         """The message with id `msg_id` in the first of `queues` holding it (None: none does): the queue its record

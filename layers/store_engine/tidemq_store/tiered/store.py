@@ -270,7 +270,7 @@ class TieredMessageStore(MessageStore):
             if place is not None:
                 places = [place]
             elif physical < self.hot.first_position:
-                places = self.lookup.queues_at(physical)
+                places = self.lookup.queues_at(msg_id)
             else:
                 places = []
             found = self.lookup.by_id(self._cold_queues(places), msg_id)

@@ -67,6 +67,12 @@ class StoreConfig(BaseSettings):
     flush_disk_type: FlushDiskType = Field(default=FlushDiskType.SYNC)
     flush_interval_ms: int = Field(default=500, ge=1, description="ASYNC: how often the commit log is fsync'd.")
     commitlog_segment_bytes: int = Field(default=GIB, ge=64 * KIB, description="Commit-log segment file size.")
+    commitlog_preallocate_bytes: int = Field(
+        default=8 * MIB,
+        ge=0,
+        description="Zeros kept written ahead of the commit-log writer, so an append's fdatasync persists data alone "
+        "(0: off; the files grow with each append).",
+    )
     max_message_bytes: int = Field(default=4 * MIB, ge=KIB, description="Largest body + properties of one message.")
     max_batch_messages: int = Field(default=1000, ge=1, description="Most messages in one put.")
     max_batch_bytes: int = Field(default=8 * MIB, ge=KIB, description="Largest encoded batch in one put.")

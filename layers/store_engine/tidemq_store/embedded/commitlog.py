@@ -5,6 +5,15 @@ its first byte (RocketMQ's naming), so positions are dense across segments. A pu
 to the active segment; when it would not fit, the active segment is fsync'd and a new one started,
 so a batch never straddles two files. The record format lives in `tidemq_protocol.record`.
 
+Preallocation (`preallocate_bytes`, 0: off): a background thread, the preallocator, keeps that many bytes of zeros
+written and fdatasync'd ahead of the writer in the active segment, a chunk at a time, then readies a spare next
+segment (the file `preallocated`, renamed when the log rolls). An append then lands inside a file whose size is
+already on disk, so its fdatasync persists data alone (ext4 journals a size change or an unwritten extent's
+conversion: zeros are written, not fallocate'd). The writer never waits for it: an append past the zeros just
+grows the file. Only the active segment has zeros after its data: a roll cuts them off before the next segment
+starts, and so does a clean close; after a crash recovery reads to the first zero size field (`unwritten_at`) or
+torn batch and truncates there, which drops whatever a torn write left beyond it, so a later put never meets it.
+
 Durability follows `FlushDiskType`. `wait_durable(end)` implements group commit: the first caller
 that finds no fsync under way becomes the leader, fsyncs everything written so far, and wakes every
 caller whose data that fsync covered; callers arriving meanwhile wait for the next one. Under `ASYNC`
@@ -29,13 +38,28 @@ from pathlib import Path
 from typing import NamedTuple
 
 from tidemq_protocol.errors import CorruptStore, ReplicaDiverged, StoreFailed
-from tidemq_protocol.record import SHORTEST_HEADER, RecordHeader, read_header, scan_batches, size_at, store_timestamp_at
+from tidemq_protocol.limits import KIB
+from tidemq_protocol.record import (
+    SHORTEST_HEADER,
+    RecordHeader,
+    read_header,
+    scan_batches,
+    size_at,
+    store_timestamp_at,
+    unwritten_at,
+)
 
 from ..config import FlushDiskType
 from ..threads import background_thread
 
 log = logging.getLogger("tidemq.store")
 SCAN_WINDOW = 8 * 1024 * 1024
+PREALLOCATE_CHUNK = 256 * KIB
+"""The preallocator writes and fdatasyncs zeros this much at a time: a writer's fdatasync of the same file flushes
+at most one chunk of zeros besides its data."""
+ZEROS = bytes(PREALLOCATE_CHUNK)
+SPARE = "preallocated"
+"""The next segment, zero-filled ahead; its name is not a position, so it is never taken for a segment."""
 
 
 class SegmentRange(NamedTuple):
@@ -57,6 +81,18 @@ class Segment:
         return self.start + self.size
 
 
+def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+    view, written = memoryview(data), 0
+    while written < len(view):
+        written += os.pwrite(fd, view[written:], offset + written)
+
+
+def _cut(fd: int, length: int) -> None:
+    """Cut the file at `length` and fsync it, its size included."""
+    os.ftruncate(fd, length)
+    os.fsync(fd)
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -71,11 +107,20 @@ class CommitLog:
     `append` must be called by one thread at a time (the store's write lock); reads are lock-free.
     """
 
-    def __init__(self, directory: Path, segment_bytes: int, flush_disk_type: FlushDiskType, flush_interval_ms: int):
+    def __init__(
+        self,
+        directory: Path,
+        segment_bytes: int,
+        flush_disk_type: FlushDiskType,
+        flush_interval_ms: int,
+        preallocate_bytes: int = 0,
+    ):
         self.directory = directory
         self.segment_bytes = segment_bytes
         self.sync = flush_disk_type is FlushDiskType.SYNC
+        self.preallocate_bytes = min(preallocate_bytes, segment_bytes)
         directory.mkdir(parents=True, exist_ok=True)
+        (directory / SPARE).unlink(missing_ok=True)  # a crash's leftover: readied again when wanted
         self._segments: list[Segment] = []
         for path in sorted(p for p in directory.iterdir() if p.name.isdigit()):
             fd = os.open(path, os.O_RDWR)
@@ -84,6 +129,10 @@ class CommitLog:
             self._segments.append(self._create_segment(0))
         self._starts = [s.start for s in self._segments]
         self._retired: list[int] = []
+        self._allocated = self._segments[-1].size  # the active segment's file length: its data, then any zeros
+        self._spare: tuple[int, int] | None = None  # (fd, length) of the next segment, zero-filled
+        self._prealloc_lock = threading.Lock()  # the preallocator's writes against an append past `_allocated`
+        self._prealloc_wanted = threading.Event()
         self._written = self._segments[-1].end
         self._flushed = self._written
         self._flush_cond = threading.Condition()
@@ -94,6 +143,10 @@ class CommitLog:
         if not self.sync:
             self._flusher = background_thread(self._flush_every, "commitlog-flush", (flush_interval_ms / 1000,))
             self._flusher.start()
+        self._preallocator: threading.Thread | None = None
+        if self.preallocate_bytes:
+            self._preallocator = background_thread(self._preallocate, "commitlog-preallocate")
+            self._preallocator.start()
 
     # ---- positions -------------------------------------------------------------------------------
 
@@ -136,12 +189,8 @@ class CommitLog:
         active = self._segments[-1]
         if active.size and active.size + len(data) > self.segment_bytes:
             active = self._roll()
-        view, written = memoryview(data), 0
-        while written < len(data):
-            written += os.pwrite(active.fd, view[written:], active.size + written)
         start = active.end
-        active.size += len(data)
-        self._written = active.end
+        self._write_at_end(active, data)
         return start
 
     def append_replica(self, data: bytes, position: int, segment_start: int) -> None:
@@ -153,20 +202,34 @@ class CommitLog:
         if position != self._written:
             if self._written != 0 or active.size or len(self._segments) > 1 or position != segment_start:
                 raise ReplicaDiverged(f"this log ends at {self._written}; the master sent data from {position}")
-            os.close(active.fd)
-            active.path.unlink()
-            active = self._create_segment(position)
-            self._segments, self._starts = [active], [position]
-            self._written = self._flushed = position
+            with self._prealloc_lock:
+                os.close(active.fd)
+                active.path.unlink()
+                active = self._create_segment(position)
+                self._segments, self._starts = [active], [position]
+                self._written = self._flushed = position
+                self._allocated = 0
         elif segment_start != active.start:
             if segment_start != self._written:
                 raise ReplicaDiverged(f"the master's segment starts at {segment_start}, inside this log's")
             active = self._roll()
-        view, written = memoryview(data), 0
-        while written < len(data):
-            written += os.pwrite(active.fd, view[written:], active.size + written)
-        active.size += len(data)
+        self._write_at_end(active, data)
+
+    def _write_at_end(self, active: Segment, data: bytes | bytearray) -> None:
+        """Write `data` after the active segment's last byte: into zeros written ahead without a lock (the
+        preallocator writes only past `_allocated`), past them holding the preallocator's lock (neither may
+        overwrite the other)."""
+        end = active.size + len(data)
+        if end <= self._allocated:
+            _pwrite_all(active.fd, data, active.size)
+        else:
+            with self._prealloc_lock:
+                _pwrite_all(active.fd, data, active.size)
+                self._allocated = end
+        active.size = end
         self._written = active.end
+        if self._preallocator is not None and end + self.preallocate_bytes // 2 > self._allocated:
+            self._prealloc_wanted.set()
 
     def _create_segment(self, start: int) -> Segment:
         path = self.directory / f"{start:020d}"
@@ -188,11 +251,81 @@ class CommitLog:
 
     def _roll(self) -> Segment:
         old = self._segments[-1]
-        self._sync(partial(os.fdatasync, old.fd), f"commit-log segment {old.path}")  # the flusher syncs the active one
-        segment = self._create_segment(old.end)
-        self._segments = [*self._segments, segment]
-        self._starts = [*self._starts, segment.start]
+        with self._prealloc_lock:
+            if self._allocated > old.size:  # a sealed segment's file ends where its data does (module docstring)
+                self._sync(partial(_cut, old.fd, old.size), f"commit-log segment {old.path}")
+            else:  # the flusher syncs the active one
+                self._sync(partial(os.fdatasync, old.fd), f"commit-log segment {old.path}")
+            segment = self._take_spare(old.end) or self._create_segment(old.end)
+            self._segments = [*self._segments, segment]
+            self._starts = [*self._starts, segment.start]
+        if self._preallocator is not None:
+            self._prealloc_wanted.set()
         return segment
+
+    def _take_spare(self, start: int) -> Segment | None:
+        """The spare segment, made the one starting at `start` (its zeros now the active segment's), or None if
+        none is ready. Called holding the preallocator's lock."""
+        if self._spare is None:
+            self._allocated = 0
+            return None
+        (fd, self._allocated), self._spare = self._spare, None
+        path = self.directory / f"{start:020d}"
+        os.rename(self.directory / SPARE, path)
+        self._sync(partial(_fsync_dir, self.directory), f"the commit-log directory {self.directory}")
+        return Segment(start, path, fd, 0)
+
+    def _preallocate(self) -> None:
+        """The preallocator (module docstring): whenever the writer asks, write zeros ahead of it, then ready the
+        spare segment. An error other than a failed fdatasync (which fails the log) stops it with a warning:
+        appends then grow their files as they would without it."""
+        while True:
+            self._prealloc_wanted.wait()
+            self._prealloc_wanted.clear()
+            try:
+                while not self._closed.is_set() and self._zero_chunk_ahead():
+                    pass
+                if not self._closed.is_set():
+                    self._ready_spare()
+            except StoreFailed:
+                return  # logged when it failed; puts now fail with the reason
+            except OSError as error:
+                log.warning("commit-log preallocation stopped (appends grow their files instead): %s", error)
+                return
+            if self._closed.is_set():
+                return
+
+    def _zero_chunk_ahead(self) -> bool:
+        """Write and fdatasync one chunk of zeros past the active segment's end, if fewer than `preallocate_bytes`
+        are there; whether it wrote one."""
+        with self._prealloc_lock:
+            if self._failure is not None or not self._segments:
+                return False
+            active = self._segments[-1]
+            start = max(self._allocated, active.size)
+            length = min(PREALLOCATE_CHUNK, min(self.segment_bytes, active.size + self.preallocate_bytes) - start)
+            if length <= 0:
+                return False
+            _pwrite_all(active.fd, memoryview(ZEROS)[:length], start)
+            self._sync(partial(os.fdatasync, active.fd), f"commit-log segment {active.path}")
+            self._allocated = start + length
+            return True
+
+    def _ready_spare(self) -> None:
+        """Zero-fill the spare segment's first `preallocate_bytes` once the active one is zero-filled to its end."""
+        if self._spare is not None or self._allocated < self.segment_bytes:
+            return
+        path = self.directory / SPARE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for start in range(0, self.preallocate_bytes, PREALLOCATE_CHUNK):
+                _pwrite_all(fd, memoryview(ZEROS)[: min(PREALLOCATE_CHUNK, self.preallocate_bytes - start)], start)
+            os.fsync(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        with self._prealloc_lock:
+            self._spare = (fd, self.preallocate_bytes)
 
     def wait_durable(self, end: int) -> None:
         """Return once everything before `end` is fsync'd, sharing one fsync among concurrent callers."""
@@ -278,29 +411,31 @@ class CommitLog:
                     yield batch
                 if advanced > position:
                     position = advanced
+                elif segment is self._segments[-1] and (unwritten_at(data) or position + length >= segment.end):
+                    return  # the zeros written ahead, or a torn batch at the tail
                 elif position + length < segment.end:
                     window *= 2  # a batch larger than the window
-                elif segment is self._segments[-1]:
-                    return  # a torn batch at the tail
                 else:
                     raise CorruptStore(f"sealed commit-log segment {segment.path} is damaged at position {position}")
 
     # ---- repair and retention --------------------------------------------------------------------
 
     def truncate(self, position: int) -> None:
-        """Drop everything from `position` on (recovery cuts a torn tail here) and fsync the result."""
-        keep = [s for s in self._segments if s.start < position] or self._segments[:1]
-        for segment in self._segments[len(keep) :]:
-            os.close(segment.fd)
-            segment.path.unlink()
-        last = keep[-1]
-        if last.end != position:
-            os.ftruncate(last.fd, position - last.start)
-            last.size = position - last.start
-        self._sync(partial(os.fsync, last.fd), f"commit-log segment {last.path}")
-        self._sync(partial(_fsync_dir, self.directory), f"the commit-log directory {self.directory}")
-        self._segments, self._starts = keep, [s.start for s in keep]
-        self._written = self._flushed = position
+        """Drop everything from `position` on (recovery cuts a torn tail here) and fsync the result. The file is
+        cut there, zeros written ahead with the rest: whatever a torn write left past `position` is gone."""
+        with self._prealloc_lock:
+            keep = [s for s in self._segments if s.start < position] or self._segments[:1]
+            for segment in self._segments[len(keep) :]:
+                os.close(segment.fd)
+                segment.path.unlink()
+            last = keep[-1]
+            if last.end != position or last is not self._segments[-1]:
+                os.ftruncate(last.fd, position - last.start)
+                last.size = self._allocated = position - last.start
+            self._sync(partial(os.fsync, last.fd), f"commit-log segment {last.path}")
+            self._sync(partial(_fsync_dir, self.directory), f"the commit-log directory {self.directory}")
+            self._segments, self._starts = keep, [s.start for s in keep]
+            self._written = self._flushed = position
 
     def delete_segments_before(self, position: int) -> list[SegmentRange]:
         """Delete whole segments that end at or before `position` (never the active one).
@@ -322,11 +457,22 @@ class CommitLog:
         return [SegmentRange(s.start, s.end) for s in doomed]
 
     def close(self) -> None:
+        """fsync what was written and close the files, the active one cut where its data ends and the spare
+        segment removed (so a clean log holds data alone)."""
         self._closed.set()
-        if self._flusher:
-            self._flusher.join()
+        self._prealloc_wanted.set()
+        for thread in (self._flusher, self._preallocator):
+            if thread is not None:
+                thread.join()
         if self._failure is None:
             self.flush()
+            active = self._segments[-1]
+            if self._allocated > active.size:
+                self._sync(partial(_cut, active.fd, active.size), f"commit-log segment {active.path}")
+        if self._spare is not None:
+            os.close(self._spare[0])
+            (self.directory / SPARE).unlink()
+            self._spare = None
         for fd in [*self._retired, *(s.fd for s in self._segments)]:
             os.close(fd)
         self._segments, self._retired = [], []

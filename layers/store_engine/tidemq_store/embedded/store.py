@@ -103,7 +103,11 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
             os.close(self._lock_fd)
             raise StoreLocked(f"{home} is in use by another process") from None
         self.commitlog = CommitLog(
-            home / "commitlog", config.commitlog_segment_bytes, config.flush_disk_type, config.flush_interval_ms
+            home / "commitlog",
+            config.commitlog_segment_bytes,
+            config.flush_disk_type,
+            config.flush_interval_ms,
+            config.commitlog_preallocate_bytes,
         )
         self.cq = ConsumeQueueStore(home / "consumequeue")
         self.meta = MetadataStore(home / "metadata", config.metadata_sync)

@@ -62,6 +62,7 @@ from .reader import (
     scan_batches,
     size_at,
     store_timestamp_at,
+    unwritten_at,
     verify_records,
 )
 from .v1 import CRC_START as CRC_START_V1
@@ -168,6 +169,7 @@ __all__ = [
     "stamp",
     "store_timestamp_at",
     "timer_due_ms",
+    "unwritten_at",
     "verify_records",
     "with_message_id",
 ]

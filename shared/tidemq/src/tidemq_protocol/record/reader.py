@@ -13,8 +13,10 @@ records that passed, in order, and says what was wrong in its own words, after a
 the records before. A long run is checked and gone through a WINDOW at a time, while it is in the CPU's cache.
 
 Recovery keeps records up to the last complete batch whose records all pass, and truncates the rest
-(`scan_batches`: a torn put is never visible). The header peeks (`size_at`, `store_timestamp_at`) check nothing:
-they read one field of a header before the rest of the record is read (read it, then check it).
+(`scan_batches`: a torn put is never visible). No record has total_size 0, so a size field of zero is where a
+file's unwritten zeros begin (`unwritten_at`: commit-log segments are zero-filled ahead of their writer).
+The header peeks (`size_at`, `store_timestamp_at`) check nothing: they read one field of a header before the
+rest of the record is read (read it, then check it).
 """
 
 from __future__ import annotations
@@ -186,6 +188,12 @@ def read_header(buf: bytes, pos: int = 0) -> RecordHeader:
 def size_at(buf: bytes, pos: int = 0) -> int:
     """The total size the record at `pos` claims (its header alone, unverified: read the record, then check it)."""
     return _SIZE.unpack_from(buf, pos)[0]
+
+
+def unwritten_at(buf: bytes, pos: int = 0) -> bool:
+    """Whether `buf` holds no record at `pos` but the zeros of a preallocated file (a size field of 0, or fewer
+    bytes than one): where what was written ends."""
+    return len(buf) - pos < _SIZE.size or _SIZE.unpack_from(buf, pos)[0] == 0
 
 
 def _peeked_version(buf: bytes, pos: int) -> ModuleType:

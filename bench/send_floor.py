@@ -7,7 +7,14 @@ In one run, on one keep-alive connection each, `--count` single 1 KiB sends (SYN
                                                      Powertools, no authentication
     {"bench": "send_floor", "path": "gateway", ...}  the local gateway as `make run` serves it, the SDK sending
                                                      (`Producer.send`, signed)
+    {"bench": "send_floor", "path": "store", ...}    `MessageStore.put_records` in-process, one writer: what
+                                                     group commit costs a lone writer (no HTTP)
     {"bench": "send_floor", "path": "fdatasync", ...}  fdatasync alone after a 1 KiB append, same disk
+    {"bench": "send_floor", "path": "fdatasync_zeros", ...}  the same, the append landing in zeros written
+                                                     and fdatasync'd before (a preallocated commit-log segment)
+
+Every line also says `preallocate_bytes`, the commit log's TIDEMQ_COMMITLOG_PREALLOCATE_BYTES (0: off) for the
+bare, gateway and store paths: run with it set to 0 and unset, alternately, to compare.
 
     .venv/bin/python bench/send_floor.py                 # 3,000 sends each
 """
@@ -25,6 +32,7 @@ import socket
 import statistics
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import uvicorn
@@ -119,13 +127,28 @@ def gateway(count: int, payload: bytes) -> dict:
     return percentiles(times[50:])
 
 
-def fdatasync(count: int, payload: bytes) -> dict:
+def store(count: int, payload: bytes) -> dict:
+    with open_store(StoreConfig(home=Path(tempfile.mkdtemp(prefix="tidemq-floor-")))) as opened:
+        opened.create_topic(TopicConfig(name="lat", queues=1))
+        records = codec.encode_records("lat", [Message(payload, 0)])
+        times = []
+        for _ in range(count):
+            began = time.perf_counter()
+            opened.put_records("lat", records)
+            times.append(time.perf_counter() - began)
+    return percentiles(times[50:])
+
+
+def fdatasync(count: int, payload: bytes, zeros: bool = False) -> dict:
     directory = tempfile.mkdtemp(prefix="tidemq-floor-")
-    fd = os.open(os.path.join(directory, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(os.path.join(directory, "log"), os.O_WRONLY | os.O_CREAT, 0o644)
+    if zeros:
+        os.pwrite(fd, bytes(count * len(payload)), 0)
+        os.fsync(fd)
     times = []
     try:
-        for _ in range(count):
-            os.write(fd, payload)
+        for position in range(0, count * len(payload), len(payload)):
+            os.pwrite(fd, payload, position)
             began = time.perf_counter()
             os.fdatasync(fd)
             times.append(time.perf_counter() - began)
@@ -139,11 +162,19 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=3000, help="sends per path (default 3000)")
     args = parser.parse_args()
     payload = os.urandom(1024)
-    host = {"python": platform.python_version(), "cpus": os.cpu_count(), "loadavg": round(os.getloadavg()[0], 2)}
-    for name, run in (("bare", bare), ("gateway", gateway), ("fdatasync", fdatasync)):
-        print(
-            json.dumps({"bench": "send_floor", "path": name, "count": args.count, **run(args.count, payload), **host})
-        )
+    host = {"python": platform.python_version(), "cpus": os.cpu_count()}
+    preallocate = {"preallocate_bytes": StoreConfig().commitlog_preallocate_bytes}
+    paths = (
+        ("bare", bare),
+        ("gateway", gateway),
+        ("store", store),
+        ("fdatasync", fdatasync),
+        ("fdatasync_zeros", partial(fdatasync, zeros=True)),
+    )
+    for name, run in paths:
+        result = run(args.count, payload)
+        line = {"bench": "send_floor", "path": name, "count": args.count, **result, **preallocate, **host}
+        print(json.dumps({**line, "loadavg": round(os.getloadavg()[0], 2)}), flush=True)
 
 
 if __name__ == "__main__":

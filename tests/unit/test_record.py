@@ -20,6 +20,7 @@ from tidemq_protocol.record import (
     read_header,
     record_size,
     scan_batches,
+    unwritten_at,
     verify_records,
 )
 
@@ -119,6 +120,16 @@ def test_scan_keeps_complete_batches_and_stops_at_a_torn_one():
     cut = len(first) + (len(second) // 3) * 2  # whole records of an unfinished batch
     assert [len(b) for b in scan_batches(log[:cut], 0)] == [2]
     assert list(scan_batches(second, 0)) == []  # records claiming another position are not ours
+
+
+def test_zeros_after_the_records_read_as_unwritten_and_end_a_scan():
+    """A preallocated commit-log segment holds zeros after what was written: no record starts there."""
+    first, sizes = encode(n=2, start=0)
+    log = first + bytes(4096)
+    assert [len(b) for b in scan_batches(log, 0)] == [2]
+    assert unwritten_at(log, len(first)) and unwritten_at(log, len(log) - 3) and unwritten_at(log, len(log))
+    assert not unwritten_at(log, 0) and not unwritten_at(log, sizes[0])
+    assert not unwritten_at(b"\x01\x00\x00\x00")  # a size field of 1 (damage, not zeros)
 
 
 def test_properties_round_trip_and_reject_what_cannot_be_encoded():

@@ -139,6 +139,7 @@ def main() -> None:
         "queues": args.queues,
         "threads": args.threads,
         "flush": args.flush.value,
+        "preallocate_bytes": StoreConfig().commitlog_preallocate_bytes,  # TIDEMQ_COMMITLOG_PREALLOCATE_BYTES
     }
     host = {"python": platform.python_version(), "cpus": os.cpu_count()}
     root = Path(tempfile.mkdtemp(prefix="tidemq-bench-", dir=args.dir))

@@ -131,7 +131,8 @@ class CommitLog:
         self._retired: list[int] = []
         self._allocated = self._segments[-1].size  # the active segment's file length: its data, then any zeros
         self._spare: tuple[int, int] | None = None  # (fd, length) of the next segment, zero-filled
-        self._prealloc_lock = threading.Lock()  # the preallocator's writes against an append past `_allocated`
+        self._prealloc_lock = threading.Lock()  # the preallocator's zeros against an append past `_allocated`
+        self._prealloc_sync = threading.Lock()  # the preallocator's fdatasync against a close of its file
         self._prealloc_wanted = threading.Event()
         self._written = self._segments[-1].end
         self._flushed = self._written
@@ -202,7 +203,7 @@ class CommitLog:
         if position != self._written:
             if self._written != 0 or active.size or len(self._segments) > 1 or position != segment_start:
                 raise ReplicaDiverged(f"this log ends at {self._written}; the master sent data from {position}")
-            with self._prealloc_lock:
+            with self._prealloc_sync, self._prealloc_lock:
                 os.close(active.fd)
                 active.path.unlink()
                 active = self._create_segment(position)
@@ -297,18 +298,20 @@ class CommitLog:
 
     def _zero_chunk_ahead(self) -> bool:
         """Write and fdatasync one chunk of zeros past the active segment's end, if fewer than `preallocate_bytes`
-        are there; whether it wrote one."""
-        with self._prealloc_lock:
-            if self._failure is not None or not self._segments:
-                return False
-            active = self._segments[-1]
-            start = max(self._allocated, active.size)
-            length = min(PREALLOCATE_CHUNK, min(self.segment_bytes, active.size + self.preallocate_bytes) - start)
-            if length <= 0:
-                return False
-            _pwrite_all(active.fd, memoryview(ZEROS)[:length], start)
+        are there; whether it wrote one. An append past the zeros waits at most for the write of one chunk to the
+        page cache, never for its fdatasync."""
+        with self._prealloc_sync:
+            with self._prealloc_lock:
+                if self._failure is not None or not self._segments:
+                    return False
+                active = self._segments[-1]
+                start = max(self._allocated, active.size)
+                length = min(PREALLOCATE_CHUNK, min(self.segment_bytes, active.size + self.preallocate_bytes) - start)
+                if length <= 0:
+                    return False
+                _pwrite_all(active.fd, memoryview(ZEROS)[:length], start)
+                self._allocated = start + length
             self._sync(partial(os.fdatasync, active.fd), f"commit-log segment {active.path}")
-            self._allocated = start + length
             return True
 
     def _ready_spare(self) -> None:
@@ -423,7 +426,7 @@ class CommitLog:
     def truncate(self, position: int) -> None:
         """Drop everything from `position` on (recovery cuts a torn tail here) and fsync the result. The file is
         cut there, zeros written ahead with the rest: whatever a torn write left past `position` is gone."""
-        with self._prealloc_lock:
+        with self._prealloc_sync, self._prealloc_lock:
             keep = [s for s in self._segments if s.start < position] or self._segments[:1]
             for segment in self._segments[len(keep) :]:
                 os.close(segment.fd)

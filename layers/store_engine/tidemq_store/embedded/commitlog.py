@@ -9,10 +9,13 @@ Preallocation (`preallocate_bytes`, 0: off): a background thread, the preallocat
 written and fdatasync'd ahead of the writer in the active segment, a chunk at a time, then readies a spare next
 segment (the file `preallocated`, renamed when the log rolls). An append then lands inside a file whose size is
 already on disk, so its fdatasync persists data alone (ext4 journals a size change or an unwritten extent's
-conversion: zeros are written, not fallocate'd). The writer never waits for it: an append past the zeros just
-grows the file. Only the active segment has zeros after its data: a roll cuts them off before the next segment
-starts, and so does a clean close; after a crash recovery reads to the first zero size field (`unwritten_at`) or
-torn batch and truncates there, which drops whatever a torn write left beyond it, so a later put never meets it.
+conversion: zeros are written, not fallocate'd). The writer never waits for its fdatasync: an append past the
+zeros grows the file, waiting at most for one chunk of zeros to reach the page cache. Only the active segment has
+zeros after its data: a roll cuts them off before the next segment starts, and so does a clean close; after a
+crash recovery reads to the first zero size field (`unwritten_at`) or torn batch and truncates there, which drops
+whatever a torn write left beyond it, so a later put never meets it.
+
+Group commit has no timer: a lone writer's put runs its fdatasync at once (below).
 
 Durability follows `FlushDiskType`. `wait_durable(end)` implements group commit: the first caller
 that finds no fsync under way becomes the leader, fsyncs everything written so far, and wakes every

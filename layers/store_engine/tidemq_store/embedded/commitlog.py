@@ -256,7 +256,7 @@ class CommitLog:
     def _roll(self) -> Segment:
         old = self._segments[-1]
         with self._prealloc_lock:
-            if self._allocated > old.size:  # a sealed segment's file ends where its data does (module docstring)
+            if os.fstat(old.fd).st_size > old.size:  # a sealed segment's file ends where its data does (docstring)
                 self._sync(partial(_cut, old.fd, old.size), f"commit-log segment {old.path}")
             else:  # the flusher syncs the active one
                 self._sync(partial(os.fdatasync, old.fd), f"commit-log segment {old.path}")
@@ -470,10 +470,10 @@ class CommitLog:
         for thread in (self._flusher, self._preallocator):
             if thread is not None:
                 thread.join()
-        if self._failure is None:
+        if self._failure is None and self._segments:
             self.flush()
             active = self._segments[-1]
-            if self._allocated > active.size:
+            if os.fstat(active.fd).st_size > active.size:
                 self._sync(partial(_cut, active.fd, active.size), f"commit-log segment {active.path}")
         if self._spare is not None:
             os.close(self._spare[0])

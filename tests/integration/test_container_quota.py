@@ -56,7 +56,9 @@ def read_all(client: HttpClient, topic: str) -> list[str]:
 
 
 def segment_files(root, broker: str) -> list[int]:
-    return sorted(int(path.name) for path in (root / "brokers" / broker / "commitlog").iterdir())
+    """The starts of a broker's commit-log segments (not its spare next segment, `preallocated`: commitlog.py)."""
+    directory = root / "brokers" / broker / "commitlog"
+    return sorted(int(path.name) for path in directory.iterdir() if path.name.isdigit())
 
 
 def wait_for(condition, what: str, timeout_s: float = 60):

@@ -2,7 +2,7 @@
 (`Answer`) as the function's result, with the security headers every answer carries.
 
 Every answer has a strict Content-Security-Policy (scripts, styles, fonts and requests from the console's own
-origin only, no inline script, no framing), `nosniff`, no referrer, and `no-store` unless it is a static file.
+origin only, no inline script, no framing), `nosniff`, referrers only to itself, and `no-store` unless it is a static file.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ CONTENT_SECURITY_POLICY = (
 SECURITY_HEADERS = {
     "content-security-policy": CONTENT_SECURITY_POLICY,
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",  # not no-referrer: a form POST would then carry `Origin: null`
     "x-frame-options": "DENY",
 }
 HTML = "text/html; charset=utf-8"

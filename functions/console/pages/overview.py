@@ -36,8 +36,10 @@ def series(visit: Visit) -> Answer:
     """The charts' data: columns of times (s), produce and consume rates (per s) and lag, as uPlot takes them."""
     if not sees_cluster():
         raise AccessDenied(f"user {visit.user.name!r} may not Get on {CLUSTER}: the cluster's rates are not shown")
-    points = rates(read_samples(visit.store), now_ms() - HOUR_MS)
-    return Answer(200, json.dumps(columns(points)), "application/json")
+    samples = read_samples(visit.store)
+    latest = samples[-1] if samples else None
+    counts = {"topics": latest.topics if latest else None, "groups": latest.groups if latest else None}
+    return Answer(200, json.dumps({**columns(rates(samples, now_ms() - HOUR_MS)), **counts}), "application/json")
 
 
 def columns(points: list[RatePoint]) -> dict[str, list[float]]:

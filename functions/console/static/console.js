@@ -33,6 +33,9 @@ function showNow(data) {
   document.getElementById("produced-now").textContent = last >= 0 ? String(data.produced[last]) : "–";
   document.getElementById("consumed-now").textContent = last >= 0 ? String(data.consumed[last]) : "–";
   if (last >= 0) document.getElementById("lag-now").textContent = String(data.lag[last]);
+  if (data.topics !== null) document.getElementById("topic-count").textContent = String(data.topics);
+  if (data.groups !== null) document.getElementById("group-count").textContent = String(data.groups);
+  document.getElementById("produced-peak").textContent = String(Math.max(0, ...data.produced));
 }
 
 async function startCharts() {

@@ -15,8 +15,10 @@ from typing import Any
 from functions.api.routing import Route, methods_at, routes_of
 
 FUNCTIONS = ("admin", "produce", "consume", "kv")
-CONSOLE_ROUTES = tuple(
-    (method, path, "console") for path in ("/console", "/console/{proxy+}") for method in ("GET", "POST")
+CONSOLE_ROUTES = (
+    ("GET", "/console", "console"),
+    ("GET", "/console/{proxy+}", "console"),
+    ("POST", "/console/{proxy+}", "console"),
 )
 """The web console's pages (functions/console): HTML, not part of the API's document."""
 EXTRA_ROUTES = (("GET", "/openapi.json", "admin"), *CONSOLE_ROUTES)  # served, but not part of the document itself

@@ -113,9 +113,11 @@ def test_a_dead_letter_is_resent_to_its_topic_from_the_group_s_dead_letters(admi
     page.goto(f"{url}/console/dead-letters?group={group}")
     expect(page.locator("#dead-letters tbody tr:first-child td:nth-child(5)")).not_to_have_text("no")
     with Admin(url) as admin:
-        assert admin.describe_topic(topic).queue_offsets[0].max_offset + admin.describe_topic(topic).queue_offsets[
-            1
-        ].max_offset == 3  # two sent, one resent
+        assert (
+            admin.describe_topic(topic).queue_offsets[0].max_offset
+            + admin.describe_topic(topic).queue_offsets[1].max_offset
+            == 3
+        )  # two sent, one resent
 
 
 def test_a_user_restricted_to_one_topic_sees_and_does_nothing_else(browser, admin_page, url):

@@ -89,11 +89,20 @@ def answer(visit: Visit, page) -> Answer:
     try:
         return page(visit)
     except ClientError as error:
-        status = status_of(error, {**visit.params, **visit.request.query})
+        status = status_of(error, named_in_request(visit))
         return visit.page("error.html", status, message=str(error), error=type(error).__name__)
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in error.errors())
         return visit.page("error.html", 422, message=problems, error="InvalidInput")
+
+
+def named_in_request(visit: Visit) -> dict[str, str]:
+    """What the request names, as a URL's parameters name it (a 404 when it does not exist, not a 409): the page's
+    subject (`name`, a topic's or a group's) and the topics and groups its query or form names."""
+    request = visit.request
+    name = request.field("name") or request.arg("name")
+    fields = {key: values[0] for key, values in request.form.items() if values}
+    return {"topic": name, "group": name, **visit.params, **request.query, **fields}
 
 
 def not_logged_in(request: ConsoleRequest) -> Answer:

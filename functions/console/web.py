@@ -2,7 +2,8 @@
 (`Answer`) as the function's result, with the security headers every answer carries.
 
 Every answer has a strict Content-Security-Policy (scripts, styles, fonts and requests from the console's own
-origin only, no inline script, no framing), `nosniff`, referrers only to itself, and `no-store` unless it is a static file.
+origin only, no inline script, no framing), `nosniff`, referrers only to itself, and `no-store` unless it is a
+static file.
 """
 
 from __future__ import annotations

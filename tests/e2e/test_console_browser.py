@@ -67,7 +67,10 @@ def test_an_operator_creates_a_topic_and_watches_the_rate_chart_move_as_messages
         "() => parseFloat(document.getElementById('produced-peak').textContent) > 0", timeout=WAIT_MS
     )
     screenshot(page, "overview")
-    page.emulate_media(color_scheme="dark")
+    page.emulate_media(color_scheme="dark")  # Pico follows the system's setting: the page drawn dark
+    page.reload()
+    page.wait_for_function("() => parseFloat(document.getElementById('produced-peak').textContent) > 0")
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") != "rgb(255, 255, 255)"
     screenshot(page, "overview-dark")
     page.goto(f"{url}/console/topic?name={topic}")
     expect(page.locator("#queues tbody tr")).to_have_count(2)

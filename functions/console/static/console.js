@@ -8,19 +8,26 @@ function chartWidth(element) {
   return Math.max(320, element.clientWidth || 600);
 }
 
+function axes() {
+  // the page's own text colour, so the axes read in dark mode too (uPlot draws them on a canvas)
+  const ink = getComputedStyle(document.body).color;
+  return [{ stroke: ink }, { stroke: ink }];
+}
+
 function drawCharts(rateElement, lagElement, data) {
   const times = data.time;
   const rate = new uPlot(
     {
       width: chartWidth(rateElement),
       height: 240,
+      axes: axes(),
       series: [{}, { label: "produced/s", stroke: "#1e88e5" }, { label: "consumed/s", stroke: "#43a047" }],
     },
     [times, data.produced, data.consumed],
     rateElement,
   );
   const lag = new uPlot(
-    { width: chartWidth(lagElement), height: 200, series: [{}, { label: "lag", stroke: "#e53935" }] },
+    { width: chartWidth(lagElement), height: 200, axes: axes(), series: [{}, { label: "lag", stroke: "#e53935" }] },
     [times, data.lag],
     lagElement,
   );

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tidemq_protocol.api.messages import MessageView
+from tidemq_protocol.errors import QueueOutOfRange
 from tidemq_protocol.filter import MessageFilter
 from tidemq_protocol.limits import MIB
 from tidemq_store import MessageStore
@@ -59,7 +60,10 @@ def scan_queue(
 ) -> QueueScan:
     """Up to `want` messages the filter selects from `offset` (clamped into the queue), examining at most `bound`
     entries (exactly: see the module docstring)."""
-    ranges = store.queue_offsets(topic)[queue]
+    queues = store.queue_offsets(topic)
+    if not 0 <= queue < len(queues):
+        raise QueueOutOfRange(topic, queue, len(queues))
+    ranges = queues[queue]
     start = min(max(offset, ranges.min_offset), ranges.max_offset)
     position, found = start, []
     while len(found) < want and position < ranges.max_offset and position - start < bound:

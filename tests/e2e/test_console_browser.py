@@ -76,6 +76,11 @@ def test_an_operator_creates_a_topic_and_watches_the_rate_chart_move_as_messages
     expect(page.locator("#queues tbody tr")).to_have_count(2)
     assert sum(int(page.locator(f"#queues tbody tr:nth-child({n}) td:nth-child(3)").inner_text()) for n in (1, 2)) == 40
     screenshot(page, "topic")
+    produce(url, topic, 10)  # the queues' table refreshes itself (htmx, under the strict CSP): no reload
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#queues tbody tr td:nth-child(3)')]"
+        ".reduce((sum, cell) => sum + parseInt(cell.textContent), 0) === 50"
+    )
 
 
 def test_the_browser_finds_messages_by_offset_key_and_id_and_exports_them(admin_page, url, tmp_path):

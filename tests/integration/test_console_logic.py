@@ -37,9 +37,9 @@ def test_a_scan_examines_at_most_its_bound_whatever_the_filter(queue, tag, sql, 
     scan = browse.scan_queue(queue, "orders", 0, 0, chosen, 1000, bound)
     assert scan.scanned <= bound and scan.start_offset == 0
     assert scan.stopped_at_bound == (scan.next_offset < MESSAGES and len(scan.messages) < 1000)
-    expected = [m for m in range(min(bound, MESSAGES)) if chosen is None or (tag == "rare" or sql) and m % 3000 == 2999]
-    if tag == "absent":
-        expected = []
+    selects = {None: lambda m: True, "rare": lambda m: m % 3000 == 2999, "absent": lambda m: False}
+    selected = selects[tag] if sql is None else selects["rare"]
+    expected = [m for m in range(min(bound, MESSAGES)) if selected(m)]
     assert [m.offset for m in scan.messages] == expected[:1000]
     if chosen is not None:  # nothing wanted was left behind: every selected offset before where it stopped is there
         assert scan.scanned == bound

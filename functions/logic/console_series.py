@@ -21,7 +21,9 @@ from tidemq_protocol.errors import NamespaceExists, NamespaceNotFound, TopicNotF
 from tidemq_protocol.kv import NamespaceConfig, is_kv_topic
 from tidemq_store import MessageStore
 
-CONSOLE_NAMESPACE = "tidemq-console"
+from .offset_moves import NAMESPACE, Positions, record_moves
+
+CONSOLE_NAMESPACE = NAMESPACE
 """The KV namespace the console keeps its state in (this series, and its sessions: functions/console/session.py)."""
 SERIES_KEY = "series"
 SERIES_POINTS = 120
@@ -62,8 +64,9 @@ def ensure_namespace(store: MessageStore) -> None:
             store.kv.create_namespace(NamespaceConfig(CONSOLE_NAMESPACE))
 
 
-def take_sample(store: MessageStore) -> Sample:
-    """Totals now, over every topic and group (a topic deleted meanwhile counts as empty)."""
+def take_sample(store: MessageStore, positions: Positions | None = None) -> Sample:
+    """Totals now, over every topic and group (a topic deleted meanwhile counts as empty); `positions`, when given,
+    gets every group's committed offsets."""
     maxima: dict[str, dict[int, int]] = {}
     after = None
     while True:
@@ -86,6 +89,8 @@ def take_sample(store: MessageStore) -> Sample:
         for group in groups:
             for topic in store.group_topics(group.name):
                 committed = store.committed_offsets(group.name, topic)
+                if positions is not None:
+                    positions.setdefault(group.name, {})[topic] = committed
                 consumed += sum(committed.values())
                 ends = maxima.get(topic, {})
                 lag += sum(max(0, end - committed.get(queue, 0)) for queue, end in ends.items())
@@ -108,9 +113,12 @@ def read_samples(store: MessageStore) -> list[Sample]:
 
 
 def record_sample(store: MessageStore) -> Sample:
-    """Take a sample and keep it, dropping the oldest past SERIES_POINTS: what the console job runs."""
+    """Take a sample and keep it, dropping the oldest past SERIES_POINTS, and note which committed offsets moved
+    (offset_moves.py): what the console job runs."""
     ensure_namespace(store)
-    sample = take_sample(store)
+    positions: Positions = {}
+    sample = take_sample(store, positions)
+    record_moves(store, positions, sample.at_ms)
     kept = [*read_samples(store), sample][-SERIES_POINTS:]
     points = [[s.at_ms, s.stored, s.consumed, s.lag, s.topics, s.groups] for s in kept]
     store.kv.put(CONSOLE_NAMESPACE, SERIES_KEY, json.dumps(points).encode())

@@ -6,6 +6,7 @@ under build/screenshots (two of them are docs/img/)."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -81,6 +82,29 @@ def test_an_operator_creates_a_topic_and_watches_the_rate_chart_move_as_messages
         "() => [...document.querySelectorAll('#queues tbody tr td:nth-child(3)')]"
         ".reduce((sum, cell) => sum + parseInt(cell.textContent), 0) === 50"
     )
+
+
+def test_a_group_s_lag_shows_when_its_committed_offsets_moved_and_resets_from_the_page(admin_page, url):
+    page, topic, group = admin_page, unique("lagged"), unique("readers")
+    with Admin(url) as admin:
+        admin.create_topic(topic, queues=1)
+        produce(url, topic, 5)
+        page.goto(f"{url}/console/groups")
+        page.click("summary:has-text('Create a group')")
+        page.fill("#create-group input[name=name]", group)
+        page.click("#create-group button[type=submit]")
+        expect(page.locator("#group-name")).to_have_text(group)
+        admin.commit_offsets(group, topic, {0: 2})
+    page.goto(f"{url}/console/group?name={group}")
+    expect(page.locator("#group-lag")).to_have_text("3")
+    deadline = time.monotonic() + WAIT_MS / 1000  # the sampler (every second here) notes when the offset moved
+    while "Z" not in page.locator("td.moved").first.inner_text():
+        assert time.monotonic() < deadline, page.locator("td.moved").first.inner_text()
+        page.reload()
+    page.locator(".reset select[name=to]").select_option("latest")
+    page.click(".reset button[type=submit]")
+    expect(page.locator("#group-lag")).to_have_text("0")
+    screenshot(page, "group")
 
 
 def test_the_browser_finds_messages_by_offset_key_and_id_and_exports_them(admin_page, url, tmp_path):

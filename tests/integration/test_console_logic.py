@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from functions.logic import browse, console_series
+from functions.logic import browse, console_series, offset_moves
 from functions.logic.console_series import Sample, rates
 from tidemq_protocol.errors import QueueOutOfRange
 from tidemq_protocol.filter import subscription_filter
@@ -73,3 +73,20 @@ def test_rates_are_per_second_and_never_negative():
     samples = [Sample(0, 0, 0, 0), Sample(2000, 100, 10, 90), Sample(4000, 40, 20, 20), Sample(4000, 50, 20, 30)]
     assert [(p.produced_per_s, p.consumed_per_s, p.lag) for p in rates(samples, 0)] == [(50.0, 5.0, 90), (0.0, 5.0, 20)]
     assert rates(samples, 3000) == rates(samples, 0)[1:]
+
+
+def test_the_sampler_notes_when_each_committed_offset_moved_and_writes_only_what_changed(store):
+    store.create_topic(TopicConfig(name="orders", queues=2))
+    store.create_group(GroupConfig(name="billing"))
+    store.put("orders", [Message(b"a", queue=0), Message(b"b", queue=1)])
+    store.commit_offsets("billing", "orders", {0: 1, 1: 0})
+    first = console_series.record_sample(store)
+    store.commit_offsets("billing", "orders", {1: 1})
+    second = console_series.record_sample(store)
+    moves = offset_moves.moves_of(store, "billing")["orders"]
+    assert (moves[0].offset, moves[0].moved_at_ms) == (1, first.at_ms)
+    assert (moves[1].offset, moves[1].moved_at_ms) == (1, second.at_ms)
+    revision = store.kv.revision(console_series.CONSOLE_NAMESPACE)
+    console_series.record_sample(store)  # nothing moved: only the series is written
+    assert store.kv.revision(console_series.CONSOLE_NAMESPACE) == revision + 1
+    assert offset_moves.moves_of(store, "nobody") == {}

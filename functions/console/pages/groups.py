@@ -5,7 +5,7 @@ cleared), delete."""
 from __future__ import annotations
 
 from functions.api.auth import require, require_any, visible
-from functions.logic import groups, subscriptions
+from functions.logic import groups, offset_moves, subscriptions
 from functions.logic.push import dead_letter_topic
 from functions.push.trigger import push_notifier
 from tidemq_protocol import acl
@@ -51,8 +51,14 @@ def describe(visit: Visit) -> Answer:
     require_any(acl.group(name), Action.GET, Action.SUB)
     description = groups.describe_group(visit.store, name, topic)
     shown = [lag for lag in description.topics if visible(acl.topic(lag.topic))]
+    moves = offset_moves.moves_of(visit.store, name)
     return visit.page(
-        "group.html", group=description, lags=shown, dead_letter_topic=dead_letter_topic(name), topic=topic or ""
+        "group.html",
+        group=description,
+        lags=shown,
+        moves=moves,
+        dead_letter_topic=dead_letter_topic(name),
+        topic=topic or "",
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hmac
 
 from functions.api.auth import authenticator
-from tidemq_protocol.errors import Unauthenticated
+from tidemq_protocol.errors import ClientError
 
 from .session import Sessions
 from .web import Answer, ConsoleRequest, redirect, render
@@ -25,7 +25,7 @@ def login(request: ConsoleRequest, sessions: Sessions) -> Answer:
         return render(request, "login.html", 400, next=back, message="give an access key and a secret key")
     try:
         user, secret = authenticator().user(access_key)
-    except Unauthenticated:
+    except ClientError:  # no such user (Unauthenticated), or not a user's name at all
         return render(request, "login.html", 401, next=back, message=WRONG, access_key=access_key)
     if not hmac.compare_digest(secret.encode(), secret_key.encode()):
         return render(request, "login.html", 401, next=back, message=WRONG, access_key=access_key)

@@ -221,3 +221,19 @@ def test_bad_page_queries_are_a_clear_4xx_never_a_5xx(url, admin, path):
     answer = as_admin(url).get(path)
     assert 400 <= answer.status_code < 500, f"{path}: {answer.status_code} {answer.text[-400:]}"
     assert 'id="error-message"' in answer.text
+
+
+def test_every_answer_forbids_inline_script_and_framing_and_the_session_cookie_is_httponly_and_strict(url):
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for answer in (client.get("/console/login"), client.get("/console/static/htmx.min.js")):
+            policy = answer.headers["content-security-policy"]
+            assert "script-src 'self'" in policy and "unsafe" not in policy and "frame-ancestors 'none'" in policy
+            assert answer.headers["x-content-type-options"] == "nosniff"
+        assert client.get("/console/static/uPlot.min.css").headers["content-type"].startswith("text/css")
+        assert "<script>" not in client.get("/console/login").text  # every script is a file of the console's
+    credentials = find_credentials()
+    with httpx.Client(base_url=url, timeout=30) as client:
+        login = {"access_key": credentials.access_key, "secret_key": credentials.secret_key}
+        cookie = client.post("/console/login", data=login).headers["set-cookie"]
+        assert {"HttpOnly", "SameSite=Strict", "Path=/"} <= {part.strip() for part in cookie.split(";")}
+        assert "Max-Age=28800" in cookie  # expires; Secure is added over https (API Gateway)

@@ -121,6 +121,8 @@ def main() -> None:
     check_exposure(settings)
     process_store.allow_local_aws(local_aws.start)
     print(f"TideMQ local gateway on http://{settings.host}:{settings.port} (data in {settings.home.resolve()})")
+    if settings.console_enabled:
+        print(f"web console on http://{settings.host}:{settings.port}/console (docs/console.md)")
     # Once shut down, uvicorn raises again the signal that stopped it: as SystemExit, so that this process's atexit
     # hooks run (the store closed, a LocalStack it started stopped with its JVM) instead of dying with them undone.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -143,6 +143,23 @@ class Settings(StoreConfig):
             )
         return self
 
+    trace_enabled: bool = Field(
+        default=True,
+        description="Whether the broker records each message's trace in `%TRACE%` (a topic opts out with the "
+        "attribute trace.enabled=false; docs/trace.md).",
+    )
+    trace_flush_ms: int = Field(
+        default=200, ge=1, le=60_000, description="How long trace events wait in memory before one put writes them."
+    )
+    trace_buffer_events: int = Field(
+        default=100_000,
+        ge=1,
+        description="Trace events one store holds in memory at most; past them new ones are dropped.",
+    )
+    trace_retention_ms: int = Field(
+        default=72 * 3_600_000, ge=1000, description="Retention of the `%TRACE%` topic when the broker creates it."
+    )
+
     push_mode: PushMode = Field(
         default=PushMode.LOCAL, description="local: a worker thread pool; lambda: async invoke."
     )

@@ -17,8 +17,10 @@
                                              {"do": "await", "body": b, "invisible_s": s}, ...]}
         -> {"received": {...message...}} per delivery, {"acked": body}, {"changed": body}, or an error
     {"role": "drain", "group": g, "invisible_s": s}
-        -> receives and acks until the test closes its standard input, going on past failed calls:
-           {"received": {...}} per delivery, {"acked": <message id>} per ack answered OK, {"error": ...} per failure
+        -> receives and acks until the test closes its standard input, going on past failed calls (an ack that
+           found no proxy is made again until answered): {"received": {...}} per delivery,
+           {"acked": <message id>} per ack answered OK, {"ack_failed": <message id>, "error": ...} per failed ack,
+           {"error": ...} per failed receive
     {"role": "push", "group": g, "fail": [<base64 bodies its listener fails>]}
         -> {"consumed": {...message...}, "result": "SUCCESS" | "FAILURE"} per call of its listener, until the test
            closes its standard input
@@ -71,6 +73,10 @@ def view(message) -> dict:
         "delivery_timestamp": message.delivery_timestamp,
         "at": time.time(),
     }
+
+
+UNREACHED = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED")
+"""gRPC codes of a call that may or may not have reached the proxy."""
 
 
 def failed(error: Exception) -> dict:
@@ -207,13 +213,29 @@ def drain(config: ClientConfiguration, spec: dict) -> None:
                 continue
             for message in messages:
                 emit({"received": view(message)})
-                try:
-                    consumer.ack(message)
-                    emit({"acked": message.message_id})
-                except Exception as error:  # not acked: it comes again after its invisible time
-                    emit(failed(error))
+                ack_until_answered(consumer, message, spec.get("deadline_s", 120))
     finally:
         consumer.shutdown()
+
+
+def ack_until_answered(consumer: SimpleConsumer, message, deadline_s: float) -> None:
+    """Ack `message`, again while the proxy cannot be reached, as an application would: a proxy killed after it
+    acked and before it answered leaves the message acked (the store's ack is durable) and the client told nothing,
+    and the same ack answers OK again. Until an answer: a refusal means the handle is stale (its invisible time
+    ended and it was delivered again, so it comes again), which is not a failure of the proxy; bounded by
+    `deadline_s`, a proxy restart taking longer than the invisible time."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            consumer.ack(message)
+        except Exception as error:
+            emit({"ack_failed": message.message_id, **failed(error)})
+            if failed(error)["code"] not in UNREACHED or time.monotonic() > deadline:
+                return
+            time.sleep(0.2)
+        else:
+            emit({"acked": message.message_id})
+            return
 
 
 class Listener:

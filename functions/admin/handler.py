@@ -14,7 +14,7 @@ from functions.api.auth import authenticator, caller, require, require_any, requ
 from functions.api.errors import responses
 from functions.api.params import GroupInPath, MessageIdInPath, PushGroupInPath, QueueInPath, TopicInPath, UserInPath
 from functions.api.resolver import lambda_entry, new_resolver
-from functions.logic import dead_letters, groups, queries, subscriptions, tiers, topics, transactions, users
+from functions.logic import dead_letters, groups, queries, subscriptions, tiers, topics, trace, transactions, users
 from functions.logic.push import dead_letter_topic
 from functions.logic.targets import TargetRules
 from functions.observability import metrics
@@ -47,6 +47,7 @@ from tidemq_protocol.api.topics import (
     TopicSpec,
     TopicView,
 )
+from tidemq_protocol.api.trace import MessageTrace
 from tidemq_protocol.api.transactions import LISTING_AFTER_PATTERN, TransactionList, TransactionView
 from tidemq_protocol.api.users import AclRevoke, Caller, UserCreated, UserList, UserSpec, UserView
 from tidemq_protocol.errors import AccessDenied
@@ -163,6 +164,16 @@ def message_by_id(msg_id: MessageIdInPath) -> MessageView:
     message = queries.message_by_id(get_store(), msg_id)
     require((acl.topic(message.topic), Action.GET))
     return message
+
+
+@app.get("/v1/messages/<msg_id>/trace", tags=["queries"], responses=responses(404))
+def message_trace(msg_id: MessageIdInPath) -> MessageTrace:
+    """What the broker recorded of the message, oldest event first (docs/trace.md): stored, delivered and retried
+    per group, acked, nacked, dead-lettered, resent. Found while the message or its trace records live; the caller
+    must be allowed to Get the message's topic, as for the message itself."""
+    found = trace.message_trace(get_store(), msg_id)
+    require((acl.topic(found.topic), Action.GET))
+    return found
 
 
 @app.get("/v1/topics/<topic>/messages", tags=["queries"], responses=responses(404))

@@ -37,6 +37,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
+from functions.logic import trace
 from functions.logic.users import KEY_BYTES, SecretBox
 from functions.store import process_store
 from shared.settings import AuthMode, Settings, get_settings
@@ -225,10 +226,15 @@ _current: ContextVar[Caller | None] = ContextVar("tidemq_caller", default=None)
 
 @contextmanager
 def calling_as(who: Caller | None) -> Iterator[None]:
-    """Make `who` the caller while a request is resolved (each thread and each asyncio copy has its own)."""
+    """Make `who` the caller while a request is resolved (each thread and each asyncio copy has its own), and the
+    producer its message traces name."""
     token = _current.set(who)
     try:
-        yield
+        if who is None:
+            yield
+        else:
+            with trace.acting_as(who.user.name, who.source_ip):
+                yield
     finally:
         _current.reset(token)
 

@@ -47,6 +47,7 @@ from tidemq_store import MessageStore
 from tidemq_store.pop.api import Claim, Entry, PopLedger, Receipt, Settlement
 from tidemq_store.pop.receive import new_nonce, now_ms
 
+from . import trace
 from .notifier import PushNotifier
 from .produce import produce_frames
 from .push import (
@@ -54,6 +55,7 @@ from .push import (
     ORIGIN_MESSAGE_GROUP,
     ORIGIN_MESSAGE_ID,
     ORIGIN_QUEUE_ID,
+    ORIGIN_QUEUE_OFFSET,
     RETRY_TOPIC,
     dead_letter_topic,
 )
@@ -62,7 +64,7 @@ ORIGIN_PROPERTIES = (
     ORIGIN_MESSAGE_ID,
     RETRY_TOPIC,
     ORIGIN_QUEUE_ID,
-    "ORIGIN_QUEUE_OFFSET",
+    ORIGIN_QUEUE_OFFSET,
     "RECONSUME_TIME",
     DLQ_REASON,
     ORIGIN_MESSAGE_GROUP,
@@ -198,6 +200,7 @@ def resend(
     except Exception:
         resends.take_back(list(made.values()))
         raise
+    trace.resent(store, group, [origin for letter in fresh if (origin := _traced_origin(letter, sent)) is not None])
     results = []
     for letter in letters:
         offset = letter.queue_offset
@@ -244,6 +247,16 @@ def _committed(store: MessageStore, topic: str, queues: int, letter: StoredMessa
     message.queue = _origin_queue(letter, queues) or 0
     half = store.transactions.prepare(topic, message, group, now_ms() + RESEND_CHECK_AFTER_MS)
     return store.transactions.end(topic, half.msg_id, True, "dead-letter resend").msg_id
+
+
+def _traced_origin(letter: StoredMessage, sent: dict[int, str]) -> tuple[str, int, int, str, str] | None:
+    """Where a resent letter's message was (topic, queue, offset, id) and its new id, for its trace (None: the letter
+    does not say)."""
+    queue, offset = letter.properties.get(ORIGIN_QUEUE_ID, ""), letter.properties.get(ORIGIN_QUEUE_OFFSET, "")
+    if not (queue.isdigit() and offset.isdigit() and letter.queue_offset in sent):
+        return None
+    origin_id = letter.properties.get(ORIGIN_MESSAGE_ID, letter.msg_id)
+    return letter.properties[RETRY_TOPIC], int(queue), int(offset), origin_id, sent[letter.queue_offset]
 
 
 RESEND_CHECK_AFTER_MS = 3_600_000

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from functions.logic import trace
 from functions.logic.groups import check_may_pop, retry_policy
 from functions.logic.push import dead_letter
 from shared.settings import Settings
@@ -85,7 +86,9 @@ class Receiving:
         # out no hold: another consumer may have it by now. It is left to come back, attempt + 1, as if its
         # consumer had died.
         answered = now_ms()
-        return [delivery for delivery in popped if delivery.invisible_until_ms > answered]
+        handed = [delivery for delivery in popped if delivery.invisible_until_ms > answered]
+        trace.delivered_by_pop(self.pop.store, self.group, self.topic, handed)
+        return handed
 
 
 def receiving(
@@ -136,7 +139,7 @@ def ack_and_receive(
     it asks for the next, in one request. What each ack became, and what was received. The request is checked
     whole before the acks: a bad value refuses it, changing nothing."""
     asked = receiving(store, settings, group, topic, max_messages, invisible_ms, wait_ms, message_filter)
-    acks = [ACK_STATUS[settled] for settled in asked.pop.ack(group, topic, handles)] if handles else []
+    acks = _acked(asked.pop, group, topic, handles) if handles else []
     waits = pauses(wait_ms)
     while True:
         popped = asked.look()
@@ -152,8 +155,14 @@ ACK_STATUS = {Settled.DONE: "acked", Settled.ALREADY_ACKED: "already_acked", Set
 def ack(store: MessageStore, settings: Settings, group: str, topic: str, handles: Sequence[str]) -> list[str]:
     """Ack each delivery a handle names; what each became (ACK_STATUS's words). A malformed handle refuses the
     whole request before anything changes."""
-    pop = consumption(store, settings, store.cached_group(group))
-    return [ACK_STATUS[settled] for settled in pop.ack(group, topic, handles)]
+    return _acked(consumption(store, settings, store.cached_group(group)), group, topic, handles)
+
+
+def _acked(pop: PopConsumption, group: str, topic: str, handles: Sequence[str]) -> list[str]:
+    """Ack each delivery a handle names, and record the acks that settled one."""
+    settled = pop.ack(group, topic, handles)
+    trace.acked(pop.store, group, topic, handles, settled)
+    return [ACK_STATUS[s] for s in settled]
 
 
 class Held(NamedTuple):
@@ -176,7 +185,10 @@ def change_invisible(
     invisible_ms = invisible_time(settings, invisible_ms, shortest_ms)
     pop = consumption(store, settings, store.cached_group(group))
     now = now_ms()
-    return Held(pop.change_invisible(group, topic, handle, invisible_ms, now), now + invisible_ms)
+    held = Held(pop.change_invisible(group, topic, handle, invisible_ms, now), now + invisible_ms)
+    changed = trace.TraceEventKind.INVISIBLE_CHANGED
+    trace.settled(store, group, topic, changed, handle, **{trace.INVISIBLE_UNTIL: held.invisible_until_ms})
+    return held
 
 
 def release(store: MessageStore, settings: Settings, group: str, topic: str, handle: str, delay_ms: int | None) -> None:
@@ -185,6 +197,7 @@ def release(store: MessageStore, settings: Settings, group: str, topic: str, han
     if delay_ms is not None and delay_ms > settings.pop_max_invisible_ms:
         raise InvalidArgument(f"delay_ms must be 0..{settings.pop_max_invisible_ms}, got {delay_ms}")
     consumption(store, settings, store.cached_group(group)).release(group, topic, handle, delay_ms)
+    trace.settled(store, group, topic, trace.TraceEventKind.NACKED, handle)
 
 
 FORWARD_HOLD_MS = 60_000

@@ -1,6 +1,7 @@
 """Produce: route each message to a queue, then store the batch in one atomic put; recall a delay message.
 
-After the put, the `PushNotifier` the caller gives is told the topic has new messages.
+After the put, the `PushNotifier` the caller gives is told the topic has new messages, and the messages' `stored`
+events are recorded (trace.py).
 
 Routing: an explicit queue wins; else a message group (a FIFO topic's messages each have one) or a sharding key
 picks `crc32(key) % queues` (`key_queue`), so one group or key always lands in one queue and keeps its order; the
@@ -29,6 +30,7 @@ from tidemq_protocol.timer import delivery_properties
 from tidemq_store import MessageStore, PutResult
 from tidemq_store.sends import SendKey, check_send_key
 
+from . import trace
 from .notifier import PushNotifier
 
 _round_robin = itertools.count()
@@ -57,7 +59,8 @@ def produce_frames(
 ) -> list[PutResult]:
     """Route and store decoded messages (from JSON or the binary batch encoding), then tell `notifier`; a batch with
     `send_key` is stored once for it (tidemq_store/sends.py)."""
-    queues = store.get_topic(topic).queues
+    config = store.get_topic(topic)
+    queues = config.queues
     batch_queue = next(_round_robin) % queues
     messages = []
     for index, frame in enumerate(frames):
@@ -70,6 +73,7 @@ def produce_frames(
             message.queue = queue_for(frame, index, queues, batch_queue)
         messages.append(message)
     results = store.put(topic, messages, send_named(send_key))
+    trace.stored(store, config, results)
     notifier.messages_stored(topic)
     return results
 
@@ -79,8 +83,9 @@ def produce_records(
 ) -> list[PutResult]:
     """Store records a producer encoded (tidemq_protocol/codec.py), a record without a queue going to the batch's
     round-robin queue, then tell `notifier`; `send_key` as `produce_frames` takes it."""
-    batch_queue = next(_round_robin) % store.get_topic(topic).queues
-    results = store.put_records(topic, records, batch_queue, send_named(send_key))
+    config = store.get_topic(topic)
+    results = store.put_records(topic, records, next(_round_robin) % config.queues, send_named(send_key))
+    trace.stored(store, config, results)
     notifier.messages_stored(topic)
     return results
 

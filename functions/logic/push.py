@@ -48,6 +48,7 @@ from tidemq_protocol.retry import RetryPolicy
 from tidemq_store import MessageStore, TopicConfig
 from tidemq_store.model import PushSubscription
 
+from . import trace
 from .notifier import PushNotifier
 from .push_retries import PendingRetry, PushRetries
 from .targets import Target, TargetFailed
@@ -176,6 +177,7 @@ def _deliver_queue(
                 attempt=attempt,
                 messages=[MessageView.of(m) for m in messages],
             )
+            trace.delivered_by_push(store, group, topic, messages, attempt)
             try:
                 target(delivery)
                 report.delivered += len(messages)
@@ -276,11 +278,12 @@ def dead_letter(store: MessageStore, group: str, messages: list[StoredMessage], 
         for m in messages
     ]
     try:
-        store.put(topic, letters)
+        results = store.put(topic, letters)
     except TopicNotFound:
         with contextlib.suppress(TopicExists):  # another deliverer may have created it meanwhile
             store.create_topic(TopicConfig(name=topic, queues=1))
-        store.put(topic, letters)
+        results = store.put(topic, letters)
+    trace.dead_lettered(store, group, messages, results, attempts)
     logger.warning(
         "dead-lettered %d message(s) of group %s to %s after %d attempts", len(letters), group, topic, attempts
     )

@@ -255,7 +255,7 @@ def test_a_source_condition_admits_only_its_networks(gateway, admin):
         producer.send("from loopback")
 
 
-def test_a_message_by_id_is_checked_against_its_topic(gateway, admin):
+def test_a_message_by_id_and_its_trace_are_checked_against_its_topic(gateway, admin):
     mine, theirs = unique("mine"), unique("theirs")
     for name in (mine, theirs):
         admin.create_topic(name, queues=1)
@@ -265,8 +265,11 @@ def test_a_message_by_id_is_checked_against_its_topic(gateway, admin):
         their_id = producer.send("theirs").msg_id
     reader = Admin(client=new_user(admin, gateway.url, AclEntry(resource=f"Topic:{mine}", actions=["Get"])))
     assert reader.message(my_id).body == "mine"
+    assert reader.message_trace(my_id).events[0].event == "stored"
     with pytest.raises(AccessDenied, match=f"Topic:{theirs}"):
         reader.message(their_id)
+    with pytest.raises(AccessDenied, match=f"Topic:{theirs}"):
+        reader.message_trace(their_id)
 
 
 def test_listings_show_only_what_the_caller_may_see(gateway, admin):

@@ -103,6 +103,8 @@ def one_round(call: Caller, name: str) -> None:
     assert [(m.topic, m.body) for m in messages] == [(topic, body) for body in binary_bodies] and next_offset == 2
     fetched = call("GET", "/v1/messages/{msg_id}", path={"msg_id": produced[1]["msg_id"]}).json()
     assert (fetched["msg_id"], fetched["topic"], fetched["body"]) == (produced[1]["msg_id"], topic, bodies[1])
+    traced = call("GET", "/v1/messages/{msg_id}/trace", path={"msg_id": produced[1]["msg_id"]}).json()
+    assert (traced["topic"], traced["events"][0]["event"]) == (topic, "stored")
     by_key = call("GET", "/v1/topics/{topic}/messages", path=at_topic, params={"key": key}).json()["messages"]
     assert sorted(m["body"] for m in by_key) == bodies and {m["topic"] for m in by_key} == {topic}
     offset = call(

@@ -247,6 +247,48 @@ def test_push_consumer_retries_a_failing_message_then_it_goes_to_the_dead_letter
     assert letter["properties"]["ORIGIN_MESSAGE_ID"] == sent[0]["sent"]
 
 
+def test_a_message_consumed_by_a_rocketmq_push_consumer_until_dead_lettered_shows_it_all_in_its_trace(proxy, tmp_path):
+    """The broker traces what the proxy does for a client that knows nothing of it (functions/logic/trace.py). Sent
+    over HTTP: a message a RocketMQ client sent has the id the client gave it, which lookups by id (and so traces)
+    do not resolve (docs/trace.md)."""
+    create(proxy, "g-traced")
+    policy = {"max_delivery_attempts": 2, "backoff": {"kind": "customized", "delays_ms": [1000]}}
+    assert proxy.http.post("/v1/groups", json={"name": "g-traced-group", "retry": policy}).status_code == 201
+    bodies = [b64(b"\x01 poison"), b64(b"fine")]
+    sent = {"messages": [{"body": body, "body_encoding": "base64", "queue": 0} for body in bodies]}
+    poison, fine = proxy.http.post("/v1/topics/g-traced/messages", json=sent).json()["messages"]
+    client = start_client(
+        proxy, {"role": "push", "topic": "g-traced", "group": "g-traced-group", "fail": bodies[:1]}, tmp_path
+    )
+    try:
+        (letter,) = wait_for_dead_letters(proxy, "g-traced-group")
+        events = trace_of(proxy, poison["msg_id"], last="dead_lettered")
+        fine_events = [event["event"] for event in trace_of(proxy, fine["msg_id"], last="acked")]
+    finally:
+        client.communicate(timeout=DEADLINE_S)  # closes its stdin: the consumer shuts down
+    kinds = [event["event"] for event in events]
+    recorded = [kind for kind in kinds if kind != "invisible_changed"]
+    assert recorded == ["stored", "delivered", "retried", "dead_lettered"]
+    assert kinds.count("invisible_changed") <= 2  # each failure handed back with its backoff, while its hold lasted
+    handled = [event["attributes"] for event in events[1:]]
+    assert {attributes["messaging.consumer.group.name"] for attributes in handled} == {"g-traced-group"}
+    attempts = [a["tidemq.delivery.attempt"] for a in handled if a["messaging.operation.type"] == "receive"]
+    assert attempts == [1, 2] and handled[-1]["tidemq.dead_letter.message.id"] == letter["msg_id"]
+    assert fine_events[:2] == ["stored", "delivered"] and fine_events[-1] == "acked"
+
+
+def trace_of(proxy: Proxy, msg_id: str, last: str) -> list[dict]:
+    """The message's trace through the HTTP API, once its `last` event is recorded."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        answer = proxy.http.get(f"/v1/messages/{msg_id}/trace")
+        assert answer.status_code == 200, answer.text
+        events = answer.json()["events"]
+        if (events and events[-1]["event"] == last) or time.monotonic() > deadline:
+            return events
+        time.sleep(0.2)
+
+
 def wait_for_dead_letters(proxy: Proxy, group: str) -> list[dict]:
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:

@@ -27,6 +27,8 @@ from tidemq_protocol.timer import delivery_properties, recall_handle
 from tidemq_store import GroupConfig, Message, MessageType, StoredMessage, TopicConfig
 from tidemq_store.pop.receive import PopConsumption
 
+from ..clock_steps import clock_ahead
+
 DEADLINE_S = 60.0
 """How long a test waits for a timer to be delivered: a condition awaited, never a speed (the machine is shared)."""
 
@@ -217,3 +219,15 @@ def test_a_pop_consumer_receives_a_delay_message_once_it_is_due_under_its_id(bac
     (popped,) = received
     assert (popped.message.msg_id, popped.message.body, popped.attempt) == (sent.msg_id, b"popped", 1)
     assert popped.message.store_timestamp >= int(popped.message.properties[TIMER_DELIVER_MS])
+
+
+def test_a_delay_message_of_a_topic_made_just_after_the_clock_stepped_back_is_delivered(reopen):
+    """As a transaction's (test_transactions.py): a timer is stamped no earlier than its topic was made, so it is not
+    dropped as a deleted namesake's."""
+    store = reopen()
+    store.create_topic(TopicConfig(name="plain", queues=1))
+    with clock_ahead(60_000):
+        store.put("plain", [Message(b"stamped a minute ahead", 0)])
+    store.create_topic(TopicConfig(name="later", queues=1, message_type=MessageType.DELAY))
+    (sent,) = store.put("later", [delayed(b"soon", delay_ms=300)])
+    assert [(m.msg_id, m.body) for m in received(store, "later", 1)] == [(sent.msg_id, b"soon")]

@@ -31,6 +31,8 @@ from tidemq_store import GroupConfig, TopicConfig
 from tidemq_store.pop.receive import PopConsumption
 from tidemq_store.transactions.api import TransactionState
 
+from ..clock_steps import clock_ahead
+
 GROUP = "payments"
 HOLD = 10_000
 
@@ -269,3 +271,18 @@ def test_a_serverless_half_message_too_old_for_its_file_is_rolled_back_not_commi
         store.transactions.end("tx", transaction.msg_id, True, "producer")
     assert store.transactions.get("tx", transaction.msg_id).state is TransactionState.ROLLED_BACK
     assert pulled(store) == []
+
+
+def test_a_transaction_on_a_topic_made_just_after_the_clock_stepped_back_commits(reopen):
+    """A topic made when messages were stamped later than the clock reads (in the same millisecond, or before the
+    clock stepped back) is made no earlier than them: its transactions are stamped no earlier than it, and so are
+    not taken for a deleted namesake's (a 404 TransactionNotFound on commit, seen once under the gateway's load)."""
+    store = reopen()
+    store.create_topic(TopicConfig(name="before", queues=1))
+    with clock_ahead(60_000):
+        store.put("before", [Message(b"stamped a minute ahead", 0)])
+    store.create_topic(TopicConfig(name="tx", queues=2, message_type=MessageType.TRANSACTION))
+    transaction = half(store, "after-the-step")
+    committed = store.transactions.end("tx", transaction.msg_id, True, "producer")
+    assert committed.state is TransactionState.COMMITTED
+    assert [(m.msg_id, m.body) for m in pulled(store)] == [(transaction.msg_id, b"after-the-step")]

@@ -29,6 +29,14 @@ from ..model import GroupConfig, Page, TopicConfig, check_page_limit, check_queu
 from .parts import StoreParts
 
 
+def topic_now(config: TopicConfig) -> int:
+    """Now, as a record of `config`'s topic that is not a message (a half message's transaction, a put's timers) is
+    stamped: never before the topic was made. `created_at` runs ahead of the wall clock when the topic was made in a
+    millisecond something else was stamped in (or after the clock stepped back: `create_topic`), and a record stamped
+    before it reads as one of a deleted namesake (a commit answered TransactionNotFound, a due timer dropped)."""
+    return max(clock.now_ms(), config.created_at)
+
+
 class MetadataOperations(StoreParts):
     """Topics, groups and users of `EmbeddedMessageStore` (which gives `max_offset`)."""
 

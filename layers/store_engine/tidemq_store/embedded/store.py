@@ -45,6 +45,7 @@ from tidemq_protocol.errors import (
     CorruptStore,
     InvalidArgument,
     MessageNotFound,
+    MessagePlace,
     OffsetOutOfRange,
     StoreFailed,
     TopicNotFound,
@@ -349,8 +350,10 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
             raise MessageNotFound(f"with id {msg_id}")
         message = read_by_id(msg_id, self.config.max_message_bytes, self.commitlog.read)
-        if not self._is_live(message) or is_send_key(self.commitlog.read(position, SEND_KEY_HEAD)):
-            raise MessageNotFound(f"with id {msg_id}")  # (SEND_KEY: a batch's idempotency key, not a message)
+        if is_send_key(self.commitlog.read(position, SEND_KEY_HEAD)):
+            raise MessageNotFound(f"with id {msg_id}")  # a batch's idempotency key, not a message
+        if not self._is_live(message):
+            raise MessageNotFound(f"with id {msg_id}", self._expired_from(message))
         return message
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
@@ -385,6 +388,13 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         if config is None or message.store_timestamp < config.created_at:
             return False
         return message.queue_offset >= self.cq.min_offset(message.topic, message.queue)
+
+    def _expired_from(self, message: StoredMessage) -> MessagePlace | None:
+        """Where a message that is not live was, if retention passed it (None: its topic is gone)."""
+        config = self.meta.get_topic(message.topic)
+        if config is None or message.store_timestamp < config.created_at:
+            return None
+        return MessagePlace(message.topic, message.queue, message.queue_offset)
 
     # ---- queue bookkeeping -----------------------------------------------------------------------
 

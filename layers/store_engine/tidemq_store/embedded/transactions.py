@@ -71,6 +71,7 @@ from ..transactions.api import (
     half_sent,
     listing_key,
 )
+from .admin import topic_now
 from .send_records import SEND_FAMILIES, SendRecords
 
 if TYPE_CHECKING:
@@ -225,7 +226,7 @@ class RocksTransactionLog(TransactionLog):
             raise MessageTooLarge(f"a half message holds at most {room} bytes of body and properties here")
         send = keyed(send, batch)
         with self._counter:
-            prepared = now_ms()
+            prepared = topic_now(config)
             if send is not None:
                 window = store.config.send_dedup_window_ms
                 sent = self._sends.sent(topic, send.key)

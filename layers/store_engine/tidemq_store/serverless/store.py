@@ -37,6 +37,7 @@ from tidemq_protocol import clock
 from tidemq_protocol.errors import (
     InvalidArgument,
     MessageNotFound,
+    MessagePlace,
     OffsetOutOfRange,
     QueueOutOfRange,
 )
@@ -361,8 +362,11 @@ class ServerlessMessageStore(MessageStore):
         first = next((ref.first_offset for ref in state.pending if _holds(ref, file, position)), None)
         if first is None:
             first = self.index.first_offset_at(message.topic, message.queue, file, position)
-        if first is None or first + message.queue_offset < state.min_offset:
-            raise MessageNotFound(f"with id {msg_id}")  # written, never sequenced (or expired)
+        if first is None:
+            raise MessageNotFound(f"with id {msg_id}")  # written, never sequenced
+        if first + message.queue_offset < state.min_offset:
+            gone_from = MessagePlace(message.topic, message.queue, first + message.queue_offset)
+            raise MessageNotFound(f"with id {msg_id}", gone_from)  # expired
         message.queue_offset += first
         return message
 

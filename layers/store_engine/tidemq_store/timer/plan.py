@@ -67,10 +67,14 @@ def put_delayed(
         raise InvalidBatch(
             f"a put of messages due later holds at most {MAX_TIMERS_PER_PUT} of them, got {len(messages)}"
         )
+    # stamped no earlier than the topic was made, or a move takes them for a deleted namesake's (embedded/admin.py
+    # `topic_now` says when its `created_at` runs ahead of the clock)
+    scheduled_ms = max(now_ms, config.created_at)
     for attempt in range(PLAN_ATTEMPTS):
         ids = [new_timer_id(due) for due in dues]
         planned = _encoded(limits, config, messages, batch.queues, dues, ids)
-        kept = TimerBatch(config.name, now_ms, [_timer(planned, i, ids[i], dues[i]) for i in range(len(ids))], send)
+        timers_kept = [_timer(planned, i, ids[i], dues[i]) for i in range(len(ids))]
+        kept = TimerBatch(config.name, scheduled_ms, timers_kept, send)
         try:
             earlier = timers.schedule(kept)
         except TimerIdTaken:

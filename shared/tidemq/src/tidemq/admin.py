@@ -11,6 +11,7 @@ from tidemq_protocol.api.groups import CommittedOffsets, GroupChange, GroupDescr
 from tidemq_protocol.api.messages import MessageList, MessageView, OffsetForTime
 from tidemq_protocol.api.push import GroupPush, PushSubscribed
 from tidemq_protocol.api.topics import TierStatus, TierUpload, TopicChange, TopicDescription, TopicList, TopicView
+from tidemq_protocol.api.trace import MessageTrace
 from tidemq_protocol.api.users import Caller, UserCreated, UserList, UserView
 from tidemq_protocol.errors import NoPushSubscription
 from tidemq_protocol.filter import subscription_filter
@@ -212,6 +213,10 @@ class Admin(ApiClient):
     def message(self, msg_id: str) -> MessageView:
         """The message with this id; raises MessageNotFound."""
         return self._get(MessageView, f"/v1/messages/{segment(msg_id)}")
+
+    def message_trace(self, msg_id: str) -> MessageTrace:
+        """What the broker recorded of the message, oldest event first (docs/trace.md); raises MessageNotFound."""
+        return self._get(MessageTrace, f"/v1/messages/{segment(msg_id)}/trace")
 
     def messages_by_key(self, topic: str, key: str, *, limit: int = 32) -> list[MessageView]:
         """The most recent `limit` messages of `topic` carrying `key`, oldest first."""

@@ -50,18 +50,21 @@ class StorageClass(StrEnum):
 class TopicPolicy:
     """What a topic's attributes ask of the pipeline that keeps its cold tier, parsed once: `cleanup`, how long a
     tombstone (an empty body) of a compacted topic stays (Kafka's delete.retention.ms), and which storage class
-    segments older than `storage_class_after_ms` move to (None: they stay STANDARD). Other attributes are the
+    segments older than `storage_class_after_ms` move to (None: they stay STANDARD), and whether the broker traces
+    its messages (`trace.enabled`, default true). Other attributes are the
     user's own and mean nothing to TideMQ."""
 
     cleanup: CleanupPolicy = CleanupPolicy.DELETE
     tombstone_grace_ms: int = DAY_MS
     storage_class: StorageClass | None = None
     storage_class_after_ms: int = 30 * DAY_MS
+    trace: bool = True
 
     CLEANUP = "cleanup.policy"
     TOMBSTONE_GRACE_MS = "compaction.tombstone_grace_ms"
     STORAGE_CLASS = "tier.storage_class"
     STORAGE_CLASS_AFTER_MS = "tier.storage_class_after_ms"
+    TRACE = "trace.enabled"  # "false": the broker records no trace of the topic's messages (functions/logic/trace.py)
 
     @classmethod
     def of(cls, attributes: Mapping[str, str]) -> TopicPolicy:
@@ -85,12 +88,19 @@ class TopicPolicy:
                 )
             return int(value)
 
+        def flag(name: str) -> bool:
+            value = attributes.get(name, "true")
+            if value not in ("true", "false"):
+                raise InvalidArgument(f"attribute {name}={value!r} must be true or false")
+            return value == "true"
+
         default = cls()
         return cls(
             cleanup=choice(cls.CLEANUP, CleanupPolicy) or default.cleanup,
             tombstone_grace_ms=milliseconds(cls.TOMBSTONE_GRACE_MS, default.tombstone_grace_ms),
             storage_class=choice(cls.STORAGE_CLASS, StorageClass),
             storage_class_after_ms=milliseconds(cls.STORAGE_CLASS_AFTER_MS, default.storage_class_after_ms),
+            trace=flag(cls.TRACE),
         )
 
 

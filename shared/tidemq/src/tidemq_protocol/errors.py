@@ -9,6 +9,8 @@ server is a bug or an outage. `CorruptStore` is data that failed a check of its 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 
 class TideMQError(Exception):
     """Base of every error the store engine raises on purpose."""
@@ -144,9 +146,21 @@ class OffsetConflict(ClientError):
         self.expected, self.actual = expected, actual
 
 
+class MessagePlace(NamedTuple):
+    """Where a message was: its topic, queue and offset."""
+
+    topic: str
+    queue: int
+    offset: int
+
+
 class MessageNotFound(ClientError):
-    def __init__(self, what: str) -> None:
+    """No such message. `gone_from`: where it was, when the store still knows (its queue's retention passed it while
+    its bytes remained: a message's trace is found by it, functions/logic/trace.py); never sent over the wire."""
+
+    def __init__(self, what: str, gone_from: MessagePlace | None = None) -> None:
         super().__init__(f"no message {what}")
+        self.gone_from = gone_from
 
 
 class NoPushSubscription(ClientError):

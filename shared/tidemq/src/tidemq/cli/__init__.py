@@ -31,7 +31,9 @@ SUBCOMMANDS = {
     "kv": Subcommand(
         "tidemq.cli.kv:kv", "KV namespaces: keys with versioned values, conditional writes, watches and snapshots."
     ),
-    "message": Subcommand("tidemq.cli.message:message", "Look messages up by id or key; recall a delay message."),
+    "message": Subcommand(
+        "tidemq.cli.message:message", "Look messages up by id or key; show a message's trace; recall a delay message."
+    ),
     "produce": Subcommand(
         "tidemq.cli.produce:produce",
         "Send each line of the input (without its line break) to TOPIC as one message.",

@@ -12,6 +12,7 @@ from typing import NamedTuple
 from functions.logic import trace
 from functions.logic.groups import check_may_pop, retry_policy
 from functions.logic.push import dead_letter
+from functions.logic.trace_records import INVISIBLE_UNTIL
 from shared.settings import Settings
 from tidemq_protocol.errors import InvalidArgument
 from tidemq_protocol.filter import MessageFilter
@@ -187,7 +188,7 @@ def change_invisible(
     now = now_ms()
     held = Held(pop.change_invisible(group, topic, handle, invisible_ms, now), now + invisible_ms)
     changed = trace.TraceEventKind.INVISIBLE_CHANGED
-    trace.settled(store, group, topic, changed, handle, **{trace.INVISIBLE_UNTIL: held.invisible_until_ms})
+    trace.settled(store, group, topic, changed, handle, **{INVISIBLE_UNTIL: held.invisible_until_ms})
     return held
 
 

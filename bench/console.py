@@ -125,6 +125,7 @@ def main() -> None:
         "messages_key": ("/console/messages", "topic=browsed&key=key-7"),
         "messages_id": ("/console/messages", f"id={seeded['msg_id']}"),
         "message": ("/console/message", f"id={seeded['msg_id']}&view=hex"),
+        "trace": ("/console/trace", f"id={seeded['msg_id']}"),
         "messages_export": ("/console/messages/export", "topic=browsed&queue=0&format=csv"),
         "dead_letters": ("/console/dead-letters", "group=group-00000"),
         "users": ("/console/users", ""),

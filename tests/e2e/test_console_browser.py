@@ -1,7 +1,7 @@
 """The web console in a real browser (Debian's chromium, driven by Playwright) against a live local gateway: log in,
 create a topic, produce through the API and watch the rate chart move, browse and export messages, resend a dead
-letter, and a user restricted to one topic who sees and does nothing else. Screenshots of the main pages are saved
-under build/screenshots (two of them are docs/img/)."""
+letter and follow its message's trace, and a user restricted to one topic who sees and does nothing else.
+Screenshots of the main pages are saved under build/screenshots (two of them are docs/img/)."""
 
 from __future__ import annotations
 
@@ -152,6 +152,12 @@ def test_a_dead_letter_is_resent_to_its_topic_from_the_group_s_dead_letters(admi
     expect(page.locator("#resent .status")).to_have_text(["already_resent", "resent"])
     with Admin(url) as admin:
         assert sum(q.max_offset for q in admin.describe_topic(topic).queue_offsets) == 4
+    page.goto(f"{url}/console/dead-letters?group={group}")
+    page.locator("#dead-letters tbody tr:first-child a.origin-trace").click()  # the message's life, as a timeline
+    life = ["stored", "delivered", "nacked", "dead_lettered", "resent"]
+    expect(page.locator("#timeline li.event .kind")).to_have_text(life)
+    expect(page.locator("#timeline")).to_contain_text(group)
+    screenshot(page, "trace")
 
 
 def test_a_user_restricted_to_one_topic_sees_and_does_nothing_else(browser, admin_page, url):

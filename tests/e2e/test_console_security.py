@@ -135,9 +135,12 @@ def test_a_user_restricted_to_one_topic_sees_and_does_nothing_else(url, admin):
     listed = client.get("/console/topics").text
     assert mine in listed and other not in listed
     assert group not in client.get("/console/groups").text
-    other_id = client.get(f"/console/messages?topic={mine}").text  # its own topic: browsable
-    assert "secret of " + mine in other_id
+    assert "secret of " + mine in client.get(f"/console/messages?topic={mine}").text  # its own topic: browsable
+    (other_message,) = admin.messages_by_key(other, "k")
     refused = [
+        f"/console/message?id={other_message.msg_id}",
+        f"/console/messages?id={other_message.msg_id}",
+        f"/console/trace?id={other_message.msg_id}",
         f"/console/topic?name={other}",
         f"/console/messages?topic={other}",
         f"/console/messages?topic={other}&key=k",
@@ -213,6 +216,8 @@ def test_bad_form_input_is_a_clear_4xx_that_changes_nothing(url, admin, path, fo
         "/console/group?name=no-such-group",
         "/console/messages/export?topic=x&format=xml",
         "/console/no-such-page",
+        "/console/trace?id=not-an-id",
+        "/console/trace?id=" + "0" * 24,
     ],
 )
 def test_bad_page_queries_are_a_clear_4xx_never_a_5xx(url, admin, path):

@@ -67,7 +67,9 @@ def message(visit: Visit) -> Answer:
     view = _view(visit)
     found = queries.message_by_id(visit.store, visit.request.arg("id"))
     require((acl.topic(found.topic), Action.GET))
-    return visit.page("message.html", message=found, body=shown_body(found, view), view=view, views=VIEWS)
+    return visit.page(
+        "message.html", message=found, body=shown_body(found, view), view=view, views=VIEWS, trace_page=True
+    )
 
 
 @page("GET", "/messages/export")

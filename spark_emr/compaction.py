@@ -7,6 +7,12 @@ way, the new segments are written under names of their own, and a new manifest g
 them atomically (tidemq_store.tiered.manifest, which documents the protocol); what it replaced is deleted once the
 switch is older than the grace period, by this run or the next. The uploader keeps appending meanwhile: the work
 covers the committed front of the files only, up to a boundary where both end a segment.
+
+The queue's index objects (tidemq_store.tiered.index: one per upload) are merged too, into objects of about
+`target_bytes / 16` covering the same offsets, so a lookup reads few of them; readers take a merged object over
+the ones it covers at once (its name says what it covers), and those are deleted once it is `grace_s` old. Offsets
+are stable under both compactions, so merging copies the entries as they are (an entry of an offset key compaction
+emptied stays: a lookup passes over it, as it does over a hash collision).
 """
 
 from __future__ import annotations
@@ -23,6 +29,15 @@ from tidemq_protocol.record import VerifiedRecords, decode_records, verify_recor
 from tidemq_store.cq_entry import ENTRY_SIZE, CqEntries, CqEntry, pack_entry
 from tidemq_store.kv.record import is_tombstone
 from tidemq_store.tiered.container import TieredQueue
+from tidemq_store.tiered.index import (
+    IndexRange,
+    cover,
+    decode_entries,
+    encode_index,
+    index_key,
+    index_prefix,
+    parse_index_key,
+)
 from tidemq_store.tiered.manifest import Manifest, SegmentRef, compacted_name, garbage, write_manifest
 from tidemq_store.tiered.segment import FileSegment, TierDriver
 
@@ -59,6 +74,8 @@ class QueueCompaction:
     records_out: int = 0
     records_removed: int = 0
     objects_deleted: int = 0
+    index_objects_in: int = 0
+    index_objects_out: int = 0
     switched: bool = False
     note: str = ""
 
@@ -137,7 +154,58 @@ def compact_queue(driver: TierDriver, ref: QueueRef, plan: Plan) -> QueueCompact
         for item in doomed:
             driver.delete_object(item.key)
         result.objects_deleted = len(doomed)
+    compact_index(driver, tiered, plan, result)
     return result
+
+
+def compact_index(driver: TierDriver, tiered: TieredQueue, plan: Plan, result: QueueCompaction) -> None:
+    """Merge runs of the queue's committed index objects into objects of about `target_bytes / 16`; delete the
+    objects a merged one covers once it is `grace_s` old (see the module docstring)."""
+    objects = driver.objects(index_prefix(tiered.path))
+    listed = [item for item in map(parse_index_key, objects) if item is not None]
+    sizes = {item.key: item.size for item in objects}
+    chosen = cover(listed)
+    committed = [item for item in chosen if item.end <= (tiered.max_offset or 0)]
+    target = max(ENTRY_SIZE, plan.target_bytes // 16)
+    run: list[IndexRange] = []
+    size = 0
+    for item in [*committed, None]:
+        contiguous = item is not None and run and run[-1].end == item.first
+        if item is not None and (not run or (contiguous and size + sizes[item.key] <= target)):
+            run.append(item)
+            size += sizes[item.key]
+            continue
+        if len(run) > 1:
+            _merge_index(driver, tiered, run, plan, result)
+        run, size = ([item], sizes[item.key]) if item is not None else ([], 0)
+    if plan.dry_run:
+        return
+    now = time.time()
+    for item in listed:
+        holder = next((c for c in chosen if c.first <= item.first and item.end <= c.end and c.key != item.key), None)
+        if holder is not None and now - holder.modified_s >= plan.grace_s:
+            driver.delete_object(item.key)
+            result.objects_deleted += 1
+
+
+def _merge_index(
+    driver: TierDriver, tiered: TieredQueue, run: list[IndexRange], plan: Plan, result: QueueCompaction
+) -> None:
+    """Write one index object with the entries of `run` (consecutive objects), those below the tier's minimum left
+    out."""
+    low = tiered.min_offset or 0
+    entries = []
+    for item in run:
+        data = driver.read_object(item.key)
+        if data is None:
+            return  # retention removed it meanwhile: the next run looks again
+        entries += [(hashed, offset) for hashed, offset in decode_entries(data) if offset >= low]
+    result.index_objects_in += len(run)
+    result.index_objects_out += 1
+    if not plan.dry_run:
+        driver.create_object(
+            index_key(tiered.path, run[0].first, run[-1].end), encode_index(run[0].first, run[-1].end, entries)
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,6 @@
-"""Message queries: by id, by key, and the offset for a point in time."""
+"""Message queries: by id, by key, and the offset for a point in time, each spanning the hot and the cold tier
+(the store asks the cold tier's index for what the hot tier no longer holds: tidemq_store/tiered/lookup.py). The
+HTTP API, the CLI (through it) and the console's message browser call these."""
 
 from __future__ import annotations
 

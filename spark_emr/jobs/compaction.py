@@ -12,6 +12,8 @@ Every queue of every topic (or of `--topic`) is compacted (spark_emr/compaction.
                          body) goes with everything before it once older than compaction.tombstone_grace_ms
                          (a topic attribute; default 86400000, a day); offsets stay, a read at a removed offset
                          returns the next message that stayed
+    index compaction     each queue's index objects (one per upload) merged into objects of about a 16th of
+                         `--target-bytes`, so lookups by id and key read few (tidemq_store.tiered.lookup)
 
 Readers switch to the new segments atomically (a new manifest generation); what they replace is deleted once the
 switch is `--grace-s` old (default 600), by this run or the next. Uploads go on meanwhile. Killed and run again,
@@ -40,7 +42,17 @@ from tidemq_protocol.attributes import CleanupPolicy, TopicPolicy
 from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import InvalidArgument
 
-COUNTS = ("objects_in", "bytes_in", "records_in", "objects_out", "bytes_out", "records_out", "records_removed")
+COUNTS = (
+    "objects_in",
+    "bytes_in",
+    "records_in",
+    "objects_out",
+    "bytes_out",
+    "records_out",
+    "records_removed",
+    "index_objects_in",
+    "index_objects_out",
+)
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -99,6 +111,7 @@ def run(spark, args: argparse.Namespace) -> dict:
             print(
                 f"compaction: {ref.topic}:{ref.queue} {what}: {done.objects_in} objects -> {done.objects_out}, "
                 f"{done.records_removed} records removed, switched={done.switched}, "
+                f"index objects {done.index_objects_in} -> {done.index_objects_out}, "
                 f"{done.objects_deleted} replaced objects deleted {done.note}",
                 file=sys.stderr,
                 flush=True,

@@ -4,6 +4,7 @@ no process of its home is left."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -99,3 +100,60 @@ def test_the_serverless_gateway_moves_messages_to_its_embedded_s3_on_its_own_sch
                 received += consumer.poll()
         assert sorted(m.body for m in received) == sorted(b"order %d" % i for i in range(300))
     assert processes_of(tmp_path / "data") == []
+
+
+@pytest.mark.parametrize("backend", ["embedded", "serverless"])
+def test_a_message_whose_hot_segments_are_gone_is_found_by_id_and_key_through_the_api_and_the_cli(
+    tmp_path, monkeypatch, backend
+):
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    efs = tmp_path / "efs"
+    settings = {
+        "TIDEMQ_BACKEND": backend,
+        "TIDEMQ_TIER": "s3",
+        "TIDEMQ_TIER_UPLOAD_AGE_MS": "3600000",  # uploads only when asked to, below
+        "TIDEMQ_HOT_RETENTION_MS": "0",
+        "TIDEMQ_COMMITLOG_SEGMENT_BYTES": "65536",
+        "TIDEMQ_CLEAN_INTERVAL_S": "0.2",
+        "TIDEMQ_EFS_PATH": str(efs),
+        "TIDEMQ_EFS_SEGMENT_GRACE_S": "1",  # serverless: the gateway's maintenance deletes idle files soon
+        "TIDEMQ_MAINTENANCE_INTERVAL_S": "0.2",
+    }
+    with gateway_as_admin(tmp_path / "data", **settings) as url, Admin(url) as admin:
+        admin.create_topic("orders", queues=2)
+        with Producer("orders", url) as producer:
+            sent = [  # a batch is one append: four of them fill segments the cleaner can remove
+                result
+                for start in range(0, 400, 100)
+                for result in producer.send_batch(
+                    [
+                        OutgoingMessage(b"order %d " % i + bytes(300), keys=[f"order-{i}"])
+                        for i in range(start, start + 100)
+                    ]
+                )
+            ]
+        cli = [str(TIDEMQ), "--url", url]
+        done = subprocess.run([*cli, "topic", "upload", "orders"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        deadline = time.monotonic() + 60
+        if backend == "serverless":  # the maintenance run deletes the files once idle, all uploaded
+            while any((efs / "segments").iterdir()):
+                assert time.monotonic() < deadline, list((efs / "segments").iterdir())
+                time.sleep(0.1)
+        else:
+            while admin.tier_status("orders").queues[sent[0].queue].hot_min_offset <= sent[0].offset:
+                assert time.monotonic() < deadline, admin.tier_status("orders")  # the cleaner removes hot segments
+                time.sleep(0.1)
+
+        first = sent[0]
+        found = admin.message(first.msg_id)
+        assert (found.queue, found.offset, found.keys) == (first.queue, first.offset, ["order-0"])
+        assert [m.msg_id for m in admin.messages_by_key("orders", "order-0")] == [first.msg_id]
+        shown = subprocess.run([*cli, "message", "get", first.msg_id], capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0 and json.loads(shown.stdout)["msg_id"] == first.msg_id, shown.stderr
+        keyed = subprocess.run(
+            [*cli, "message", "by-key", "orders", "order-1"], capture_output=True, text=True, timeout=60
+        )
+        assert keyed.returncode == 0 and [json.loads(line)["msg_id"] for line in keyed.stdout.splitlines()] == [
+            sent[1].msg_id
+        ], keyed.stderr

@@ -9,6 +9,7 @@ import pytest
 from tidemq_protocol.errors import MessageNotFound, OffsetOutOfRange, TopicNotFound
 from tidemq_protocol.message import Message
 from tidemq_store import FlushDiskType, GroupConfig, TopicConfig
+from tidemq_store.errors import StoreClosed
 
 
 def drain(store, topic: str, queue: int, offset: int = 0, **options) -> list:
@@ -101,6 +102,18 @@ def test_reads_cross_many_small_segments(open_test_store):
     got = drain(store, "t", 0, max_messages=1000) + drain(store, "t", 1, max_messages=1000)
     assert sorted(m.body for m in got) == sorted(bodies)
     assert [m.body for m in store.messages_by_key("t", "x")] == []
+
+
+def test_a_closed_store_says_so(open_test_store):
+    """A thread still at work when its store closes (the trace writer's flush, say) gets StoreClosed, which it expects,
+    not a KeyError from a closed RocksDB family."""
+    store = open_test_store()
+    store.create_topic(TopicConfig(name="t", queues=1))
+    store.close()
+    with pytest.raises(StoreClosed):
+        store.put("t", [Message(b"late")])
+    with pytest.raises(StoreClosed):
+        store.get_topic("t")
 
 
 def test_topic_lifecycle_and_paging(store):

@@ -218,7 +218,7 @@ def test_deleting_a_topic_deletes_its_objects_in_s3(aws_env, open_test_store):
     store.upload_now("gone")
     client = store.driver.client
     listed = client.list_objects_v2(Bucket=options["tier_bucket"], Prefix="tidemq/gone/")
-    assert listed["KeyCount"] == 4  # per queue: one commit-log and one ConsumeQueue segment
+    assert listed["KeyCount"] == 6  # per queue: one commit-log and one ConsumeQueue segment, one index object
     store.delete_topic("gone")
     assert client.list_objects_v2(Bucket=options["tier_bucket"], Prefix="tidemq/gone/")["KeyCount"] == 0
     assert store.progress.get("gone", 0) is None

@@ -12,6 +12,7 @@ from spark_emr.jobs import compaction
 from tidemq_protocol.message import Message
 from tidemq_store import TopicConfig
 from tidemq_store.serverless.cold import ColdTier
+from tidemq_store.tiered.index import index_prefix, parse_index_key
 from tidemq_store.tiered.manifest import load_manifest
 
 TARGET = 16 * 1024
@@ -107,6 +108,7 @@ def test_compaction_while_a_consumer_reads_and_the_uploader_appends(spark, serve
             f"stream/{queue}/{kind}/{s.name}" for kind in ("commitlog", "consumequeue") for s in manifest.segments(kind)
         }
         objects = [o.key for o in fresh.driver.objects(f"stream/{queue}/") if "/manifest/" not in o.key]
+        objects = [key for key in objects if "/index/" not in key]  # the next test's
         assert sorted(objects) == sorted(listed)  # every replaced object is gone (grace 0)
         assert sum(key.rsplit("/", 1)[-1].isdigit() for key in objects) <= 2  # at most the tail of each kind
     fresh.close()
@@ -140,3 +142,34 @@ def test_a_changed_byte_in_any_record_stops_segment_compaction_and_nothing_switc
     assert {key: size for key, size in after.items() if key in before} == before  # every one of them is there
     assert all(".g1." in key for key in after.keys() - before.keys())  # the attempt's, listed by no manifest
     reader.close()
+
+
+def test_compaction_merges_each_queues_index_objects_and_lookups_read_fewer(spark, serverless_backend):
+    store, args = serverless_backend
+    store.create_topic(TopicConfig(name="keyed", queues=QUEUES))
+    ids = []
+    for b in range(8):  # an upload per batch: one index object per queue each time
+        put = store.put("keyed", [Message(b"m", queue=i % QUEUES, keys=(f"k{b}-{i}",)) for i in range(10)])
+        ids += [result.msg_id for result in put]
+        store.maintenance().run()
+    driver = store.tier.driver
+    assert all(len(index_objects(driver, "keyed", q)) == 8 for q in range(QUEUES))
+
+    summary = compaction.run(spark, compaction.arguments([*args, "--grace-s", "0"]))
+    assert (summary["index_objects_in"], summary["index_objects_out"]) == (8 * QUEUES, QUEUES)
+    compaction.run(spark, compaction.arguments([*args, "--grace-s", "0"]))  # deletes what the merged ones cover
+    assert all([(i.first, i.end) for i in index_objects(driver, "keyed", q)] == [(0, 40)] for q in range(QUEUES))
+
+    cold = ColdTier(store.config)  # another process: nothing cached
+    sent: list[str] = []
+    cold.driver.client.meta.events.register("before-send.s3", lambda request, **_: sent.append(request.url))
+    assert cold.message_by_id(ids[17], [("keyed", 7 % QUEUES)]).keys == ("k1-7",)  # the queue its record names
+    # the queue's view (3 listings, 1 manifest) and index listing (1) and its one index object (2), the message's
+    # entry and record (2): there were 8 index objects per queue, 2 reads each
+    assert len(sent) <= 4 + 1 + 2 + 2, sent
+    assert [m.msg_id for m in cold.messages_by_key("keyed", {0: 40, 1: 40}, "k7-4", 5)] == [ids[74]]
+    cold.close()
+
+
+def index_objects(driver, topic: str, queue: int) -> list:
+    return [item for item in map(parse_index_key, driver.objects(index_prefix(f"{topic}/{queue}"))) if item]

@@ -280,6 +280,20 @@ class MemoryHotStore(HotStore):
     def add_put_listener(self, listener: PutListener) -> None:
         self.listeners.append(listener)
 
+    @property
+    def first_position(self) -> int:
+        return 0  # nothing is ever removed from the log in memory
+
+    def record_queue(self, msg_id: str) -> tuple[str, int] | None:
+        try:
+            message = self.message_by_id(msg_id)
+        except MessageNotFound:
+            return None
+        return message.topic, message.queue
+
+    def set_segment_archive(self, archive) -> None:
+        self.segment_archive = archive  # never called: no segment is removed
+
     def set_release_policy(self, policy: ReleasePolicy) -> None:
         self.release_policy = policy
 

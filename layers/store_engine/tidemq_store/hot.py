@@ -52,6 +52,9 @@ class StoredBatch:
 
 
 PutListener = Callable[[StoredBatch], None]
+SegmentArchive = Callable[[int, int, Callable[[int, int], bytes]], None]
+"""Called as `archive(start, end, read)` before hot retention removes the commit-log segment [start, end) (`read`:
+(position, length) -> bytes of it); raising keeps the segment until the next round."""
 
 
 class QueueExtent(NamedTuple):
@@ -101,6 +104,20 @@ class HotStore(MessageStore):
     @abstractmethod
     def add_put_listener(self, listener: PutListener) -> None:
         """Call `listener` after every acknowledged put, in the putting thread (so it must be quick)."""
+
+    @property
+    @abstractmethod
+    def first_position(self) -> int:
+        """The start of the hot commit log: an id naming a position below it names a record gone from the hot tier."""
+
+    @abstractmethod
+    def record_queue(self, msg_id: str) -> tuple[str, int] | None:
+        """The topic and queue of the record `msg_id` names, if the hot commit log still holds its place (whether
+        or not the message is still readable there: released, expired); None otherwise."""
+
+    @abstractmethod
+    def set_segment_archive(self, archive: SegmentArchive) -> None:
+        """Have `archive` called before every removal of a commit-log segment (the tier's id directory)."""
 
     @abstractmethod
     def set_release_policy(self, policy: ReleasePolicy) -> None:

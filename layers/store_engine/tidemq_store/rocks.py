@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rocksdict import BlockBasedOptions, ColumnFamily, Options, Rdict
+
+from .errors import StoreClosed
 
 
 def family_options() -> Options:
@@ -16,6 +19,16 @@ def family_options() -> Options:
     table.set_bloom_filter(10, False)
     options.set_block_based_table_factory(table)
     return options
+
+
+class _ByName(dict):
+    """Families' views or handles by name: once the database is closed (and this emptied), a use of any of them is
+    StoreClosed, what a thread still at work when its store closes is to get, rather than a KeyError."""
+
+    def __missing__(self, name: str) -> Any:
+        if not self:
+            raise StoreClosed(f"the store is closed (column family {name!r})")
+        raise KeyError(name)
 
 
 class Families:
@@ -43,8 +56,8 @@ class Families:
         self.db = Rdict(str(path), options, column_families=families)
         for name in present:
             self.db.drop_column_family(name)
-        self.views: dict[str, Rdict] = {name: self.db.get_column_family(name) for name in names}
-        self.handles: dict[str, ColumnFamily] = {name: self.db.get_column_family_handle(name) for name in names}
+        self.views: dict[str, Rdict] = _ByName((name, self.db.get_column_family(name)) for name in names)
+        self.handles: dict[str, ColumnFamily] = _ByName((n, self.db.get_column_family_handle(n)) for n in names)
 
     def flush(self) -> None:
         """Persist every family's memtable."""

@@ -8,7 +8,7 @@ import threading
 
 from ..config import StoreConfig
 from ..errors import StoreClosed
-from ..hot import PutListener, ReleasePolicy, StoredBatch
+from ..hot import PutListener, ReleasePolicy, SegmentArchive, StoredBatch
 from .commitlog import CommitLog
 from .consumequeue import Checkpoint, ConsumeQueueStore
 from .metadata import MetadataStore
@@ -34,6 +34,7 @@ class StoreParts:
     _closed: bool
     _put_listeners: list[PutListener]
     _release_policy: ReleasePolicy | None
+    _segment_archive: SegmentArchive | None
     _stop: threading.Event
     """Set when the store closes: the background round stops."""
 

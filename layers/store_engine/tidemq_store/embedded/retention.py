@@ -4,8 +4,9 @@ Messages expire past their topic's retention: each queue's minimum moves past th
 no topic can still need it (every record in it older than the longest retention of any topic), or once a cold tier
 holds it whole and it is old enough (the tier's `ReleasePolicy`), or when a broker past its disk quota releases it
 (`release_segments`, RIP-31's forcible clean-up). Queue minimums move first, and are flushed, so that no
-ConsumeQueue entry points into a deleted segment; the segment's key-index entries go with it. Each round also
-forgets the idempotency keys of sends older than their window (sends.py).
+ConsumeQueue entry points into a deleted segment; the segment's key-index entries go with it. A segment is archived
+before it goes when a tier asked for it (`set_segment_archive`: the tier's id directory), and kept if that fails.
+Each round also forgets the idempotency keys of sends older than their window (sends.py).
 
 The background round (one thread): a checkpoint every `checkpoint_interval_s` (recovery.py), retention every
 `clean_interval_s`. A round that fails is logged and the next one tries again. A failed fsync is different: the
@@ -27,7 +28,7 @@ from tidemq_protocol.errors import StoreFailed
 from ..api import CleanReport
 from ..cq_entry import CqEntry
 from ..errors import StoreClosed
-from ..hot import ReleasePolicy
+from ..hot import ReleasePolicy, SegmentArchive
 from .commitlog import SegmentRange
 from .metadata import FOREVER
 from .parts import StoreParts
@@ -68,6 +69,9 @@ class Retention(StoreParts):
     def set_release_policy(self, policy: ReleasePolicy) -> None:
         self._release_policy = policy
 
+    def set_segment_archive(self, archive: SegmentArchive) -> None:
+        self._segment_archive = archive
+
     def _clean_expired(self, now: int, floor: int = 0) -> CleanReport:
         longest = self.meta.longest_retention_ms()
         segments = self.commitlog.segments()
@@ -106,12 +110,28 @@ class Retention(StoreParts):
         with self._write_lock:  # the idempotency keys past their window (sends.py), by age
             self.cq.forget_sends(now - self.config.send_dedup_window_ms)
         deleted = []
+        keep_from = self._archived_before(segments, keep_from)
         if keep_from > segments[0].start:
             self.cq.flush()
             deleted = self.commitlog.delete_segments_before(keep_from)
             for start, end in deleted:
                 self.cq.drop_key_index(start, end)
         return CleanReport(len(deleted), expired)
+
+    def _archived_before(self, segments: list[SegmentRange], keep_from: int) -> int:
+        """Where the segments that may go and were archived (`SegmentArchive`: the tier's id directory) end: a
+        segment whose archive failed is kept, with those after it, until the next round."""
+        if self._segment_archive is None:
+            return keep_from
+        for start, end in segments[:-1]:
+            if end > keep_from:
+                break
+            try:
+                self._segment_archive(start, end, self.commitlog.read)
+            except Exception:
+                log.exception("commit-log segment %s was not archived; it is kept until the next round", start)
+                return start
+        return keep_from
 
     def _released_before(self, policy: ReleasePolicy, segments: list[SegmentRange], now: int) -> int:
         """Where the segments the release policy lets go end: uploaded wholly and old enough."""

@@ -117,6 +117,7 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         self._closed = False
         self._put_listeners: list[PutListener] = []
         self._release_policy = None
+        self._segment_archive = None
         self.recover()
         self._stop = threading.Event()
         self._maintenance = background_thread(self._maintain, "store-maintenance")
@@ -319,6 +320,10 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
     def written_position(self) -> int:
         return self.commitlog.written_position
 
+    @property
+    def first_position(self) -> int:
+        return self.commitlog.min_position
+
     def queues(self) -> Iterator[QueueExtent]:
         return self.cq.queues()
 
@@ -355,6 +360,16 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         if not self._is_live(message):
             raise MessageNotFound(f"with id {msg_id}", self._expired_from(message))
         return message
+
+    def record_queue(self, msg_id: str) -> tuple[str, int] | None:
+        try:
+            position, size = parse_message_id(msg_id)
+            if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
+                return None
+            message = read_by_id(msg_id, self.config.max_message_bytes, self.commitlog.read)
+        except MessageNotFound:
+            return None
+        return message.topic, message.queue
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
         self.get_topic(topic)

@@ -4,22 +4,29 @@ directory), with the same layout and record bytes as the embedded engine's tier.
 Only the maintenance run writes them (maintenance.py, one uploader per queue at a time under a lease);
 every other process holds read-only views, listed on first use and listed again when the queue's hot
 boundary shows that an upload went further than the view. Reads go through the read-ahead cache
-(tiered/cache.py) exactly as the embedded engine's cold reads do.
+(tiered/cache.py) exactly as the embedded engine's cold reads do; lookups by id and key through the tier's
+index (tiered/lookup.py), as the embedded engine's do, a lookup by id in the one queue its record is of (named
+by the record while its segment file is there, by the tier's id directory once maintenance deleted the file).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 from tidemq_protocol.errors import OffsetOutOfRange
 from tidemq_protocol.filter import MessageFilter
+from tidemq_protocol.message import StoredMessage
 
 from ..config import StoreConfig
 from ..tiered import open_driver
 from ..tiered.cache import ColdSelection, ReadAheadCache, read_cold
 from ..tiered.container import TieredQueue
+from ..tiered.directory import write_directory
+from ..tiered.lookup import ColdLookup, QueuePlace
+from .segments import physical_offset
 
 VIEW_TTL_S = 5.0
 """How long a view stands before it is listed again, whatever it holds: how soon a compaction is seen."""
@@ -40,6 +47,7 @@ class ColdTier:
         self.driver = open_driver(config)
         self.medium = self.driver.describe()
         self.cache = ReadAheadCache(config.tier_cache_bytes, config.tier_cache_ttl_s)
+        self.lookup = ColdLookup(self.driver)
         self._views: dict[tuple[str, int], tuple[TieredQueue, float]] = {}  # view, when listed
         self._lock = threading.Lock()
 
@@ -98,6 +106,25 @@ class ColdTier:
             return None
         found = view.first_offset_stored_at(timestamp_ms, low, high)
         return None if found == high else found
+
+    def message_by_id(self, msg_id: str, places: list[QueuePlace] | None = None) -> StoredMessage | None:
+        """The message with this id (None: the tier has none) in the queue of `places` (its record's header named
+        it: its file is still there) or else the one the tier's id directory lists for the place the id names
+        (tiered/directory.py); views younger than `VIEW_TTL_S` are searched as they are."""
+        if places is None:
+            places = self.lookup.queues_at(msg_id)
+        return self.lookup.by_id(((self.view(topic, queue, 0), None) for topic, queue in places), msg_id)
+
+    def list_ids(self, file: str, size: int, read: Callable[[int, int], bytes]) -> None:
+        """Write the id directory object of segment file `file` (`size` bytes, read with `read(position, length)`),
+        which maintenance is about to delete."""
+        first = physical_offset(file, 0)
+        write_directory(self.driver, first, first + size, lambda at, length: read(at - first, length))
+
+    def messages_by_key(self, topic: str, hot_offsets: dict[int, int], key: str, limit: int) -> list[StoredMessage]:
+        """The newest `limit` messages carrying `key` of each queue of `hot_offsets` (queue: its hot boundary)."""
+        queues = ((self.view(topic, queue, hot), hot) for queue, hot in hot_offsets.items())
+        return self.lookup.by_key(queues, key, limit)
 
     def forget(self, topic: str) -> None:
         """Delete a topic's tier files (topic deletion)."""

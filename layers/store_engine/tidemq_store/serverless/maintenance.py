@@ -16,9 +16,11 @@
    index (the batches', the pending timers') shows is deleted: what it held is in the tier, expired, was never
    sequenced (a writer that died between its append and its sequencing) or was a timer since moved or recalled.
    Skipped when an upload failed (its queue may still point into files), and for files whose entries this run
-   itself indexed (the index is eventually consistent).
+   itself indexed (the index is eventually consistent). With a cold tier, the file's id directory object is
+   written first (tiered/directory.py: which queue each of its records is of, for lookups by id); a file whose
+   object could not be written is kept until a run writes it.
 3. Retention (`retention`, its own schedule): per queue, expired cold segments are deleted and
-   `min_offset` moves past expired batches.
+   `min_offset` moves past expired batches; id directory objects older than every topic's retention go.
 
 Nothing new, nothing done: the marker file `<efs>/maintenance.json` says when the last run started and
 whether it left work. A run that finds no segment file written since (by a margin that covers a put's
@@ -34,6 +36,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from pynamodb.exceptions import UpdateError
@@ -47,10 +50,11 @@ from ..api import CleanReport, MaintenanceReport
 from ..config import StoreConfig
 from ..cq_entry import CqEntries
 from ..tiered.container import TieredQueue
+from ..tiered.directory import expire_directories
 from .cold import ColdTier
 from .metadata import Metadata
 from .queue_index import QueueIndex, QueueState, is_conditional, queue_key, state_of
-from .segments import newest_write, read_segment
+from .segments import newest_write, read_segment, read_segment_at
 from .tables import DIRTY, Tables
 
 log = logging.getLogger("tidemq.maintenance")
@@ -283,10 +287,24 @@ class Maintenance:
                 continue  # still hot: the upload that moves its batches cold makes the next run look again
             if next(iter(self.timers.by_file.query(entry.name, limit=1)), None) is not None:
                 continue  # a timer not yet due has its record there (timers.py): its move makes a run look again
+            if self.tier is not None and not self._list_ids(entry.name, entry.path):
+                continue  # its id directory object could not be written: the next run tries again
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)
                 deleted += 1
         return deleted, look_again
+
+    def _list_ids(self, file: str, path: str) -> bool:
+        """Write the tier's id directory object of a segment file about to be deleted (tiered/directory.py), so
+        that an id naming it is looked up in one queue; whether it is written (or the file is already gone)."""
+        try:
+            self.tier.list_ids(file, os.path.getsize(path), partial(read_segment_at, Path(path)))
+        except FileNotFoundError:
+            return True
+        except Exception:
+            log.exception("the id directory object of segment file %s was not written; it is kept", file)
+            return False
+        return True
 
     # ---- retention -------------------------------------------------------------------------------
 
@@ -295,9 +313,12 @@ class Maintenance:
         expired batches (and their `batches` items go)."""
         now = clock.now_ms() if now_ms is None else now_ms
         segments = messages = 0
+        longest: int | None = 0  # the longest retention of any topic (None: one keeps its messages forever)
         for config in self.metadata.all_topics():
             if config.retention_ms is None:
+                longest = None
                 continue
+            longest = None if longest is None else max(longest, config.retention_ms)
             for queue in range(config.queues):
                 try:
                     expired = self.expire_queue(config.name, queue, now - config.retention_ms)
@@ -307,6 +328,8 @@ class Maintenance:
                 if expired is not None:
                     segments += expired.segments_deleted
                     messages += expired.messages_expired
+        if self.tier is not None and longest is not None:
+            expire_directories(self.tier.driver, (now - longest) / 1000)
         return CleanReport(segments, messages)
 
     def expire_queue(self, topic: str, queue: int, cutoff: int) -> CleanReport | None:

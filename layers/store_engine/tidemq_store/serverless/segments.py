@@ -123,6 +123,12 @@ def read_segment(directory: Path, file: str, position: int, length: int) -> byte
     return data
 
 
+def read_segment_at(path: Path, start: int, length: int) -> bytes:
+    """Up to `length` bytes of the segment file at `path` from `start` (its records scanned whole: directory.py)."""
+    with open(path, "rb", buffering=0) as handle:
+        return os.pread(handle.fileno(), length, start)
+
+
 def newest_write(directory: Path) -> float:
     """The latest mtime of any segment file (0 when there is none): one directory scan, no reads."""
     try:

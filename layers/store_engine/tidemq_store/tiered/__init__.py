@@ -4,6 +4,9 @@ segment.py     driver layer: FileSegment and TierDriver, the object layout
 posix.py       the POSIX driver (a directory or an EFS mount)
 s3.py          the S3 driver and its client (imported only by a tier on S3)
 container.py   container layer: each queue's tier commit log and ConsumeQueue
+index.py       container layer: each queue's IndexFile (ids and keys), its format
+directory.py   the id directory: the queue of each record of a deleted hot file, by its place
+lookup.py      lookups by id and key through the index
 dispatcher.py  upload: dispatch and commit offsets, triggers, retries
 cache.py       the read-ahead cache for cold reads
 store.py       access layer: TieredMessageStore, reads per tieredStorageLevel

@@ -6,10 +6,14 @@
     <topic>/<queue>/consumequeue/   a 24-byte ConsumeQueue entry per queue offset (cq_entry.py), from the
                                     tier's first offset on, `position` being regenerated: the record's
                                     place in this queue's tier commit log, not in the hot one
+    <topic>/<queue>/index/          the ids and keys of the queue's messages, one object per upload
+                                    (index.py, which owns the format), for lookups by id and key
 
 A segment of the ConsumeQueue is named by its byte position, offset * 24; one of the commit log by
 its tier position. An upload appends the records to the commit log, then their entries to the
-ConsumeQueue, and commits in that order: the ConsumeQueue is the commit point. A crash can leave
+ConsumeQueue, and commits in that order, writing the upload's index object in between: the ConsumeQueue is the
+commit point (an index object written by an upload that did not commit only points to offsets a later upload
+fills with the same messages; one that is missing is rebuilt at the next lookup, index.py). A crash can leave
 commit-log bytes no entry points to (recovery drops them) but never an entry without its record, so
 after recovery the tier holds every uploaded message exactly once.
 
@@ -27,8 +31,10 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from tidemq_protocol.errors import CorruptStore
+from tidemq_protocol.record import decode_run
 
 from ..cq_entry import ENTRY_SIZE, CqEntries, pack_entry
+from .index import encode_index, entries_of, index_key, index_prefix, parse_index_key
 from .manifest import KINDS, Manifest, load_manifest, write_manifest
 from .segment import FileSegment, SegmentGone, TierDriver
 
@@ -168,6 +174,7 @@ class TieredQueue:
         self.commitlog = FileQueue(driver, f"{self.path}/commitlog", segment_bytes)
         self.consumequeue = FileQueue(driver, f"{self.path}/consumequeue", segment_bytes // 16 or ENTRY_SIZE)
         self.manifest: Manifest | None = None
+        self._pending_index: list[tuple[str, bytes]] = []  # (key, object) of uploads appended, not committed
         self._listing = 0  # listings taken in, odd while one is: reads that saw it change read again
         self._listing_lock = threading.Lock()  # one listing at a time
         self.refresh()
@@ -281,6 +288,14 @@ class TieredQueue:
             position += entry.size
         self.commitlog.append(records, start, after_gap=start == self._resume_at)
         self.consumequeue.append(b"".join(packed), first_offset * ENTRY_SIZE)
+        self.add_index(first_offset, first_offset + len(entries), records)
+
+    def add_index(self, first: int, end: int, records: bytes) -> None:
+        """Buffer the index object of offsets [first, end), whose records (of this queue, from `first` on, where
+        key compaction may have removed some) are `records`; `commit` writes it."""
+        messages = decode_run(records, self.topic, self.queue, first)
+        data = encode_index(first, end, entries_of(messages))
+        self._pending_index.append((index_key(self.path, first, end), data))
 
     @property
     def generation(self) -> int:
@@ -307,9 +322,18 @@ class TieredQueue:
         return end if resume is None or self.commitlog.pending else max(end, resume)
 
     def commit(self) -> None:
-        """Upload what `append` buffered: records first, then the entries that make them visible."""
+        """Upload what `append` buffered: records first, then their index objects, then the entries that make
+        them visible."""
         self.commitlog.commit()
+        self.commit_index()
         self.consumequeue.commit()
+
+    def commit_index(self) -> None:
+        """Write the index objects buffered (one already there, from an upload retried, is left as it is)."""
+        while self._pending_index:
+            key, data = self._pending_index[0]
+            self.driver.create_object(key, data)
+            self._pending_index.pop(0)
 
     @property
     def pending(self) -> bool:
@@ -321,6 +345,18 @@ class TieredQueue:
         """Delete every segment (the tier restarts at a later offset: what it held expired)."""
         self.consumequeue.delete_through(lambda segment: True)
         self.commitlog.delete_through(lambda segment: True)
+        self.delete_index_below(None)
+
+    def delete_index_below(self, offset: int | None) -> int:
+        """Delete the index objects wholly below `offset` (None: every one); return how many went."""
+        doomed = [
+            item
+            for item in map(parse_index_key, self.driver.objects(index_prefix(self.path)))
+            if item is not None and (offset is None or item.end <= offset)
+        ]
+        for item in doomed:
+            self.driver.delete_object(item.key)
+        return len(doomed)
 
     def recover(self) -> None:
         """Cut a torn ConsumeQueue tail and drop commit-log bytes no entry points to."""
@@ -375,4 +411,5 @@ class TieredQueue:
         self.commitlog.delete_through(lambda segment: segment.end <= last_end)
         if manifest is not None:
             self.refresh()
+        self.delete_index_below(self.min_offset)
         return sum(segment.size for segment in deleted) // ENTRY_SIZE

@@ -95,6 +95,13 @@ class PosixDriver(TierDriver):
         except FileNotFoundError:
             return None
 
+    def read_range(self, key: str, start: int, length: int) -> bytes | None:
+        try:
+            with open(self.directory / key, "rb", buffering=0) as handle:
+                return os.pread(handle.fileno(), length, start)
+        except FileNotFoundError:
+            return None
+
     def objects(self, prefix: str) -> list[StoredObject]:
         directory = prefix.rpartition("/")[0]
         root = self.directory / directory
@@ -107,6 +114,9 @@ class PosixDriver(TierDriver):
                 stat = file.stat()
                 found.append(StoredObject(key, stat.st_size, stat.st_mtime))
         return sorted(found, key=lambda o: o.key)
+
+    def first_object_after(self, prefix: str, after: str) -> StoredObject | None:
+        return next((item for item in self.objects(prefix) if item.key > after), None)
 
     def delete_object(self, key: str) -> None:
         (self.directory / key).unlink(missing_ok=True)

@@ -143,6 +143,17 @@ class S3Driver(TierDriver):
                 return None
             raise
 
+    def read_range(self, key: str, start: int, length: int) -> bytes | None:
+        try:
+            reply = self.client.get_object(
+                Bucket=self.bucket, Key=self._full(key), Range=f"bytes={start}-{start + length - 1}"
+            )
+        except ClientError as error:
+            if _missing(error):
+                return None
+            raise
+        return reply["Body"].read()
+
     def objects(self, prefix: str) -> list[StoredObject]:
         root = len(self._full(""))
         return [
@@ -150,6 +161,16 @@ class S3Driver(TierDriver):
             for page in self._list(self._full(prefix))
             for item in page.get("Contents", ())
         ]
+
+    def first_object_after(self, prefix: str, after: str) -> StoredObject | None:
+        root = len(self._full(""))
+        reply = self.client.list_objects_v2(
+            Bucket=self.bucket, Prefix=self._full(prefix), StartAfter=self._full(after), MaxKeys=1
+        )
+        items = reply.get("Contents", ())
+        if not items:
+            return None
+        return StoredObject(items[0]["Key"][root:], items[0]["Size"], items[0]["LastModified"].timestamp())
 
     def delete_object(self, key: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self._full(key))

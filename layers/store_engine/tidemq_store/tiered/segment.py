@@ -146,8 +146,18 @@ class TierDriver(ABC):
         """The object's bytes (None: there is no such object)."""
 
     @abstractmethod
+    def read_range(self, key: str, start: int, length: int) -> bytes | None:
+        """`length` bytes of object `key` from `start` (fewer at its end; None: there is no such object): the
+        ranged read of the tier's index (index.py)."""
+
+    @abstractmethod
     def objects(self, prefix: str) -> list[StoredObject]:
         """Every object whose key starts with `prefix`, in key order."""
+
+    @abstractmethod
+    def first_object_after(self, prefix: str, after: str) -> StoredObject | None:
+        """The first object, in key order, whose key starts with `prefix` and comes after `after` (None: none does):
+        one listing of one key, how the id directory (directory.py) finds the object covering a position."""
 
     @abstractmethod
     def delete_object(self, key: str) -> None:

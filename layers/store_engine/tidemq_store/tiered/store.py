@@ -13,7 +13,9 @@ and fall back to the hot tier for offsets the tier does not hold yet (or when a 
 the hot tier still has the data). Cold reads go through the read-ahead cache (cache.py), filter by tag
 on the server from the tier's ConsumeQueue, and return the records byte for byte as stored, so a
 consumer cannot tell which tier served it. A queue's readable range starts at the lower of the two
-minimums. Lookups by message id and key search the hot tier only.
+minimums. Lookups by message id and key ask the hot tier, then the tier's index (lookup.py: what only the tier
+holds, once hot segments are gone); a lookup by time (`offset_for_timestamp`) searches the tier's ConsumeQueue
+below the hot minimum.
 
 Hot retention (`hot_retention_ms`): hot segments whose records are all in the tier and older than it are
 removed by the hot cleaner (never under DISABLE, which could not read them back); topic retention also
@@ -23,11 +25,13 @@ deletes cold segments whose messages expired.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
 
 from tidemq_protocol import clock
-from tidemq_protocol.errors import OffsetOutOfRange, TideMQError, TopicNotFound
+from tidemq_protocol.errors import MessageNotFound, OffsetOutOfRange, TideMQError, TopicNotFound
 from tidemq_protocol.message import Message, StoredMessage
+from tidemq_protocol.record import parse_message_id
 
 from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MessageStore
@@ -41,6 +45,7 @@ from ..model import (
     QueueOffsets,
     TierQueueStatus,
     TopicConfig,
+    check_page_limit,
     check_queue,
 )
 from ..pop.api import PopLedger
@@ -50,7 +55,9 @@ from ..timer.api import TimerStore
 from ..transactions.api import TransactionLog
 from .cache import ReadAheadCache, read_cold
 from .container import TieredQueue
+from .directory import expire_directories, write_directory
 from .dispatcher import TieredDispatcher
+from .lookup import ColdLookup, ColdQueue, QueuePlace, newest
 from .progress import ProgressStore
 from .segment import TierDriver
 
@@ -67,7 +74,10 @@ class TieredMessageStore(MessageStore):
         self.progress = ProgressStore(config.home / "tier-progress", config.metadata_sync)
         self.dispatcher = TieredDispatcher(hot, driver, self.progress, config)
         self.cache = ReadAheadCache(config.tier_cache_bytes, config.tier_cache_ttl_s)
+        self.lookup = ColdLookup(driver)
         hot.add_put_listener(self.dispatcher.dispatch)
+        if config.tier_level is not TieredStorageLevel.DISABLE:
+            hot.set_segment_archive(partial(write_directory, driver))
         if config.hot_retention_ms is not None and config.tier_level is not TieredStorageLevel.DISABLE:
             hot.set_release_policy(ReleasePolicy(self.dispatcher.uploaded_before, config.hot_retention_ms))
 
@@ -245,14 +255,64 @@ class TieredMessageStore(MessageStore):
         return tiered.first_offset_stored_at(timestamp_ms, low, high)
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
-        return self.hot.message_by_id(msg_id)
+        """The hot tier's message, else the cold tier's, searched in one queue (lookup.py): the one its record names
+        while the hot commit log holds its place (retention may have released it already), else the one the tier's
+        id directory lists for the place (directory.py)."""
+        try:
+            return self.hot.message_by_id(msg_id)
+        except MessageNotFound:
+            if self.config.tier_level is TieredStorageLevel.DISABLE:
+                raise
+            physical, _ = parse_message_id(msg_id)
+            # While the hot log holds the place, the record there names its queue (none for a timer's or a half
+            # message's id); once its segment is gone (maybe while it was read), the id directory does.
+            place = self.hot.record_queue(msg_id) if physical >= self.hot.first_position else None
+            if place is not None:
+                places = [place]
+            elif physical < self.hot.first_position:
+                places = self.lookup.queues_at(msg_id)
+            else:
+                places = []
+            found = self.lookup.by_id(self._cold_queues(places), msg_id)
+            if found is None or not self._in_tier_range(found):
+                raise
+            return found
+
+    def _cold_queues(self, places: Iterable[QueuePlace]) -> Iterator[ColdQueue]:
+        """The tier queues of `places` holding offsets the hot tier no longer has, each with its hot minimum: what
+        to search for what the hot tier lacks."""
+        for name, queue in places:
+            try:
+                hot_min = self.hot.min_offset(name, queue)
+            except TopicNotFound:
+                continue
+            if hot_min > 0 and self.dispatcher.has_tier_data(name, queue):
+                yield self.dispatcher.tiered_queue(name, queue), hot_min
+
+    def _topic_queues(self, topic: str) -> list[QueuePlace]:
+        """The queues of `topic` the tier holds."""
+        return [(name, queue) for name, queue in self.progress.queues() if name == topic]
+
+    def _in_tier_range(self, message: StoredMessage) -> bool:
+        """Whether a message found in the tier (within its queue's tier range) is its topic's: the topic exists
+        and was not created after the message (a deleted topic's name taken again)."""
+        try:
+            return message.store_timestamp >= self.hot.get_topic(message.topic).created_at
+        except TopicNotFound:
+            return False
 
     @property
     def timers(self) -> TimerStore:
         return self.hot.timers
 
     def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
-        return self.hot.messages_by_key(topic, key, limit)
+        """The hot tier's and the cold tier's messages carrying `key` (lookup.py), the newest `limit`."""
+        hot = self.hot.messages_by_key(topic, key, limit)
+        if self.config.tier_level is TieredStorageLevel.DISABLE:
+            return hot
+        queues = self._cold_queues(self._topic_queues(topic))
+        cold = [m for m in self.lookup.by_key(queues, key, limit) if self._in_tier_range(m)]
+        return newest(hot, cold, check_page_limit(limit))
 
     # ---- cold tier -------------------------------------------------------------------------------
 
@@ -302,22 +362,28 @@ class TieredMessageStore(MessageStore):
         return self.hot.release_segments(wanted_bytes, self.dispatcher.uploaded_before())
 
     def clean_expired(self, now_ms: int | None = None) -> CleanReport:
-        """Hot retention and release, then topic retention in the tier."""
+        """Hot retention and release, then topic retention in the tier, then the id directory's objects older than
+        the longest retention of a topic in the tier (directory.py)."""
         report = self.hot.clean_expired(now_ms)
         now = clock.now_ms() if now_ms is None else now_ms
         expired = 0
+        longest: int | None = 0  # the longest retention of a topic in the tier (None: one keeps forever)
         for topic, queue in list(self.progress.queues()):
             try:
                 config = self.hot.get_topic(topic)
             except TopicNotFound:
                 continue
             if config.retention_ms is None:
+                longest = None
                 continue
+            longest = None if longest is None else max(longest, config.retention_ms)
             with self.dispatcher.queue_lock(topic, queue):
                 try:
                     expired += self.dispatcher.tiered_queue(topic, queue).delete_expired(now - config.retention_ms)
                 except TideMQError:
                     log.exception("cold retention of %s:%s failed", topic, queue)
+        if longest is not None and self.config.tier_level is not TieredStorageLevel.DISABLE:
+            expire_directories(self.driver, (now - longest) / 1000)
         return CleanReport(report.segments_deleted, report.messages_expired + expired)
 
     def open_kv(self) -> KeyValueStore:

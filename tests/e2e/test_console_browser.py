@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests import push_targets
 from tests.console_browser import WAIT_MS, chromium, log_in, new_page, screenshot
 from tests.gateways import gateway_as_admin
 from tidemq import Admin, Producer
@@ -29,7 +30,7 @@ def unique(prefix: str) -> str:
 @pytest.fixture(scope="module")
 def url(tmp_path_factory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("console") / "data"
-    with gateway_as_admin(home, TIDEMQ_CONSOLE_SAMPLE_INTERVAL_S="1") as url:
+    with gateway_as_admin(home, TIDEMQ_CONSOLE_SAMPLE_INTERVAL_S="1", **push_targets.ALLOWED) as url:
         yield url
 
 
@@ -105,6 +106,13 @@ def test_a_group_s_lag_shows_when_its_committed_offsets_moved_and_resets_from_th
     page.click(".reset button[type=submit]")
     expect(page.locator("#group-lag")).to_have_text("0")
     screenshot(page, "group")
+    page.click("summary:has-text('Pop and push settings')")  # then push to a target instead of pulling
+    page.fill("#set-push input[name=topic]", topic)
+    page.fill("#set-push input[name=target]", "python:tests.push_targets:accept")
+    page.click("#set-push button[type=submit]")
+    expect(page.locator("#push-target")).to_have_text("python:tests.push_targets:accept")
+    page.goto(f"{url}/console/group?name={group}")
+    expect(page.locator("main")).to_contain_text(f"pushes {topic}")
 
 
 def test_the_browser_finds_messages_by_offset_key_and_id_and_exports_them(admin_page, url, tmp_path):

@@ -1,8 +1,10 @@
 """The web console served by a BrokerContainer: logged in at the container's `/console` (its users), the container
 page lists its brokers with their roles and quotas, and each broker's own pages are under
-`/brokers/<name>/console`, about that broker's store."""
+`/brokers/<name>/console`, about that broker's store (push, which a container does not run, refused there too)."""
 
 from __future__ import annotations
+
+import re
 
 import httpx
 
@@ -24,3 +26,7 @@ def test_the_container_s_console_lists_its_brokers_and_serves_each_broker_s_page
             assert topics.status_code == 200 and "orders" in topics.text
             assert 'href="/brokers/a/console/topic?name=orders"' in topics.text  # links stay under the broker
             assert "orders" not in browser.get("/console/topics").text  # the container's own store has no topics
+            csrf = re.search(r'name="csrf" value="([^"]+)"', topics.text).group(1)
+            push = {"csrf": csrf, "name": "g", "topic": "orders", "target": "lambda:f"}
+            refused = browser.post("/brokers/a/console/group/push", data=push)
+            assert refused.status_code == 404 and "push delivery is not run in a BrokerContainer" in refused.text

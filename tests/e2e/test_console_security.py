@@ -163,6 +163,7 @@ def test_a_user_restricted_to_one_topic_sees_and_does_nothing_else(url, admin):
         ("/console/topic/delete", {"name": mine, "confirm": mine}),
         ("/console/groups", {"name": unique("new")}),
         ("/console/group/reset", {"name": group, "topic": other, "to": "latest"}),
+        ("/console/group/push", {"name": group, "topic": other, "target": "lambda:f"}),
         ("/console/users", {"name": unique("new")}),
         ("/console/user/grant", {"name": user, "resource": "*", "actions": "All"}),
         ("/console/dead-letters/resend", {"group": group, "from_offset": "0"}),
@@ -189,9 +190,14 @@ def test_a_user_restricted_to_one_topic_sees_and_does_nothing_else(url, admin):
         ("/console/dead-letters/resend", {"group": "g"}, 400, "choose dead letters"),
         ("/console/user/grant", {"name": "admin", "resource": "Queue:x", "actions": "Get"}, 422, "resource"),
         ("/console/users", {"name": "x"}, 422, "name"),
+        ("/console/group/push", {"name": "g", "topic": "t", "target": "gopher://x"}, 422, "target"),
+        ("/console/group/push", {"name": "pushing", "topic": "pushing", "target": "python:os:system"}, 400, "python"),
     ],
 )
 def test_bad_form_input_is_a_clear_4xx_that_changes_nothing(url, admin, path, form, status, says):
+    if form.get("name") == "pushing" and "pushing" not in {g.name for g in admin.list_groups(limit=1000).groups}:
+        admin.create_group("pushing")  # a group and a topic that exist, so that the target is what is refused
+        admin.create_topic("pushing", queues=1)
     client = as_admin(url)
     before = topic_names(admin)
     answer = client.post(path, data={**form, "csrf": csrf_of(client)})

@@ -1,16 +1,17 @@
-"""Consumer groups: the list (by name prefix, paged), create, describe (lag per queue with the committed offset),
-reset offsets to the earliest, the latest or a time, the pop settings (retry policy), the push subscription (shown,
-cleared), delete."""
+"""Consumer groups: the list (by name prefix, paged), create, describe (lag per queue with the committed offset and
+when it moved), reset offsets to the earliest, the latest or a time, the pop settings (retry policy), the push
+subscription (set, shown, cleared), delete."""
 
 from __future__ import annotations
 
 from functions.api.auth import require, require_any, visible
 from functions.logic import groups, offset_moves, subscriptions
 from functions.logic.push import dead_letter_topic
+from functions.logic.targets import TargetRules
 from functions.push.trigger import push_notifier
 from tidemq_protocol import acl
 from tidemq_protocol.acl import Action
-from tidemq_protocol.api.groups import GroupChange, GroupSpec, OffsetReset
+from tidemq_protocol.api.groups import GroupChange, GroupSpec, OffsetReset, PushSubscription
 from tidemq_protocol.errors import InvalidArgument
 from tidemq_protocol.retry import RetryPolicy
 
@@ -81,6 +82,24 @@ def change(visit: Visit) -> Answer:
     require((acl.group(name), Action.UPDATE))
     groups.change_group(visit.store, name, change)
     return redirect(request.url("/group", name=name))
+
+
+@page("POST", "/group/push")
+def set_push(visit: Visit) -> Answer:
+    """Push the topic's new messages to a target (as `PUT /v1/groups/{group}/push`: a webhook must answer its signed
+    ping); the webhook's signing secret is shown this once."""
+    request = visit.request
+    name = request.field("name")
+    subscription = PushSubscription(
+        topic=request.field("topic"),
+        target=request.field("target"),
+        tag=request.field("tag") or "*",
+        sql=request.field("sql") or None,
+        batch_size=visit.number("batch_size", 1, 1, 1000),
+    )
+    require((acl.group(name), Action.UPDATE), (acl.topic(subscription.topic), Action.SUB))
+    pushed = subscriptions.set_push(visit.store, name, subscription, push_notifier(), TargetRules.of(visit.settings))
+    return visit.page("pushed.html", pushed=pushed)
 
 
 @page("POST", "/group/clear-push")

@@ -31,7 +31,8 @@ run: $(INSTALLED)
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 $(CHROMIUM):
-	$(SUDO) apt-get install -y chromium || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium || \
+		($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
 chromium: $(CHROMIUM)
 

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: protos install run test test-long test-localstack localstack mutation lint format bench clean openapi spark spark-package synth deploy destroy first-user
+.PHONY: chromium protos install run test test-long test-localstack localstack mutation lint format bench clean openapi spark spark-package synth deploy destroy first-user
 
 ## install: one .venv with everything a developer needs: the client (shared/tidemq, its own distribution) and the
 ## server (this directory's pyproject.toml), both editable, with the dev, Spark and CDK extras
@@ -26,10 +26,20 @@ run: $(INSTALLED)
 	TIDEMQ_TIER=$${TIDEMQ_TIER:-s3} TIDEMQ_LOCAL_AWS=$${TIDEMQ_LOCAL_AWS:-moto} \
 		TIDEMQ_PUSH_ALLOWED_HOSTS=$${TIDEMQ_PUSH_ALLOWED_HOSTS-127.0.0.1} $(PY) -m servers.gateway
 
+## chromium: the browser the console's tests drive (Playwright with executable_path; never `playwright install`):
+## Debian's chromium package, installed when missing (as root, else with sudo)
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+$(CHROMIUM):
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium || \
+		($(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
+chromium: $(CHROMIUM)
+
 ## test: lint (ruff, the import-linter layering contracts), then the whole suite (unit, integration, end-to-end,
 ## Spark) on TEST_WORKERS pytest-xdist workers (default 2: one a core here; tests/conftest.py says how work is split)
 TEST_WORKERS ?= 2
-test: $(INSTALLED)
+test: $(INSTALLED) $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports

@@ -2,7 +2,7 @@
 
 Derived from the functions' own resolvers, so it cannot drift from them; used by both places that
 route, the local gateway (`servers.gateway`) and the CDK app (`infra_cdk`). Paths use API
-Gateway's syntax: `{name}` is one path segment.
+Gateway's syntax: `{name}` is one path segment, `{name+}` the rest of the path (the console's pages).
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ from typing import Any
 from functions.api.routing import Route, methods_at, routes_of
 
 FUNCTIONS = ("admin", "produce", "consume", "kv")
-EXTRA_ROUTES = (("GET", "/openapi.json", "admin"),)  # served, but not part of the document itself
+CONSOLE_ROUTES = (
+    ("GET", "/console", "console"),
+    ("GET", "/console/{proxy+}", "console"),
+    ("POST", "/console/{proxy+}", "console"),
+)
+"""The web console's pages (functions/console): HTML, not part of the API's document."""
+EXTRA_ROUTES = (("GET", "/openapi.json", "admin"), *CONSOLE_ROUTES)  # served, but not part of the document itself
 
 
 def handler_for(function: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:

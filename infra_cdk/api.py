@@ -31,7 +31,7 @@ from functions.routes import routes
 from tidemq_protocol import signing
 
 from .config import DeployConfig
-from .functions import AUTHORIZER, Functions
+from .functions import AUTHORIZER, CONSOLE, Functions
 
 SIGNATURE_HEADERS = (signing.AUTHORIZATION_HEADER, signing.DATE_HEADER, signing.NONCE_HEADER)
 ACCESS_LOG_FORMAT = apigw_v1.AccessLogFormat.custom(
@@ -59,7 +59,10 @@ class AccessLogs:
 
 
 def is_public(route: Route) -> bool:
-    return route.path in PUBLIC_PATHS
+    """Whether API Gateway lets a route through without the signature authorizer: health and the document, and the
+    web console, whose pages check their own session (functions/console/session.py) and refuse what its user's
+    policies do not allow."""
+    return route.path in PUBLIC_PATHS or route.function == CONSOLE
 
 
 class Api(Construct):
@@ -112,7 +115,9 @@ class Api(Construct):
             if public:
                 reason = (
                     "Public by design (functions.api.auth.PUBLIC_PATHS): health checks and the API document."
-                    if is_public(route)
+                    if route.path in PUBLIC_PATHS
+                    else "The web console: its pages check a signed session cookie and the user's own policies."
+                    if route.function == CONSOLE
                     else "authorizer=off: the functions themselves verify every request's signature."
                 )
                 NagSuppressions.add_resource_suppressions(

@@ -184,12 +184,25 @@ class LambdaAssets:
     imports: Imports
 
 
+PACKAGE_DATA = ("functions/console/templates", "functions/console/static")
+"""Files beside the code that a function reads at run time (the console's pages and vendored front-end files)."""
+
+
 def code_files(imports: Imports) -> dict[str, Path]:
-    return {
+    modules = {
         module_path(name, source): source
         for name, source in imports.modules.items()
         if name.partition(".")[0] in CODE_PACKAGES
     }
+    if "functions/console/handler.py" not in modules:
+        return modules
+    data = {
+        path.relative_to(REPO).as_posix(): path
+        for directory in PACKAGE_DATA
+        for path in sorted((REPO / directory).iterdir())
+        if path.is_file()
+    }
+    return {**modules, **data}
 
 
 def engine_files() -> dict[str, Path]:

@@ -37,8 +37,16 @@ LOG_RETENTION = {
 }
 """The retentions CloudWatch Logs offers (a subset), by days."""
 
-FUNCTION_MEMORY_MB = {"admin": 1024, "produce": 1024, "consume": 1024, "kv": 1024, "push": 1024, "maintenance": 1024}
-FUNCTION_TIMEOUT_S = {"admin": API_TIMEOUT_S, "produce": API_TIMEOUT_S, "consume": API_TIMEOUT_S, "kv": API_TIMEOUT_S}
+FUNCTION_MEMORY_MB = {
+    "admin": 1024,
+    "produce": 1024,
+    "consume": 1024,
+    "kv": 1024,
+    "console": 1024,
+    "push": 1024,
+    "maintenance": 1024,
+}
+FUNCTION_TIMEOUT_S = {name: API_TIMEOUT_S for name in ("admin", "produce", "consume", "kv", "console")}
 
 
 class DeployConfig(BaseModel):
@@ -125,6 +133,9 @@ class DeployConfig(BaseModel):
         default=1,
         ge=1,
         description="How often the maintenance function opens due transaction check-backs and rolls back at the limit.",
+    )
+    maintenance_console_minutes: int = Field(
+        default=1, ge=1, description="How often the maintenance function samples the web console's rolling series."
     )
     grpc_proxy: bool = Field(
         default=False,

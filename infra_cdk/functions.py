@@ -2,6 +2,7 @@
 packages as two layers (assets.py), configured through the settings model's own variables.
 
     admin, produce, consume   behind the HTTP API (functions/routes.py says which serves which route)
+    console                   the web console, behind the HTTP API at /console (no signature: its own login)
     push                      invoked asynchronously by produce and admin (and by itself, to continue), reserved
                               concurrency 1 (functions/push/handler.py says why)
     maintenance               on four EventBridge schedules: every minute the scheduled event (upload to the cold
@@ -39,7 +40,9 @@ from .network import Network
 from .permissions import FUNCTION_TABLES, FUNCTION_TIER, bucket_statements, shared_directory_statement, table_statements
 from .storage import Storage
 
-STORE_FUNCTIONS = (*API_FUNCTIONS, "push", "maintenance")
+CONSOLE = "console"
+"""The web console (functions/console): behind the HTTP API as the API's functions, its own login."""
+STORE_FUNCTIONS = (*API_FUNCTIONS, CONSOLE, "push", "maintenance")
 AUTHORIZER = "authorizer"
 BOOTSTRAP = "bootstrap"
 USERS_ONLY = (AUTHORIZER, BOOTSTRAP)
@@ -154,6 +157,8 @@ class Functions(Construct):
             extra: dict[str, Any] = {}
             if name in API_FUNCTIONS:
                 extra["max_request_bytes"] = config.max_request_bytes
+            if name == CONSOLE:
+                extra["console_session_key"] = storage.console_session_key_value
             self.functions[name] = self._function(name, settings_environment(**store, **extra), in_vpc=True)
         # One table: no shared directory (a scratch one in /tmp, never written), no cold tier, no VPC.
         users_only = settings_environment(**common, efs_path=f"{HOME}/efs", tier="off")
@@ -330,7 +335,8 @@ class Functions(Construct):
 
     def _schedule_maintenance(self) -> None:
         """EventBridge rules, as functions/maintenance/handler.py expects them: the scheduled event itself for an
-        upload run, and the constant inputs {"job": "retention"}, {"job": "timers"} and {"job": "transactions"}."""
+        upload run, and the constant inputs {"job": "retention"}, {"job": "timers"}, {"job": "transactions"} and
+        {"job": "console"}."""
         maintenance = self.functions["maintenance"]
         jobs = {
             "upload": (self.config.maintenance_upload_minutes, None),
@@ -345,6 +351,10 @@ class Functions(Construct):
             "transactions": (
                 self.config.maintenance_transactions_minutes,
                 events.RuleTargetInput.from_object(MaintenanceEvent(job="transactions").model_dump()),
+            ),
+            "console": (
+                self.config.maintenance_console_minutes,
+                events.RuleTargetInput.from_object(MaintenanceEvent(job="console").model_dump()),
             ),
         }
         self.maintenance_rules: dict[str, events.Rule] = {}
@@ -363,4 +373,4 @@ class Functions(Construct):
 
     @property
     def api_functions(self) -> dict[str, lambda_.Function]:
-        return {name: self.functions[name] for name in API_FUNCTIONS}
+        return {name: self.functions[name] for name in (*API_FUNCTIONS, CONSOLE)}

@@ -109,6 +109,26 @@ FUNCTION_TABLES: dict[str, dict[str, TableUse]] = {
         "timers": WRITE,
         "timer_outcomes": WRITE,
         "transactions": WRITE,
+        # the console job: every topic's queues, every group's committed offsets, one KV key written
+        "groups": READ,
+        "offsets": READ,
+        "kv_namespaces": WRITE,
+        "kv_entries": WRITE,
+        "kv_changes": WRITE,
+    },
+    # console: every page reaches the same logic as admin (topics, groups, offsets, dead-letter resends, users and
+    # their policies, queries) and the produce path of a resend; its sessions and the overview's series are keys of
+    # the KV namespace `tidemq-console` (functions/logic/console_series.py)
+    "console": {
+        **{
+            name: WRITE
+            for name in ("topics", "groups", "users", "offsets", "queues", "batches", "pop_ledger", "transactions")
+        },
+        "timers": WRITE,
+        "timer_outcomes": READ,
+        "kv_namespaces": WRITE,
+        "kv_entries": WRITE,
+        "kv_changes": WRITE,
     },
     # the authorizer: the caller's user record
     "authorizer": {"users": READ},
@@ -122,6 +142,7 @@ FUNCTION_TIER: dict[str, BucketUse] = {
     "admin": BucketUse.WRITE,  # upload now, delete a topic
     "push": BucketUse.READ,
     "maintenance": BucketUse.WRITE,
+    "console": BucketUse.WRITE,  # as admin: upload now, delete a topic; browsing reads the cold tier
 }
 PROXY_SERVES = ("produce", "consume")
 """The functions whose logic the gRPC proxy runs (servers/grpc_proxy/service.py): SendMessage is produce's, the

@@ -44,6 +44,7 @@ SPARK_PREFIX = "spark"
 EMR_LOGS_PREFIX = "emr-logs"
 AUTH_KEY_CHARACTERS = 42
 AUTH_KEY_SUFFIX = "A="
+CONSOLE_KEY_CHARACTERS = 64
 """The auth key is the base64 of 32 bytes: 43 characters and "=". Secrets Manager generates 42 random letters and
 digits (250 bits); "A" (whose low bits are zero, as the 43rd character's must be) and "=" complete it."""
 
@@ -134,6 +135,29 @@ class Storage(Construct):
             ),
             removal_policy=removal,
         )
+        self.console_session_key = secretsmanager.Secret(
+            self,
+            "ConsoleSessionKey",
+            description="TIDEMQ_CONSOLE_SESSION_KEY: signs the web console's session cookies and CSRF tokens",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                secret_string_template="{}",
+                generate_string_key="key",
+                password_length=CONSOLE_KEY_CHARACTERS,
+                exclude_punctuation=True,
+                include_space=False,
+            ),
+            removal_policy=RemovalPolicy.DESTROY,  # a new key only ends the console's sessions
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.console_session_key,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-SMG4",
+                    reason="The console function reads the key from its environment at start: rotating it by hand "
+                    "(a redeploy) ends every console session, which is all a rotation should do (docs/console.md).",
+                )
+            ],
+        )
         NagSuppressions.add_resource_suppressions(
             self.auth_key,
             [
@@ -144,6 +168,11 @@ class Storage(Construct):
                 )
             ],
         )
+
+    @property
+    def console_session_key_value(self) -> str:
+        """TIDEMQ_CONSOLE_SESSION_KEY as CloudFormation resolves it at deploy time."""
+        return self.console_session_key.secret_value_from_json("key").unsafe_unwrap()
 
     @property
     def auth_key_value(self) -> str:

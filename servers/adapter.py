@@ -216,8 +216,11 @@ async def refuse(send, error: RequestTooLarge | Overloaded) -> None:
     await send_response(send, response.status_code, headers, response.body.encode())
 
 
-async def send_response(send, status: int, headers: dict[str, str], body: bytes) -> None:
-    raw_headers = [(k.lower().encode(), str(v).encode()) for k, v in headers.items()]
+async def send_response(
+    send, status: int, headers: dict[str, str], body: bytes, repeated: Sequence[tuple[str, str]] = ()
+) -> None:
+    """Answer; `repeated`: headers sent once per value (Set-Cookie)."""
+    raw_headers = [(k.lower().encode(), str(v).encode()) for k, v in [*headers.items(), *repeated]]
     if not any(k == b"content-length" for k, _ in raw_headers):
         raw_headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": raw_headers})
@@ -269,4 +272,5 @@ async def send_result(send, result: dict[str, Any]) -> None:
     headers = dict(result.get("headers") or {})
     for name, values in (result.get("multiValueHeaders") or {}).items():
         headers[name] = ",".join(values)
-    await send_response(send, int(result.get("statusCode", 200)), headers, data)
+    cookies = [("set-cookie", cookie) for cookie in result.get("cookies") or ()]  # payload v2: one header each
+    await send_response(send, int(result.get("statusCode", 200)), headers, data, cookies)

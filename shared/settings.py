@@ -206,6 +206,32 @@ class Settings(StoreConfig):
         default=10.0, ge=0, description="How long a process trusts a user's record (policies, secret) it read."
     )
 
+    console_enabled: bool = Field(
+        default=True, description="Serve the web console under /console (docs/console.md); false: every page a 404."
+    )
+    console_session_key: SecretStr | None = Field(
+        default=None,
+        min_length=32,
+        description="Key signing console session cookies and CSRF tokens (32+ characters); unset: a random key per "
+        "process start (sessions end with it), refused in Lambda when the console is on.",
+    )
+    console_session_ttl_s: int = Field(
+        default=8 * 3600, ge=60, le=7 * 86400, description="How long a console login lasts (its cookie's expiry)."
+    )
+    console_sample_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="How often the console's rolling series (produce / consume rates, lag) are sampled: the "
+        "maintenance function's console job (AWS: every minute), a timer in the local servers.",
+    )
+    console_scan_limit: int = Field(
+        default=10_000,
+        ge=100,
+        le=1_000_000,
+        description="Most entries of a queue one message-browser request examines before it stops and offers to "
+        "continue.",
+    )
+
     grpc_enabled: bool = Field(
         default=True, description="Serve RocketMQ 5's gRPC protocol (servers/grpc_proxy) beside the HTTP API."
     )

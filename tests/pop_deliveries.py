@@ -106,10 +106,11 @@ def by_message(deliveries: Iterable[Delivery]) -> dict[str, list[Delivery]]:
     """Each message's held deliveries in the order the server made them (by attempt). A delivery that reached its
     consumer only after its invisible time had ended (the gateway drops those it sees expired, but an answer can
     still be slow on its way on a loaded host) was never held: it is left out, as its ack, which a later delivery's
-    may already have made `already_acked`."""
+    may already have made `already_acked`; unless its ack was answered `acked`: then no other delivery had been
+    made meanwhile (one would have spent its handle), and this one settled the message."""
     grouped: dict[str, list[Delivery]] = {}
     for delivery in deliveries:
-        if delivery.received_ms < delivery.invisible_until_ms:
+        if delivery.received_ms < delivery.invisible_until_ms or delivery.ack == "acked":
             grouped.setdefault(delivery.msg_id, []).append(delivery)
     return {msg_id: sorted(group, key=lambda d: (d.attempt, d.received_ms)) for msg_id, group in grouped.items()}
 

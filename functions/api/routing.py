@@ -26,7 +26,8 @@ class Route:
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
-        return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.path) + "$")
+        greedy = re.sub(r"\{(\w+)\+\}", r"(?P<\1>.+)", self.path)  # API Gateway's {proxy+}: the rest of the path
+        return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", greedy) + "$")
 
     @property
     def handler(self) -> Callable[[dict[str, Any], Any], dict[str, Any]]:

@@ -11,9 +11,11 @@
                    metric TimerMessagesMoved counts them
     every minute   the constant input {"job": "transactions"}: transactional messages' check-backs opened when due,
                    rolled back at the check limit, old outcomes pruned (functions/logic/transactions.py `sweep`)
+    every minute   the constant input {"job": "console"}: a sample of the console's rolling series (topics, groups,
+                   messages stored and consumed, lag: functions/logic/console_series.py)
 
 The embedded engine does the first two, and moves its due timers, in its own threads (there a run reports
-`skipped`); the local servers run the transactions job on a timer for either backend.
+`skipped`); the local servers run the transactions and console jobs on timers for either backend.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.parser import event_parser
 from pydantic import BaseModel, ConfigDict
 
-from functions.logic import transactions
+from functions.logic import console_series, transactions
 from functions.observability import instrumented, logger, metrics
 from functions.push.trigger import watch_moved_timers
 from functions.store import get_store
@@ -39,7 +41,7 @@ class MaintenanceEvent(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    job: Literal["upload", "retention", "timers", "transactions"] = "upload"
+    job: Literal["upload", "retention", "timers", "transactions", "console"] = "upload"
 
 
 @event_parser(model=MaintenanceEvent)
@@ -58,6 +60,9 @@ def maintain(event: MaintenanceEvent, context: Any) -> dict[str, Any]:
             "segments_deleted": cleaned.segments_deleted,
             "messages_expired": cleaned.messages_expired,
         }
+    elif event.job == "console":
+        sample = console_series.record_sample(store)
+        result = {"job": "console", **dataclasses.asdict(sample)}
     elif event.job == "timers":
         moved = store.timers.move_due()  # each topic's push delivery is set going as they move (functions.store)
         metrics.add_metric(name="TimerMessagesMoved", unit=MetricUnit.Count, value=sum(moved.values()))

@@ -8,6 +8,9 @@ invokes the maintenance function's handler as EventBridge would, with the same e
     every min(transaction timeout, check interval)
                                     {"job": "transactions"} (events/maintenance_transactions.json), with either
                                     backend: the embedded engine has no thread of its own for check-backs
+    every `console_sample_interval_s`
+                                    {"job": "console"} (events/maintenance_console.json), with either backend: the
+                                    console's rolling series (when the console is on)
 
 A run that finds nothing new costs a directory scan (handler.py), so the timer firing is no load at rest.
 """
@@ -53,6 +56,7 @@ class LocalSchedule:
         context: Callable[[str], Any],
         transactions_every_s: float | None = None,
         timers_every_s: float | None = None,
+        console_every_s: float | None = None,
     ) -> None:
         """Each job runs every so many seconds; None: never (the embedded engine uploads and cleans itself)."""
         self.context = context
@@ -61,6 +65,7 @@ class LocalSchedule:
             (retention_every_s, lambda: {"job": "retention"}),
             (transactions_every_s, lambda: {"job": "transactions"}),
             (timers_every_s, lambda: {"job": "timers"}),
+            (console_every_s, lambda: {"job": "console"}),
         ]
         self.jobs = [(every, event) for every, event in jobs if every is not None]
         self._stop = threading.Event()

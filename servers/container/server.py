@@ -6,6 +6,8 @@ prefix on the container's port, with the functions the local gateway runs (the s
     /brokers/<brokerName>/v1/...   the broker's HTTP API (topics, messages, groups, KV), served from its store
     /container/v1/brokers...       the container's admin API (servers/container/handler.py)
     /v1/users..., /v1/whoami       the container's users, who may call any of its brokers (their policies say what)
+    /console                       the web console: its login, users, health and this container's brokers
+    /brokers/<brokerName>/console  the web console of one broker (topics, groups, messages, dead letters)
     /health                        public
 
 A client of broker `a` uses `http://<host>:<listenPort>/brokers/a` as its URL (the SDK, CLI and signatures take a
@@ -30,6 +32,7 @@ import uvicorn
 
 from functions.api.errors import client_error_response, error_response
 from functions.api.routing import Route, routes_of
+from functions.console.pages import system as console
 from functions.store import close_store, install_store, process_store
 from servers.adapter import (
     LocalContext,
@@ -62,7 +65,7 @@ from .state import container, set_container
 
 log = logging.getLogger("tidemq.access")
 BROKERS = "/brokers/"
-ROOT_PATHS = ("/health", "/v1/whoami", "/v1/users")  # the container's own (users live in its store)
+ROOT_PATHS = ("/health", "/v1/whoami", "/v1/users", "/console")  # the container's own (users live in its store)
 _config: ContainerConfig | None = None
 _logs: LogRouter | None = None
 
@@ -193,6 +196,7 @@ def start() -> BrokerContainer:
     first_super_user(process_store())
     running = BrokerContainer(root, _logs).start(_config.broker_files)
     set_container(running)
+    console.serve_brokers(lambda: [handler.view(broker) for broker in container().brokers()])
     names = ", ".join(broker.name for broker in running.brokers()) or "none yet"
     print(f"TideMQ container on http://{settings.host}:{settings.port} (brokers: {names})", flush=True)
     return running

@@ -48,19 +48,21 @@ from tidemq_store import Backend
 def _start_schedule():
     """What AWS runs on EventBridge schedules runs here on timers (the maintenance function): with the serverless
     backend upload to the cold tier, clean-up, retention and due timer messages (the embedded engine does its own);
-    with either, the transactional messages' check-backs."""
+    with either, the transactional messages' check-backs and the console's rolling series."""
     settings = get_settings()
     from functions.maintenance.schedule import LocalSchedule
 
     checks_every_s = min(settings.transaction_timeout_ms, settings.transaction_check_interval_ms) / 1000
+    console_every_s = settings.console_sample_interval_s if settings.console_enabled else None
     if settings.backend is not Backend.SERVERLESS:
-        return LocalSchedule(None, None, LocalContext, checks_every_s).start()
+        return LocalSchedule(None, None, LocalContext, checks_every_s, console_every_s=console_every_s).start()
     return LocalSchedule(
         settings.maintenance_interval_s,
         settings.clean_interval_s,
         LocalContext,
         checks_every_s,
         timers_every_s=settings.timer_job_interval_s,
+        console_every_s=console_every_s,
     ).start()
 
 
@@ -119,6 +121,8 @@ def main() -> None:
     check_exposure(settings)
     process_store.allow_local_aws(local_aws.start)
     print(f"TideMQ local gateway on http://{settings.host}:{settings.port} (data in {settings.home.resolve()})")
+    if settings.console_enabled:
+        print(f"web console on http://{settings.host}:{settings.port}/console (docs/console.md)")
     # Once shut down, uvicorn raises again the signal that stopped it: as SystemExit, so that this process's atexit
     # hooks run (the store closed, a LocalStack it started stopped with its JVM) instead of dying with them undone.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

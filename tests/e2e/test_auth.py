@@ -20,7 +20,18 @@ from tidemq_protocol.errors import AccessDenied, Unauthenticated
 from .test_cli import command, environment
 
 PUBLIC = {"GET /health", "GET /openapi.json"}
-SAMPLE_PATH = {"topic": "t", "queue": "0", "group": "g", "msg_id": "0" * 24, "user": "someone", "namespace": "n"}
+SAMPLE_PATH = {
+    "topic": "t",
+    "queue": "0",
+    "group": "g",
+    "msg_id": "0" * 24,
+    "user": "someone",
+    "namespace": "n",
+    "proxy": "topics",
+}
+CONSOLE = {"GET /console", "GET /console/{proxy+}", "POST /console/{proxy+}"}
+"""The web console's routes: a console session (its login), not a signature, is what they take
+(tests/e2e/test_console_security.py probes them)."""
 
 
 def unique(prefix: str) -> str:
@@ -43,7 +54,16 @@ def new_user(admin: Admin, url: str, *entries: AclEntry) -> HttpClient:
 
 
 def request_for(route) -> tuple[str, str]:
-    return route.method, re.sub(r"\{(\w+)\}", lambda m: SAMPLE_PATH[m.group(1)], route.path)
+    return route.method, re.sub(r"\{(\w+)\+?\}", lambda m: SAMPLE_PATH[m.group(1)], route.path)
+
+
+def assert_console_refuses(route, response: httpx.Response) -> None:
+    """Without a console session a page sends the browser to log in and a change is refused (a signature is no
+    session)."""
+    if route.method == "GET":
+        assert response.status_code == 303 and "/console/login" in response.headers["location"], route.route_key
+    else:
+        assert response.status_code == 401 and "log in first" in response.text, route.route_key
 
 
 def test_every_route_but_health_and_the_document_needs_credentials(gateway):
@@ -51,7 +71,9 @@ def test_every_route_but_health_and_the_document_needs_credentials(gateway):
         for route in routes():
             method, path = request_for(route)
             response = anonymous.request(method, path, json={} if method in ("POST", "PUT", "PATCH") else None)
-            if route.route_key in PUBLIC:
+            if route.route_key in CONSOLE:
+                assert_console_refuses(route, response)
+            elif route.route_key in PUBLIC:
                 assert response.status_code == 200, route.route_key
             else:
                 assert response.status_code == 401, f"{route.route_key}: {response.status_code} {response.text}"
@@ -68,7 +90,15 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
     admin_kv = KV(gateway.url)
     admin_kv.create_namespace(namespace)
     admin_kv.put(namespace, "k", b"v")
-    names = {"topic": topic, "group": group, "queue": "0", "msg_id": msg_id, "user": "admin", "namespace": namespace}
+    names = {
+        "topic": topic,
+        "group": group,
+        "queue": "0",
+        "msg_id": msg_id,
+        "user": "admin",
+        "namespace": namespace,
+        "proxy": "topics",
+    }
     bodies = {  # a valid request for each route that takes a body: only the policy can refuse it
         "POST /v1/topics": {"name": unique("new")},
         "PATCH /v1/topics/{topic}": {"retention_ms": 60_000},
@@ -94,6 +124,7 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
         "POST /v1/groups/{group}/dead-letters/resend": {"from_offset": 0},
         "POST /v1/topics/{topic}/transactions": {"producer_group": "g", "body": "x"},
         "POST /v1/topics/{topic}/transactions/{msg_id}": {"resolution": "commit"},
+        "POST /console/{proxy+}": {"name": unique("new")},  # a topic's creation, without a console session
     }
     params = {
         "GET /v1/topics/{topic}/messages": {"key": "k"},
@@ -107,13 +138,15 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
     for route in routes():
         if route.route_key in PUBLIC:
             continue
-        path = re.sub(r"\{(\w+)\}", lambda m: names[m.group(1)], route.path)
+        path = re.sub(r"\{(\w+)\+?\}", lambda m: names[m.group(1)], route.path)
         body = bodies.get(route.route_key)
         if route.route_key == "POST /v1/topics/{topic}/batch":
             response = nobody.send("POST", path, content=b"", headers={"content-type": "application/vnd.tidemq.batch"})
         else:
             response = nobody.send(route.method, path, json=body, params=params.get(route.route_key))
-        if route.route_key == "GET /v1/whoami":
+        if route.route_key in CONSOLE:
+            assert_console_refuses(route, response)
+        elif route.route_key == "GET /v1/whoami":
             assert response.status_code == 200
         elif route.route_key in ("GET /v1/topics", "GET /v1/groups", "GET /v1/kv"):
             assert response.status_code == 200 and not any(response.json().values()), response.text  # sees nothing

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ import pytest
 
 from functions.api.resolver import new_resolver
 from functions.routes import routes
+from tidemq.auth import find_credentials
 from tidemq.httpx_auth import signed_client
 from tidemq_protocol import codec
 from tidemq_protocol.message import Message
@@ -212,6 +214,19 @@ def one_round(call: Caller, name: str) -> None:
     listed = call("GET", tx, path=at_tx, params={"state": "committed"}).json()["transactions"]
     assert [t["msg_id"] for t in listed] == halves[:1]
     call("DELETE", "/v1/topics/{topic}", 204, path=at_tx)
+
+    # the web console, logged in as the super user (this client keeps its cookie): the overview, a topic's page,
+    # a change carrying the session's CSRF token (the topic's retention)
+    console = {"path": {"proxy+": "login"}}
+    credentials = find_credentials()
+    logged_in = {"access_key": credentials.access_key, "secret_key": credentials.secret_key}
+    call("POST", "/console/{proxy+}", 303, data=logged_in, **console)
+    assert "Overview" in call("GET", "/console").text
+    page = call("GET", "/console/{proxy+}", path={"proxy+": "topic"}, params={"name": topic}).text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    change = {"csrf": csrf, "name": topic, "retention_hours": "2"}
+    call("POST", "/console/{proxy+}", 303, path={"proxy+": "topic/change"}, data=change)
+    assert call("GET", "/v1/topics/{topic}", path=at_topic).json()["retention_ms"] == 7_200_000
 
     # errors name what this request asked for, and a bad parameter is this request's
     call("DELETE", "/v1/topics/{topic}", 204, path=at_topic)

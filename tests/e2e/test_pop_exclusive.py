@@ -77,7 +77,9 @@ def run_exclusive_delivery(backend: str, tmp_path: Path, messages: int) -> None:
     again = [d for delivered in messages_of.values() for d in delivered[1:]]
     held = [d for delivered in messages_of.values() for d in delivered]
     assert {d.ack for d in held} <= {"acked", "timed_out", "invalid_receipt_handle"}
-    timed_out = sum(d.ack == "timed_out" for d in deliveries)
+    # Counted among the held deliveries: one that arrived after its invisible time (left out of `held`) was let time
+    # out by the server already, and its message's next delivery may be the first one held.
+    timed_out = sum(d.ack == "timed_out" for d in held)
     assert len(again) >= timed_out > messages // 20  # one in ten let time out, each delivered again
     assert len({d.consumer for d in deliveries}) > 1  # held by several consumers, so exclusivity was tested
     late = sum(d.ack == "invalid_receipt_handle" for d in deliveries)

@@ -280,9 +280,10 @@ def fifo_run(http, groups_count: int, per_group: int) -> None:
             assert not [d for d in run.deliveries if d.group == stuck]  # its messages waited behind its head
             same_queue = [g for g in groups[1:] if key_queue(g, 4) == key_queue(stuck, 4)]
             assert same_queue  # its queue's other groups went on
-            holder.ack(head)
+            sent = now_ms()  # stamped before the ack goes, as the consumers stamp theirs (`settle_sent_ms`): once
+            holder.ack(head)  # the server has it, a consumer may receive the group's next message before this returns
             with run.lock:
-                run.deliveries.append(Delivery(stuck, 0, 1, 0, 0, head.invisible_until_ms, now_ms(), True))
+                run.deliveries.append(Delivery(stuck, 0, 1, 0, 0, head.invisible_until_ms, sent, True))
             everything = {(g, i) for g in groups for i in range(per_group)} - {poison}
             wait_for(lambda: everything <= run.acked() or run.errors, "every message acked")
             wait_for(lambda: dead_letters(http) or run.errors, "the poison message dead-lettered")

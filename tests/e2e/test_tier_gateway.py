@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_console_security import as_admin
 from tests.gateways import gateway_as_admin
 from tidemq import Admin, Consumer, OutgoingMessage, Producer
 
@@ -103,7 +104,7 @@ def test_the_serverless_gateway_moves_messages_to_its_embedded_s3_on_its_own_sch
 
 
 @pytest.mark.parametrize("backend", ["embedded", "serverless"])
-def test_a_message_whose_hot_segments_are_gone_is_found_by_id_and_key_through_the_api_and_the_cli(
+def test_a_message_whose_hot_segments_are_gone_is_found_by_id_and_key_through_the_api_the_cli_and_the_console(
     tmp_path, monkeypatch, backend
 ):
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
@@ -157,3 +158,11 @@ def test_a_message_whose_hot_segments_are_gone_is_found_by_id_and_key_through_th
         assert keyed.returncode == 0 and [json.loads(line)["msg_id"] for line in keyed.stdout.splitlines()] == [
             sent[1].msg_id
         ], keyed.stderr
+        console = as_admin(url)  # the console's message browser, by id and by key
+        try:
+            page = console.get("/console/messages", params={"id": first.msg_id})
+            assert page.status_code == 200 and first.msg_id in page.text and sent[1].msg_id not in page.text
+            page = console.get("/console/messages", params={"topic": "orders", "key": "order-1"})
+            assert page.status_code == 200 and sent[1].msg_id in page.text and first.msg_id not in page.text
+        finally:
+            console.close()

@@ -37,6 +37,16 @@ class Synthesized:
         return self.outdir / f"asset.{key.removesuffix('.zip')}"
 
 
+def storage_secret(synthesized: Synthesized, name: str) -> str:
+    """The logical id of the storage construct's secret `name` (AuthKey, ConsoleSessionKey)."""
+    (found,) = [
+        logical_id
+        for logical_id in synthesized.of_type("AWS::SecretsManager::Secret")
+        if logical_id.startswith(f"Storage{name}")
+    ]
+    return found
+
+
 def render(value: Any) -> Any:
     """A template value with its intrinsic functions written out: {"Ref": "X"} as "<X>", {"Fn::GetAtt": ["X", "Arn"]}
     as "<X.Arn>", Fn::Join joined; what a deployment would substitute stays visible as a placeholder."""

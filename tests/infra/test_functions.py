@@ -19,10 +19,14 @@ from infra_cdk.functions import EFS_MOUNT
 from shared.settings import Settings
 from tests.infra.cloud import render
 
-EVERY_FUNCTION = (*API_FUNCTIONS, "push", "maintenance", "authorizer", "bootstrap")
+EVERY_FUNCTION = (*API_FUNCTIONS, "console", "push", "maintenance", "authorizer", "bootstrap")
 USERS_ONLY = ("authorizer", "bootstrap")
 SETTING_NAMES = {f"TIDEMQ_{name.upper()}" for name in Settings.model_fields}
-STAND_INS = {"StorageData": "tidemq-data-1a2b3c", "StorageAuthKey": base64.b64encode(bytes(32)).decode()}
+STAND_INS = {
+    "StorageData": "tidemq-data-1a2b3c",
+    "StorageAuthKey": base64.b64encode(bytes(32)).decode(),
+    "StorageConsoleSessionKey": "k" * 64,
+}
 """What a deployment puts where the template holds a reference (a bucket name, the auth key)."""
 
 
@@ -91,7 +95,7 @@ def test_each_function_environment_is_read_by_the_settings_model(functions_by_na
 
 def test_the_functions_that_share_the_directory_mount_it_through_the_access_point(synthesized, functions_by_name):
     ((access_point, _),) = synthesized.of_type("AWS::EFS::AccessPoint").items()
-    for name in ("admin", "produce", "consume", "push", "maintenance"):
+    for name in ("admin", "produce", "consume", "console", "push", "maintenance"):
         (mount,) = functions_by_name[name][1]["FileSystemConfigs"]
         assert mount["LocalMountPath"] == EFS_MOUNT
         assert f"<{access_point}>" in render(mount["Arn"])
@@ -111,7 +115,7 @@ def test_the_bootstrap_function_is_reached_by_no_route_and_writes_only_the_users
 
 
 def test_timeouts_fit_the_api_and_push_delivery(functions_by_name):
-    for name in API_FUNCTIONS:
+    for name in (*API_FUNCTIONS, "console"):
         assert functions_by_name[name][1]["Timeout"] <= API_TIMEOUT_S
     push_timeout_s = functions_by_name["push"][1]["Timeout"]
     assert push_timeout_s > Settings.model_fields["push_target_timeout_s"].default + RESERVE_MS / 1000
@@ -142,6 +146,7 @@ def test_the_maintenance_function_runs_on_its_schedules(synthesized, functions_b
         "retention": "rate(1 hour)",
         "timers": "rate(1 minute)",
         "transactions": "rate(1 minute)",
+        "console": "rate(1 minute)",
     }
 
 

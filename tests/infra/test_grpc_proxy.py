@@ -15,7 +15,7 @@ from infra_cdk.functions import EFS_MOUNT
 from infra_cdk.grpc_proxy import HEALTH_CHECK_PATH, PROXY_PORT, TASK_CPU, TASK_MEMORY_MIB
 from infra_cdk.permissions import PROXY_TABLES, TableUse
 from tests.infra import test_least_privilege as least_privilege
-from tests.infra.cloud import render
+from tests.infra.cloud import render, storage_secret
 from tests.infra.conftest import PROXY_CONTEXT
 from tests.infra.test_least_privilege import listed, statements
 from tests.infra.test_nag import findings
@@ -88,7 +88,7 @@ def test_the_tasks_run_with_the_store_functions_settings(synthesized_with_proxy,
     assert {name: environment.get(name) for name in functions_settings} == functions_settings
     assert environment["TIDEMQ_HOST"] == "0.0.0.0" and environment["TIDEMQ_GRPC_PORT"] == str(PROXY_PORT)
     (secret,) = container(synthesized_with_proxy)["Secrets"]
-    (auth_key,) = synthesized_with_proxy.of_type("AWS::SecretsManager::Secret")
+    auth_key = storage_secret(synthesized_with_proxy, "AuthKey")
     assert secret["Name"] == "TIDEMQ_AUTH_KEY" and render(secret["ValueFrom"]).startswith(f"<{auth_key}>:key:")
 
 

@@ -21,10 +21,12 @@ def test_alarms_cover_errors_throttles_upload_lag_push_failures_dead_letters_and
     }
     prefix = DeployConfig().prefix
     expected = {
-        f"{prefix}-{name}-errors" for name in ("admin", "produce", "consume", "kv", "push", "maintenance", "authorizer")
+        f"{prefix}-{name}-errors"
+        for name in ("admin", "produce", "consume", "kv", "console", "push", "maintenance", "authorizer")
     }
     expected |= {
-        f"{prefix}-{name}-throttles" for name in ("admin", "produce", "consume", "kv", "maintenance", "authorizer")
+        f"{prefix}-{name}-throttles"
+        for name in ("admin", "produce", "consume", "kv", "console", "maintenance", "authorizer")
     }
     expected |= {
         f"{prefix}-{name}"

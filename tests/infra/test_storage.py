@@ -6,7 +6,7 @@ from aws_cdk.assertions import Match, Template
 
 from infra_cdk.config import DeployConfig
 from infra_cdk.storage import model_schema, table_models, ttl_attribute
-from tests.infra.cloud import render
+from tests.infra.cloud import render, storage_secret
 
 
 def as_set(items: list[dict]) -> set[tuple]:
@@ -119,7 +119,8 @@ def test_the_file_system_is_encrypted_and_reached_only_through_its_access_point(
 
 
 def test_the_auth_key_is_generated_at_deploy_time_and_never_in_the_template(synthesized, functions_by_name):
-    ((secret_id, secret),) = synthesized.of_type("AWS::SecretsManager::Secret").items()
+    secret_id = storage_secret(synthesized, "AuthKey")
+    secret = synthesized.of_type("AWS::SecretsManager::Secret")[secret_id]
     assert secret["Properties"]["GenerateSecretString"]["PasswordLength"] == 42
     for _, properties in functions_by_name.values():
         key = render(properties["Environment"]["Variables"]["TIDEMQ_AUTH_KEY"])

@@ -5,7 +5,7 @@ do what its policy entries allow:
 
     resource     `Topic:orders` (literal), `Topic:orders-*` (prefix), `Topic:*` (any topic), `Group:...`,
                  `Namespace:...` (a KV namespace), `Cluster:*` (the cluster itself), or `*` (anything)
-    actions      Pub, Sub, Create, Update, Delete, Get, List, or All
+    actions      Pub, Sub, Create, Update, Delete, Get, List, Export (the console's exports), or All
     decision     Allow or Deny; a Deny that matches wins over any Allow, and nothing matching is a Deny
     source_ips   CIDRs the request must come from (empty: anywhere)
 
@@ -41,6 +41,7 @@ class Action(StrEnum):
     DELETE = "Delete"
     GET = "Get"  # describe, look messages up, read lag
     LIST = "List"  # see it in a listing
+    EXPORT = "Export"  # the console's export of a topic's messages or dead letters (with Get, or Sub on dead letters)
     ALL = "All"
 
 

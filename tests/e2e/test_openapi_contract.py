@@ -25,12 +25,12 @@ ROOT = Path(__file__).parents[2]
 CONFIG = ROOT / "tests" / "schemathesis.toml"
 EXAMPLES = {"embedded": 25, "serverless": 10}
 """Per operation and phase. The serverless backend on moto takes seconds for a topic of 1024 queues (a request per
-queue), which the fuzzer creates often."""
+queue), which the fuzzer creates often: its run takes minutes (3-5 on two cores), so make test-long runs it."""
 LONGEST_ANSWER_S = 120
 """A hang, not a speed: the machine is shared, and the API's longest answer is a long poll (1 s here)."""
 
 
-@pytest.fixture(params=["embedded", "serverless"])
+@pytest.fixture(params=["embedded", pytest.param("serverless", marks=pytest.mark.long)])
 def served(request, tmp_path, monkeypatch) -> Iterator[tuple[str, str]]:
     """A gateway whose long polls wait at most 1 s (its document says so), seeded through the SDK, with this
     process (and so Schemathesis, which inherits its environment) signing as its super user, and a webhook on

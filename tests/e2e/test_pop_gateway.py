@@ -7,7 +7,11 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 
+import httpx
 import pytest
 
 from tests.e2e.test_cli import command, environment
@@ -18,48 +22,63 @@ from tidemq_protocol import codec
 from tidemq_protocol.errors import InvalidReceiptHandle
 
 
-@pytest.fixture(params=["embedded", "serverless"])
-def http(request, tmp_path):
-    with (
-        gateway_as_admin(tmp_path / "data", TIDEMQ_BACKEND=request.param) as url,
-        signed_client(url, timeout=60) as client,
-    ):
-        assert client.post("/v1/topics", json={"name": "orders", "queues": 4}).status_code == 201
-        assert client.post("/v1/groups", json={"name": "billing"}).status_code == 201
+@pytest.fixture(scope="module", params=["embedded", "serverless"])
+def gateway(request, tmp_path_factory) -> Iterator[str]:
+    """One gateway a backend for the module: each test makes a topic and a group of its own (`pop`)."""
+    with gateway_as_admin(tmp_path_factory.mktemp("data"), TIDEMQ_BACKEND=request.param) as url:
+        yield url
+
+
+@dataclass(frozen=True)
+class Pop:
+    """A test's client, and its own topic (40 messages, `order 0` to `order 39`, over 4 queues) and group."""
+
+    http: httpx.Client
+    topic: str
+    group: str
+
+    @property
+    def path(self) -> str:
+        return f"/v1/groups/{self.group}/topics/{self.topic}"
+
+
+@pytest.fixture
+def pop(gateway) -> Iterator[Pop]:
+    topic, group = f"orders-{uuid.uuid4().hex[:8]}", f"billing-{uuid.uuid4().hex[:8]}"
+    with signed_client(gateway, timeout=60) as client:
+        assert client.post("/v1/topics", json={"name": topic, "queues": 4}).status_code == 201
+        assert client.post("/v1/groups", json={"name": group}).status_code == 201
         messages = [{"body": f"order {i}", "queue": i % 4} for i in range(40)]
-        assert client.post("/v1/topics/orders/messages", json={"messages": messages}).status_code == 200
-        yield client
+        assert client.post(f"/v1/topics/{topic}/messages", json={"messages": messages}).status_code == 200
+        yield Pop(client, topic, group)
 
 
-POP = "/v1/groups/billing/topics/orders"
-
-
-def test_receive_ack_change_and_release(http):
-    first = http.post(f"{POP}/receive", json={"max_messages": 32, "invisible_ms": 10_000}).json()["messages"]
+def test_receive_ack_change_and_release(pop):
+    first = pop.http.post(f"{pop.path}/receive", json={"max_messages": 32, "invisible_ms": 10_000}).json()["messages"]
     assert len(first) == 32 and {m["attempt"] for m in first} == {1}
     handles = [m["receipt_handle"] for m in first]
-    acked = http.post(f"{POP}/ack", json={"receipt_handles": handles}).json()["results"]
+    acked = pop.http.post(f"{pop.path}/ack", json={"receipt_handles": handles}).json()["results"]
     assert [r["status"] for r in acked] == ["acked"] * 32
-    again = http.post(f"{POP}/ack", json={"receipt_handles": handles[:2]}).json()["results"]
+    again = pop.http.post(f"{pop.path}/ack", json={"receipt_handles": handles[:2]}).json()["results"]
     assert [r["status"] for r in again] == ["already_acked"] * 2
 
-    rest = http.post(f"{POP}/receive", json={"max_messages": 32, "wait_ms": 1000}).json()["messages"]
+    rest = pop.http.post(f"{pop.path}/receive", json={"max_messages": 32, "wait_ms": 1000}).json()["messages"]
     assert sorted(m["body"] for m in first + rest) == sorted(f"order {i}" for i in range(40))
-    changed = http.post(
-        f"{POP}/change-invisible", json={"receipt_handle": rest[0]["receipt_handle"], "invisible_ms": 60_000}
+    changed = pop.http.post(
+        f"{pop.path}/change-invisible", json={"receipt_handle": rest[0]["receipt_handle"], "invisible_ms": 60_000}
     )
     assert changed.status_code == 200 and changed.json()["receipt_handle"] != rest[0]["receipt_handle"]
-    stale = http.post(
-        f"{POP}/change-invisible", json={"receipt_handle": rest[0]["receipt_handle"], "invisible_ms": 60_000}
+    stale = pop.http.post(
+        f"{pop.path}/change-invisible", json={"receipt_handle": rest[0]["receipt_handle"], "invisible_ms": 60_000}
     )
     assert (stale.status_code, stale.json()["error"]) == (409, "InvalidReceiptHandle")
-    assert http.post(f"{POP}/ack", json={"receipt_handles": [rest[0]["receipt_handle"]]}).json()["results"] == [
-        {"receipt_handle": rest[0]["receipt_handle"], "status": "invalid_receipt_handle"}
-    ]
+    spent = rest[0]["receipt_handle"]
+    answer = pop.http.post(f"{pop.path}/ack", json={"receipt_handles": [spent]}).json()
+    assert answer["results"] == [{"receipt_handle": spent, "status": "invalid_receipt_handle"}]
 
     released = {"receipt_handle": rest[1]["receipt_handle"], "delay_ms": 0}  # without a delay: the group's backoff
-    assert http.post(f"{POP}/release", json=released).status_code == 204
-    (back,) = http.post(f"{POP}/receive", json={"max_messages": 32}).json()["messages"]
+    assert pop.http.post(f"{pop.path}/release", json=released).status_code == 204
+    (back,) = pop.http.post(f"{pop.path}/receive", json={"max_messages": 32}).json()["messages"]
     assert (back["msg_id"], back["attempt"]) == (rest[1]["msg_id"], 2)
 
 
@@ -84,32 +103,32 @@ def test_receive_ack_change_and_release(http):
         ("release", {"receipt_handle": "A" * 28}, 409),  # names no delivery
     ],
 )
-def test_requests_out_of_bounds_are_refused_and_change_nothing(http, path, body, status):
-    response = http.post(f"{POP}/{path}", json=body)
+def test_requests_out_of_bounds_are_refused_and_change_nothing(pop, path, body, status):
+    response = pop.http.post(f"{pop.path}/{path}", json=body)
     assert response.status_code == status, response.text
-    assert len(http.post(f"{POP}/receive", json={"max_messages": 32}).json()["messages"]) == 32
+    assert len(pop.http.post(f"{pop.path}/receive", json={"max_messages": 32}).json()["messages"]) == 32
 
 
-def test_a_group_or_topic_that_does_not_exist_is_a_404(http):
+def test_a_group_or_topic_that_does_not_exist_is_a_404(pop):
     for route in ("receive", "receive/batch"):
-        assert http.post(f"/v1/groups/nobody/topics/orders/{route}", json={}).status_code == 404
-        assert http.post(f"/v1/groups/billing/topics/nothing/{route}", json={}).status_code == 404
+        assert pop.http.post(f"/v1/groups/nobody/topics/{pop.topic}/{route}", json={}).status_code == 404
+        assert pop.http.post(f"/v1/groups/{pop.group}/topics/nothing/{route}", json={}).status_code == 404
 
 
-def received_as_json(http, group: str) -> dict[str, dict]:
-    """Every message of `orders` received as JSON by `group` (made here), by id."""
-    assert http.post("/v1/groups", json={"name": group}).status_code == 201
+def received_as_json(pop: Pop, group: str) -> dict[str, dict]:
+    """Every message of the test's topic received as JSON by `group` (made here), by id."""
+    assert pop.http.post("/v1/groups", json={"name": group}).status_code == 201
     messages = []
-    while batch := http.post(f"/v1/groups/{group}/topics/orders/receive", json={}).json()["messages"]:
+    while batch := pop.http.post(f"/v1/groups/{group}/topics/{pop.topic}/receive", json={}).json()["messages"]:
         messages += batch
     return {m["msg_id"]: m for m in messages}
 
 
-def received_binary(http, group: str) -> dict[str, codec.Received]:
-    assert http.post("/v1/groups", json={"name": group}).status_code == 201
+def received_binary(pop: Pop, group: str) -> dict[str, codec.Received]:
+    assert pop.http.post("/v1/groups", json={"name": group}).status_code == 201
     received = []
     while True:
-        response = http.post(f"/v1/groups/{group}/topics/orders/receive/batch", json={})
+        response = pop.http.post(f"/v1/groups/{group}/topics/{pop.topic}/receive/batch", json={})
         assert response.headers["content-type"] == codec.RECEIVE_CONTENT_TYPE
         batch = codec.decode_receive(response.content).received
         if not batch:
@@ -117,13 +136,13 @@ def received_binary(http, group: str) -> dict[str, codec.Received]:
         received += batch
 
 
-def test_the_binary_receive_delivers_what_the_json_receive_does(http):
+def test_the_binary_receive_delivers_what_the_json_receive_does(pop):
     rich = [
         {"body": "//79", "body_encoding": "base64", "keys": ["k1", "k2"], "tag": "TagA", "properties": {"a": "b"}},
         {"body": "plain", "tag": "TagB", "queue": 2},
     ]
-    assert http.post("/v1/topics/orders/messages", json={"messages": rich}).status_code == 200
-    as_json, binary = received_as_json(http, "by-json"), received_binary(http, "by-binary")
+    assert pop.http.post(f"/v1/topics/{pop.topic}/messages", json={"messages": rich}).status_code == 200
+    as_json, binary = received_as_json(pop, "by-json"), received_binary(pop, "by-binary")
     assert as_json.keys() == binary.keys() and len(binary) == 42
     for msg_id, view in as_json.items():
         message, delivery = binary[msg_id].message, binary[msg_id]
@@ -148,17 +167,17 @@ def test_the_binary_receive_delivers_what_the_json_receive_does(http):
         assert body == message.body
     # each route's handles are handles of the group's: acked by the other route
     handles = [r.receipt_handle for r in binary.values()]
-    acked = http.post("/v1/groups/by-binary/topics/orders/ack", json={"receipt_handles": handles}).json()["results"]
-    assert {r["status"] for r in acked} == {"acked"}
+    acked = pop.http.post(f"/v1/groups/by-binary/topics/{pop.topic}/ack", json={"receipt_handles": handles})
+    assert {r["status"] for r in acked.json()["results"]} == {"acked"}
     handles = [m["receipt_handle"] for m in as_json.values()]
-    response = http.post("/v1/groups/by-json/topics/orders/receive/batch", json={"ack": handles})
+    response = pop.http.post(f"/v1/groups/by-json/topics/{pop.topic}/receive/batch", json={"ack": handles})
     assert codec.decode_receive(response.content) == (["acked"] * 42, [])
 
 
 @pytest.mark.parametrize("route", ["receive", "receive/batch"])
-def test_a_receive_acks_first_the_deliveries_it_names(http, route):
+def test_a_receive_acks_first_the_deliveries_it_names(pop, route):
     def receive(**request):
-        response = http.post(f"{POP}/{route}", json=request)
+        response = pop.http.post(f"{pop.path}/{route}", json=request)
         assert response.status_code == 200, response.text
         if route == "receive":
             body = response.json()
@@ -174,8 +193,8 @@ def test_a_receive_acks_first_the_deliveries_it_names(http, route):
     assert acks == ["acked"] * 11 and nothing == []
 
 
-def test_the_sdk_simple_consumer(http):
-    with SimpleConsumer("orders", "billing", url=str(http.base_url), invisible_ms=10_000) as consumer:
+def test_the_sdk_simple_consumer(pop):
+    with SimpleConsumer(pop.topic, pop.group, url=str(pop.http.base_url), invisible_ms=10_000) as consumer:
         received = consumer.receive(max_messages=32, wait_ms=1000)
         assert len(received) == 32 and all(r.message.body.startswith(b"order ") for r in received)
         consumer.ack(received[0])
@@ -192,21 +211,21 @@ def test_the_sdk_simple_consumer(http):
         assert acks == ["acked"] * 9 + ["already_acked"] and more == []
 
 
-def test_the_command_line_receives_and_acks(http):
+def test_the_command_line_receives_and_acks(pop):
     def tidemq(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            command(str(http.base_url), *args), capture_output=True, text=True, timeout=60, env=environment()
+            command(str(pop.http.base_url), *args), capture_output=True, text=True, timeout=60, env=environment()
         )
 
-    received = tidemq("receive", "orders", "-g", "billing", "-n", "3", "--invisible-ms", "10000")
+    received = tidemq("receive", pop.topic, "-g", pop.group, "-n", "3", "--invisible-ms", "10000")
     assert received.returncode == 0, received.stderr
     handles = [json.loads(line)["receipt_handle"] for line in received.stdout.splitlines()]
     assert len(handles) == 3
-    acked = tidemq("ack", "orders", "-g", "billing", *handles)
+    acked = tidemq("ack", pop.topic, "-g", pop.group, *handles)
     assert acked.returncode == 0 and acked.stdout.count(": acked") == 3, acked.stdout + acked.stderr
-    again = tidemq("ack", "orders", "-g", "billing", "A" * 28)
+    again = tidemq("ack", pop.topic, "-g", pop.group, "A" * 28)
     assert (again.returncode, again.stderr) == (1, f"tidemq: {'A' * 28!r} is not a receipt handle\n")
-    raw = tidemq("receive", "orders", "-g", "billing", "--ack", "-o", "raw")  # 32 at most, the server's bound
+    raw = tidemq("receive", pop.topic, "-g", pop.group, "--ack", "-o", "raw")  # 32 at most, the server's bound
     assert len(raw.stdout.splitlines()) == 32 and raw.returncode == 0
-    assert len(tidemq("receive", "orders", "-g", "billing", "--ack").stdout.splitlines()) == 5
-    assert tidemq("receive", "orders", "-g", "billing").stdout == ""  # every message acked
+    assert len(tidemq("receive", pop.topic, "-g", pop.group, "--ack").stdout.splitlines()) == 5
+    assert tidemq("receive", pop.topic, "-g", pop.group).stdout == ""  # every message acked

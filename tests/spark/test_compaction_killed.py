@@ -1,6 +1,6 @@
 """The compaction job killed midway (SIGKILL of spark-submit's whole process group) at different stages, then run
 again: every message is there once, in order, byte for byte; the key-compacted topic keeps exactly the newest
-message per key; and nothing the manifests no longer list is left behind."""
+message per key; and nothing the manifests no longer list is left behind, nor an index object a merged one covers."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tidemq_protocol.message import Message
 from tidemq_protocol.record import decode_records
 from tidemq_store import TopicConfig
 from tidemq_store.serverless.cold import ColdTier
+from tidemq_store.tiered.index import cover, index_prefix, parse_index_key
 from tidemq_store.tiered.manifest import KINDS, load_manifest
 
 from .processes import kill_at
@@ -66,5 +67,10 @@ def test_a_compaction_killed_several_times_then_run_again_loses_and_duplicates_n
                     if "/manifest/" not in o.key and "/index/" not in o.key
                 }
                 assert found == listed  # what a killed run wrote and lost the switch for is gone too
+                objects = fresh.driver.objects(index_prefix(f"{topic}/{queue}"))
+                indexes = [item for item in map(parse_index_key, objects) if item is not None]
+                assert indexes, f"{topic}/{queue} has no index objects"
+                # with --grace-s 0 the last run deleted what a merged object (maybe a killed run's) covers
+                assert sorted(i.key for i in cover(indexes)) == sorted(i.key for i in indexes)
     finally:
         fresh.close()

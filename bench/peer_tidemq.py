@@ -139,7 +139,8 @@ class TideMQPeer(Peer):
             admin.create_topic("e2e", queues=1, retention_ms=None)
         consumer_client, sender_client = self.new_client(), self.new_client()
 
-        consumer = Consumer("e2e", client=consumer_client, stream=E2E_STREAM)  # subscribed before the first send: from offset 0
+        # subscribed before the first send: from offset 0
+        consumer = Consumer("e2e", client=consumer_client, stream=E2E_STREAM)
 
         async def consume() -> None:
             while not run.finished and time.monotonic() < deadline:

@@ -103,7 +103,8 @@ def open_stream(
     return binary_response(codec.encode_consume(batch), stream.CONTENT_TYPE, app.current_event)
 
 
-open_entry = lambda_entry(app)
+lambda_handler = lambda_entry(app)
+"""The opening's entry point, as a function's (`Route.handler` finds it by this name): instrumented, authenticated."""
 
 
 @cache
@@ -193,7 +194,7 @@ class _Stream:
         opened: list[Opening] = []
         _opened.set(opened)
         with self.binding():
-            result = open_entry(event, context)
+            result = lambda_handler(event, context)
         if not opened or result.get("statusCode") != 200:
             self._hand_over(send_result(self.send, result))
             return

@@ -31,85 +31,27 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from functions.api.auth import require
-from functions.api.binary import binary_response
-from functions.api.errors import responses
-from functions.api.params import QueueInPath, TopicInPath
-from functions.api.resolver import lambda_entry, new_resolver
 from functions.api.routing import Route, routes_of
-from functions.consume.handler import BINARY_MESSAGES, READ_BYTES, MaxBytes, MaxMessages, Offset, Sql, Tag
 from functions.logic.consume import consume_records
 from functions.store import get_store
 from servers.adapter import LocalContext, match_route, refuse, send_result, to_event
 from shared.settings import get_settings
-from tidemq_protocol import acl, codec, stream
-from tidemq_protocol.acl import Action
+from tidemq_protocol import codec, stream
 from tidemq_protocol.errors import Overloaded, TideMQError
-from tidemq_protocol.filter import MessageFilter, subscription_filter
 
 log = logging.getLogger("tidemq.stream")
-app = new_resolver()
 HAND_OVER_CHECK_S = 1.0  # how often a send the transport holds back looks whether the stream is over
-FRAMES = {stream.CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}}}
-
-
-@dataclass(frozen=True, slots=True)
-class Opening:
-    """A stream the resolver accepted: what every later read of it reads, and the first read's batch."""
-
-    topic: str
-    queue: int
-    max_messages: int
-    max_bytes: int
-    chosen_by: MessageFilter | None
-    next_offset: int
-
-
-_opened: contextvars.ContextVar[list[Opening] | None] = contextvars.ContextVar("tidemq_stream_opened", default=None)
-
-
-@app.get(
-    "/v1/topics/<topic>/queues/<queue>/stream",
-    tags=["messages"],
-    responses=responses(
-        404,
-        409,
-        503,
-        ok_content=FRAMES,
-        description=f"`{stream.CONTENT_TYPE}` frames, sent as messages are stored, for as long as the request is "
-        "held open (see tidemq_protocol/stream.py); long-running servers only (a 404 behind API Gateway).",
-    ),
-    description="Like .../batch, streamed: each consume batch as soon as it is stored, from `offset` on.",
-)
-def open_stream(
-    topic: TopicInPath,
-    queue: QueueInPath,
-    offset: Offset = 0,
-    max_messages: MaxMessages = BINARY_MESSAGES,
-    max_bytes: MaxBytes = READ_BYTES,
-    tag: Tag = None,
-    sql: Sql = None,
-):
-    require((acl.topic(topic), Action.SUB))
-    chosen_by = subscription_filter(tag, sql)
-    batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, chosen_by, 0)
-    opened = _opened.get()
-    if opened is not None:
-        opened.append(Opening(topic, queue, max_messages, max_bytes, chosen_by, batch.next_offset))
-    return binary_response(codec.encode_consume(batch), stream.CONTENT_TYPE, app.current_event)
-
-
-lambda_handler = lambda_entry(app)
-"""The opening's entry point, as a function's (`Route.handler` finds it by this name): instrumented, authenticated."""
 
 
 @cache
 def stream_routes() -> tuple[Route, ...]:
-    return tuple(routes_of("stream", app, __name__))
+    """The servers' own routes: the stream's (its opening's resolver, imported now)."""
+    from servers import stream_opening
+
+    return tuple(routes_of("stream", stream_opening.app, stream_opening.__name__))
 
 
 def wants(method: str, path: str) -> bool:
@@ -191,8 +133,11 @@ class _Stream:
         self.heartbeat_ms = get_settings().stream_heartbeat_ms
 
     def serve(self, event: dict[str, Any], context: LocalContext) -> None:
+        from servers.stream_opening import Opening, lambda_handler
+        from servers.stream_opening import opened as accepted
+
         opened: list[Opening] = []
-        _opened.set(opened)
+        accepted.set(opened)
         with self.binding():
             result = lambda_handler(event, context)
         if not opened or result.get("statusCode") != 200:
@@ -210,7 +155,7 @@ class _Stream:
         except _Gone:
             pass
 
-    def _follow(self, opening: Opening, first: bytes) -> None:
+    def _follow(self, opening, first: bytes) -> None:
         """Send the first batch, then each next one as the store has it, until the client goes or a read fails."""
         self._write(stream.frame(first))
         offset = opening.next_offset

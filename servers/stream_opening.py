@@ -9,16 +9,22 @@ from __future__ import annotations
 import contextvars
 from dataclasses import dataclass
 
-from functions.api.auth import require
 from functions.api.binary import binary_response
 from functions.api.errors import responses
 from functions.api.params import QueueInPath, TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
-from functions.consume.handler import BINARY_MESSAGES, READ_BYTES, MaxBytes, MaxMessages, Offset, Sql, Tag
-from functions.logic.consume import consume_records
-from functions.store import get_store
-from tidemq_protocol import acl, codec, stream
-from tidemq_protocol.acl import Action
+from functions.consume.handler import (
+    BATCH_ERRORS,
+    BINARY_MESSAGES,
+    READ_BYTES,
+    MaxBytes,
+    MaxMessages,
+    Offset,
+    Sql,
+    Tag,
+    read_batch,
+)
+from tidemq_protocol import codec, stream
 from tidemq_protocol.filter import MessageFilter, subscription_filter
 
 app = new_resolver()
@@ -45,9 +51,7 @@ opened: contextvars.ContextVar[list[Opening] | None] = contextvars.ContextVar("t
     "/v1/topics/<topic>/queues/<queue>/stream",
     tags=["messages"],
     responses=responses(
-        404,
-        409,
-        503,
+        *BATCH_ERRORS,
         ok_content=FRAMES,
         description=f"`{stream.CONTENT_TYPE}` frames, sent as messages are stored, for as long as the request is "
         "held open (see tidemq_protocol/stream.py); long-running servers only (a 404 behind API Gateway).",
@@ -63,9 +67,7 @@ def open_stream(
     tag: Tag = None,
     sql: Sql = None,
 ):
-    require((acl.topic(topic), Action.SUB))
-    chosen_by = subscription_filter(tag, sql)
-    batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, chosen_by, 0)
+    batch, chosen_by = read_batch(topic, queue, offset, max_messages, max_bytes, subscription_filter(tag, sql), 0)
     accepted = opened.get()
     if accepted is not None:
         accepted.append(Opening(topic, queue, max_messages, max_bytes, chosen_by, batch.next_offset))

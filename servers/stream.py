@@ -27,6 +27,7 @@ import contextlib
 import contextvars
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,9 @@ from tidemq_protocol.errors import Overloaded, TideMQError
 
 log = logging.getLogger("tidemq.stream")
 HAND_OVER_CHECK_S = 1.0  # how often a send the transport holds back looks whether the stream is over
+NOT_YET_READABLE_S = 0.0005
+"""How long a stream waits before reading again when the store's wait for a message returned and the read found none
+readable: the message is written and its fsync not done (group commit), and a wait would return again at once."""
 
 
 @cache
@@ -158,7 +162,7 @@ class _Stream:
     def _follow(self, opening, first: bytes) -> None:
         """Send the first batch, then each next one as the store has it, until the client goes or a read fails."""
         self._write(stream.frame(first))
-        offset = opening.next_offset
+        offset, said_at = opening.next_offset, time.monotonic()
         while True:
             if self.gone.is_set():
                 raise _Gone()
@@ -177,11 +181,15 @@ class _Stream:
             except TideMQError as error:  # out of range now, or the store is closing: the client reopens
                 log.info("stream of %s/%s ends at %d: %s", opening.topic, opening.queue, offset, error)
                 return
+            now = time.monotonic()
             if batch.count or batch.next_offset != offset:
                 self._write(stream.frame(codec.encode_consume(batch)))
-                offset = batch.next_offset
-            else:
+                offset, said_at = batch.next_offset, now
+            elif now - said_at >= self.heartbeat_ms / 1000:
                 self._write(stream.HEARTBEAT)
+                said_at = now
+            else:  # the wait ended early on a message written but not yet durable (SYNC): not readable yet
+                time.sleep(NOT_YET_READABLE_S)
 
     def _write(self, data: bytes) -> None:
         self._hand_over(self.send({"type": "http.response.body", "body": data, "more_body": True}))

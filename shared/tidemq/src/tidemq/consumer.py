@@ -219,6 +219,7 @@ class Consumer(ApiClient):
             self._ends[queue] = max_offset
             if messages:
                 self._pending = (queue, messages, next_offset)
+                self._gather(max_messages)
             else:  # the filter skipped them all: move on past them
                 self._positions[queue] = next_offset
         queue, messages, next_offset = self._pending
@@ -230,6 +231,19 @@ class Consumer(ApiClient):
             self._pending = None
             self._positions[queue] = next_offset
         return given
+
+    def _gather(self, max_messages: int) -> None:
+        """Add to the pending batch the next frames of its queue that arrived already, up to `max_messages`: one
+        poll hands over what is there, as a long poll's answer would, rather than a call per frame."""
+        assert self._streams is not None and self._pending is not None
+        queue, messages, next_offset = self._pending
+        while len(messages) < max_messages and (frame := self._streams.take(0)) is not None:
+            if frame[0] != queue or isinstance(frame[1], TideMQError):
+                self._streams.put_back(frame)
+                break
+            more, next_offset, _, self._ends[queue] = codec.decode_consume(frame[1], self._filter)
+            messages = messages + more
+        self._pending = (queue, messages, next_offset)
 
     def _stream_ended(self, queue: int, error: TideMQError) -> None:
         """A queue's stream could not go on: retention moved past its position (go on from where the queue is

@@ -49,6 +49,7 @@ class QueueStreams:
         self.frames: queue.Queue[Frame] = queue.Queue(maxsize=window)
         self.stopped = threading.Event()
         self._readers: list[_Reader] = []
+        self._held: Frame | None = None  # taken and put back (the taker's thread only)
 
     def open(self, queue_number: int, offset: int) -> None:
         """Open a queue's stream at `offset` and start its reader; raises what the server answered instead (the
@@ -60,10 +61,17 @@ class QueueStreams:
 
     def take(self, timeout_s: float) -> Frame | None:
         """The next frame of any queue, waiting up to `timeout_s`; None if none came."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            return held
         try:
             return self.frames.get(timeout=max(0.0, timeout_s))
         except queue.Empty:
             return None
+
+    def put_back(self, frame: Frame) -> None:
+        """Make `frame`, just taken, the next one `take` returns."""
+        self._held = frame
 
     def close(self) -> None:
         """Stop every reader and close its connection; what they had queued is dropped (the consumer's positions

@@ -9,9 +9,11 @@ of the other peers does. The workload, as for every peer:
 - consume: the queue from offset 0 in batches of up to 4 MiB, the next request sent while the previous
   batch is decoded (and CRC-checked), as a RocketMQ consumer pulls ahead of its listener;
 - latency: single `Producer.send` calls (JSON), each waiting for its acknowledgement;
-- e2e (end-to-end latency, as the OpenMessaging Benchmark measures it): a consumer long-polls a fresh topic
-  (`wait_ms`, TideMQ's own consumer) on its own connection while batches go out on the harness's schedule,
-  several in flight on threads (`E2E_SENDERS`), none awaited before the next is due.
+- e2e (end-to-end latency, as the OpenMessaging Benchmark measures it): the SDK's `Consumer` reads a fresh
+  topic on its own connection (a stream where the server offers it, as the gateway does: docs/http-api.md,
+  Streaming reads; else long polls) while batches go out on the harness's schedule, several in flight on
+  threads (`E2E_SENDERS`), none awaited before the next is due. `TIDEMQ_BENCH_E2E_STREAM=0` makes the consumer
+  long-poll instead (`Consumer(stream=False)`), to compare the two on one machine.
 
 Authentication is on, as it is by default: the client signs as the super user the gateway writes to
 `<TIDEMQ_HOME>/credentials` on its first start.
@@ -32,7 +34,7 @@ from pathlib import Path
 import bench_peers
 from bench_peers import BenchError, E2ERun, Peer, ServerProc, free_port, remaining, stop_task
 
-from tidemq import Admin, OutgoingMessage, Producer
+from tidemq import Admin, Consumer, OutgoingMessage, Producer
 from tidemq.client import HttpClient
 from tidemq.credentials import read_profile
 from tidemq_protocol import codec
@@ -43,6 +45,7 @@ E2E_SENDERS = 8
 due while all are busy waits for one, so that a producer that cannot keep up shows it (`e2e_kept_up`, the send
 lag) rather than hiding a queue in the sender."""
 E2E_WAIT_MS = 200
+E2E_STREAM = os.environ.get("TIDEMQ_BENCH_E2E_STREAM", "1") != "0"
 
 
 class TideMQPeer(Peer):
@@ -136,15 +139,12 @@ class TideMQPeer(Peer):
             admin.create_topic("e2e", queues=1, retention_ms=None)
         consumer_client, sender_client = self.new_client(), self.new_client()
 
-        def poll(offset: int) -> bytes:
-            wanted = {"offset": offset, "max_messages": 1000, "wait_ms": E2E_WAIT_MS}
-            return consumer_client.request("GET", "/v1/topics/e2e/queues/0/batch", params=wanted).content
+        # subscribed before the first send: from offset 0
+        consumer = Consumer("e2e", client=consumer_client, stream=E2E_STREAM)
 
-        async def consume() -> None:  # subscribed before the first send: reads from offset 0
-            offset = 0
+        async def consume() -> None:
             while not run.finished and time.monotonic() < deadline:
-                messages, offset, _, _ = codec.decode_consume(await asyncio.to_thread(poll, offset))
-                for message in messages:
+                for message in await asyncio.to_thread(consumer.poll, 1000, E2E_WAIT_MS):
                     run.received(message.body)
 
         loop = asyncio.get_running_loop()
@@ -159,14 +159,15 @@ class TideMQPeer(Peer):
             sent.add_done_callback(lambda _: free_senders.release())
             sends.append(sent)
 
-        consumer = asyncio.create_task(consume())
+        consuming = asyncio.create_task(consume())
         try:
-            await run.send_and_wait(send, watch=[consumer])
+            await run.send_and_wait(send, watch=[consuming])
             outcomes = await asyncio.gather(*sends, return_exceptions=True)
             run.publish_errors = sum(isinstance(outcome, BaseException) for outcome in outcomes)
         finally:
-            await stop_task(consumer)
+            await stop_task(consuming)
             senders.shutdown(wait=True, cancel_futures=True)
+            consumer.close()
             consumer_client.close()
             sender_client.close()
         return run.result()

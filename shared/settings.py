@@ -77,6 +77,19 @@ class Settings(StoreConfig):
         description="Most long polls (consumes with `wait_ms`) the local gateway keeps waiting at once, on threads of "
         "their own; past it a 503.",
     )
+    gateway_streams: int = Field(
+        default=64,
+        ge=1,
+        description="Most streaming reads (GET .../stream) a long-running server keeps open at once, each on a thread "
+        "of its own; past it a 503.",
+    )
+    stream_heartbeat_ms: int = Field(
+        default=2_000,
+        ge=100,
+        le=60_000,
+        description="How long a streaming read stays silent at most: an idle stream sends a heartbeat frame this "
+        "often, so that a client or server that is gone is noticed.",
+    )
     max_request_bytes: int = Field(
         default=6 * MIB,
         ge=KIB,

@@ -33,8 +33,9 @@ from tidemq_protocol.api.pop import (
     ReceivedMessage,
     ReceiveResponse,
 )
-from tidemq_protocol.filter import subscription_filter
+from tidemq_protocol.filter import MessageFilter, subscription_filter
 from tidemq_protocol.limits import MIB
+from tidemq_store import RecordBatch
 
 app = new_resolver()
 watch_moved_timers()  # a read of a DELAY topic moves its due timers (serverless)
@@ -60,6 +61,7 @@ WaitMs = Annotated[
 JSON_MESSAGES = min(32, LIMITS.max_get_messages)
 BINARY_MESSAGES = min(1000, LIMITS.max_get_messages)
 READ_BYTES = min(4 * MIB, LIMITS.max_get_bytes)
+BATCH_ERRORS = (404, 409, 503)
 
 
 @app.get("/v1/topics/<topic>/queues/<queue>/messages", tags=["messages"], responses=responses(404, 409, 503))
@@ -89,9 +91,7 @@ def consume_json(
     "/v1/topics/<topic>/queues/<queue>/batch",
     tags=["messages"],
     responses=responses(
-        404,
-        409,
-        503,
+        *BATCH_ERRORS,
         ok_content=BINARY,
         description=f"A `{codec.CONTENT_TYPE}` consume batch (see tidemq_protocol/codec.py).",
     ),
@@ -107,11 +107,25 @@ def consume_binary(
     sql: Sql = None,
     wait_ms: WaitMs = 0,
 ):
+    batch, _ = read_batch(topic, queue, offset, max_messages, max_bytes, subscription_filter(tag, sql), wait_ms)
+    return binary_response(codec.encode_consume(batch), codec.CONTENT_TYPE, app.current_event)
+
+
+def read_batch(
+    topic: str,
+    queue: int,
+    offset: int,
+    max_messages: int,
+    max_bytes: int,
+    chosen_by: MessageFilter | None,
+    wait_ms: int,
+) -> tuple[RecordBatch, MessageFilter | None]:
+    """A binary read as the caller may make it (Sub on the topic), counted: the batch route's, and a stream's
+    opening (servers/stream_opening.py)."""
     require((acl.topic(topic), Action.SUB))
-    chosen_by = subscription_filter(tag, sql)
     batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, chosen_by, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=batch.count)
-    return binary_response(codec.encode_consume(batch), codec.CONTENT_TYPE, app.current_event)
+    return batch, chosen_by
 
 
 # ---- pop -----------------------------------------------------------------------------------------

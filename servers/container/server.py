@@ -34,6 +34,7 @@ from functions.api.errors import client_error_response, error_response
 from functions.api.routing import Route, routes_of
 from functions.console.pages import system as console
 from functions.store import close_store, install_store, process_store
+from servers import stream
 from servers.adapter import (
     LocalContext,
     as_result,
@@ -99,7 +100,7 @@ async def app(scope, receive, send) -> None:
         return
     path, method = scope["path"], scope["method"]
     if path.startswith(BROKERS):
-        await _serve_broker(scope, send, body)
+        await _serve_broker(scope, receive, send, body)
         return
     table = container_routes() if path.startswith("/container/") else None
     matched = match_route(method, path, table) if table else None
@@ -115,7 +116,7 @@ async def app(scope, receive, send) -> None:
     await send_result(send, await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id)))
 
 
-async def _serve_broker(scope, send, body: bytes) -> None:
+async def _serve_broker(scope, receive, send, body: bytes) -> None:
     started = time.perf_counter()
     name, _, rest = scope["path"][len(BROKERS) :].partition("/")
     rest = "/" + rest
@@ -123,6 +124,9 @@ async def _serve_broker(scope, send, body: bytes) -> None:
         broker = container().get(name)
     except ClientError as error:
         await send_result(send, as_result(client_error_response(error)))
+        return
+    if stream.wants(scope["method"], rest):
+        await stream.serve(scope, receive, send, body, path=rest, binding=broker.serving)
         return
     matched = match_route(scope["method"], rest)
     if matched is None:
@@ -234,7 +238,16 @@ def main(argv: list[str] | None = None) -> None:
     _logs = install_logs(settings.home / "logs")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # log_config=None: uvicorn leaves the logging set up here as it is (its lines go through the router too)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on", log_config=None)
+    grace_s = stream.shutdown_grace_s()
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        lifespan="on",
+        log_config=None,
+        timeout_graceful_shutdown=grace_s,
+    )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from functions.api.errors import no_route
 from functions.push import trigger
 from functions.routes import allowed_methods
 from functions.store import aws_endpoint, close_store, get_store
+from servers import stream
 from servers.adapter import (
     LocalContext,
     body_or_refusal,
@@ -103,6 +104,9 @@ async def app(scope, receive, send) -> None:
     body = await body_or_refusal(scope, receive, send)
     if body is None:
         return
+    if stream.wants(scope["method"], scope["path"]):
+        await stream.serve(scope, receive, send, body)
+        return
     matched = match_route(scope["method"], scope["path"])
     if matched is None:
         refused = no_route(scope["method"], scope["path"], allowed_methods(scope["path"]))
@@ -126,4 +130,12 @@ def main() -> None:
     # Once shut down, uvicorn raises again the signal that stopped it: as SystemExit, so that this process's atexit
     # hooks run (the store closed, a LocalStack it started stopped with its JVM) instead of dying with them undone.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+    grace_s = stream.shutdown_grace_s()
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=grace_s,
+    )

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from functions.routes import routes
+from servers.stream import stream_routes
 from tidemq import KV, Admin, Consumer, CustomizedBackoff, HttpClient, Producer, RetryPolicy, SimpleConsumer
 from tidemq.credentials import Credentials, write_profile
 from tidemq_protocol import signing
@@ -68,7 +69,7 @@ def assert_console_refuses(route, response: httpx.Response) -> None:
 
 def test_every_route_but_health_and_the_document_needs_credentials(gateway):
     with httpx.Client(base_url=gateway.url, timeout=30) as anonymous:
-        for route in routes():
+        for route in (*routes(), *stream_routes()):  # the stream: the servers' own
             method, path = request_for(route)
             response = anonymous.request(method, path, json={} if method in ("POST", "PUT", "PATCH") else None)
             if route.route_key in CONSOLE:
@@ -135,7 +136,7 @@ def test_a_user_with_no_policy_is_refused_every_route_but_who_it_is(gateway, adm
         "GET /v1/kv/{namespace}/changes": {"from_revision": 1},
     }
     nobody = new_user(admin, gateway.url)
-    for route in routes():
+    for route in (*routes(), *stream_routes()):  # the stream: the servers' own
         if route.route_key in PUBLIC:
             continue
         path = re.sub(r"\{(\w+)\+?\}", lambda m: names[m.group(1)], route.path)

@@ -13,6 +13,7 @@ Listings are raced against deletes on their own (tests/listing_race.py), on a ga
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import re
 import threading
@@ -26,9 +27,10 @@ import pytest
 
 from functions.api.resolver import new_resolver
 from functions.routes import routes
+from servers.stream import stream_routes
 from tidemq.auth import find_credentials
 from tidemq.httpx_auth import signed_client
-from tidemq_protocol import codec
+from tidemq_protocol import codec, stream
 from tidemq_protocol.message import Message
 
 from ..gateways import gateway_as_admin
@@ -55,6 +57,19 @@ class Caller:
         response = self.client.request(method, route.format(**(path or {})), **kwargs)
         assert response.status_code == status, f"{method} {response.url}: {response.status_code} {response.text}"
         return response
+
+
+def first_frame(call: Caller, route: str, path: dict) -> bytes:
+    """The first frame's batch of a stream opened at offset 0 (the stream closed after it)."""
+    call.hit.add(f"GET {route}")
+    with call.client.stream("GET", route.format(**path), params={"offset": 0}) as response:
+        assert response.status_code == 200, f"{response.url}: {response.status_code} {response.read()}"
+        data = b""
+        for chunk in response.iter_bytes():
+            data += chunk
+            if len(data) >= 4 and len(data) >= 4 + int.from_bytes(data[:4], "little"):
+                break
+    return stream.read_frame(io.BytesIO(data).read)
 
 
 def one_round(call: Caller, name: str) -> None:
@@ -101,6 +116,8 @@ def one_round(call: Caller, name: str) -> None:
     response = call("GET", "/v1/topics/{topic}/queues/{queue}/batch", path={**at_topic, "queue": 1})
     messages, next_offset, _, _ = codec.decode_consume(response.content)
     assert [(m.topic, m.body) for m in messages] == [(topic, body) for body in binary_bodies] and next_offset == 2
+    streamed = first_frame(call, "/v1/topics/{topic}/queues/{queue}/stream", path={**at_topic, "queue": 1})
+    assert streamed == response.content  # the stream's first frame: the same batch, read now
     fetched = call("GET", "/v1/messages/{msg_id}", path={"msg_id": produced[1]["msg_id"]}).json()
     assert (fetched["msg_id"], fetched["topic"], fetched["body"]) == (produced[1]["msg_id"], topic, bodies[1])
     traced = call("GET", "/v1/messages/{msg_id}/trace", path={"msg_id": produced[1]["msg_id"]}).json()
@@ -263,7 +280,7 @@ def test_every_route_from_many_threads_at_once_answers_each_request_its_own_resp
         threads = [pool.submit(worker, thread) for thread in range(THREADS)]
     failures = [str(t.exception()) for t in threads if t.exception() is not None]
     assert not failures, f"{len(failures)} of {THREADS} threads failed:\n" + "\n".join(failures)
-    never_hit = {route.route_key for route in routes()} - hit
+    never_hit = {route.route_key for route in (*routes(), *stream_routes())} - hit
     assert not never_hit, f"routes never hit: {sorted(never_hit)}"
 
 

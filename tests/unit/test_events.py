@@ -20,6 +20,7 @@ from functions.push import handler as push_function
 from functions.push import trigger
 from functions.routes import handler_for, routes
 from servers.adapter import LocalContext
+from servers.stream import stream_routes
 from shared.settings import get_settings
 from tests import push_targets
 from tidemq_protocol import codec
@@ -83,9 +84,13 @@ def seeded_store(tmp_path, monkeypatch):
     get_settings.cache_clear()
 
 
+SERVED = (*routes(), *stream_routes())
+"""The API's routes and the long-running servers' own (a stream's opening: servers/stream.py)."""
+
+
 def test_every_route_has_a_sample_event():
     sampled = {SAMPLES[path]["routeKey"] for path in HTTP_SAMPLES}
-    assert sorted(r.route_key for r in routes() if r.route_key not in sampled) == []
+    assert sorted(r.route_key for r in SERVED if r.route_key not in sampled) == []
 
 
 def test_every_sample_event_is_an_http_event_or_the_push_or_maintenance_functions():
@@ -106,8 +111,8 @@ def test_sample_event_is_served_by_its_handler(seeded_store, path):
     if "{recall_handle}" in (event.get("body") or ""):  # a recall sample names a delay message: one sent for it
         (sent,) = store_module.get_store().put("reminders", [Message(b"later", properties={TIMER_DELAY_MS: "60000"})])
         event = {**event, "body": event["body"].replace("{recall_handle}", sent.recall_handle)}
-    route = next(r for r in routes() if r.route_key == event["routeKey"])
-    response = handler_for(route.function)(event, LocalContext(f"tidemq-{route.function}"))
+    route = next(r for r in SERVED if r.route_key == event["routeKey"])
+    response = route.handler(event, LocalContext(f"tidemq-{route.function}"))
     if route.route_key in CONSOLE_ANSWERS:
         assert response["statusCode"] == CONSOLE_ANSWERS[route.route_key], response
         assert "orders-archive" not in [t.name for t in store_module.get_store().list_topics()]

@@ -173,6 +173,27 @@ class HttpClient:
             connection.close()
         return Response(answer.status, answer.reason, {k.lower(): v for k, v in answer.getheaders()}, data)
 
+    def open_stream(
+        self, path: str, params: Mapping[str, Any], timeout_s: float
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """GET a streaming route on a connection of its own (the caller reads the answer as it comes, and closes
+        the connection): the connection and its 2xx answer, or the exception an error answer stands for (OSError or
+        http.client.HTTPException when there is none). One attempt: the caller reopens as it sees fit."""
+        target = self._base_path + path + "?" + urlencode({k: _param(v) for k, v in params.items()}, quote_via=quote)
+        headers = signature_headers(self.credentials, "GET", target, b"") if self.credentials is not None else {}
+        connection = self._connection_class(self._host, self._port, timeout=timeout_s)
+        try:
+            connection.request("GET", target, headers=headers)
+            answer = connection.getresponse()
+            if not 200 <= answer.status < 300:
+                data = answer.read()
+                headers = {k.lower(): v for k, v in answer.getheaders()}
+                raise error_from_response(Response(answer.status, answer.reason, headers, data))
+        except BaseException:
+            connection.close()
+            raise
+        return connection, answer
+
     def _connection(self) -> http.client.HTTPConnection:
         connection = getattr(self._local, "connection", None)
         if connection is None:

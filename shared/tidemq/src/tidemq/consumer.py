@@ -10,6 +10,14 @@ Without a group the consumer starts every queue at `start`. With a group (create
 queue starts at the group's committed offset, or at `start` where the group never committed, and
 `commit()` records the current positions. A position is past every message examined: messages the
 filter skips move it on too, so a filtering group still reaches lag 0.
+
+Waiting reads (`poll` with `wait_ms`, and iterating) stream where the server offers it (the local gateway and the
+BrokerContainer do; Lambda behind API Gateway does not): one stream a queue (`tidemq.streams`), so a message is
+handed over as soon as it is stored rather than at the next poll. Where the server answers the stream's route
+with a 404 or 405, the consumer long-polls `.../batch` as before, and remembers that. Streams start at the
+consumer's positions, and only what `poll` returns moves them, so commits mean what they meant: what the loop
+received. `poll(wait_ms=0)` and `seek` close the streams (dropping what they had read ahead); the next waiting
+read opens them again from the positions.
 """
 
 from __future__ import annotations
@@ -19,13 +27,22 @@ from collections.abc import Iterable, Iterator
 from typing import Literal
 
 from tidemq_protocol import codec
-from tidemq_protocol.errors import GroupExists, InvalidArgument, OffsetOutOfRange, QueueOutOfRange
+from tidemq_protocol.errors import (
+    GroupExists,
+    InvalidArgument,
+    OffsetOutOfRange,
+    Overloaded,
+    QueueOutOfRange,
+    TideMQError,
+)
 from tidemq_protocol.filter import SqlFilter, subscription_filter
 from tidemq_protocol.message import StoredMessage
 
 from .admin import Admin
 from .api_client import ApiClient
 from .client import HttpClient, segment
+from .errors import ApiError
+from .streams import WINDOW_FRAMES, QueueStreams, offered
 
 Start = Literal["earliest", "latest"] | int
 """Where a queue without a committed offset starts: its oldest message, its end, or a time (ms since the epoch)."""
@@ -52,8 +69,16 @@ class Consumer(ApiClient):
         url: str | None = None,
         client: HttpClient | None = None,
         max_bytes: int = 4 * 1024 * 1024,
+        stream: bool = True,
+        window: int = WINDOW_FRAMES,
     ) -> None:
+        """`stream`: stream where the server offers it (False: always long-poll); `window`: batches streamed
+        ahead of the caller at most (each up to `max_bytes`)."""
         self.topic, self.group, self.max_bytes = topic, group, max_bytes
+        self._streaming: bool = stream  # False once the server said it does not stream
+        self._window = window
+        self._streams: QueueStreams | None = None
+        self._pending: tuple[int, list[StoredMessage], int] | None = None  # a batch handed out in part
         self._tag = tag
         self._filter = subscription_filter(tag, sql)  # raises before any request
         if start not in ("earliest", "latest") and (type(start) is not int or start < 0):
@@ -114,6 +139,7 @@ class Consumer(ApiClient):
         next poll; one past its end moves to the end."""
         if queue not in self._positions:
             raise InvalidArgument(f"queue {queue} is not one this consumer reads: {sorted(self._positions)}")
+        self._close_streams()
         self._positions[queue] = offset
 
     def poll(self, max_messages: int = 1000, wait_ms: int = 0) -> list[StoredMessage]:
@@ -123,6 +149,9 @@ class Consumer(ApiClient):
         stretches of messages the tag filter skips are read past without returning.
         """
         deadline = time.monotonic() + wait_ms / 1000
+        if wait_ms > 0 and self._open_streams():
+            return self._poll_streams(max_messages, deadline)
+        self._close_streams()
         while True:
             moved = False
             for _ in self._order:
@@ -141,6 +170,101 @@ class Consumer(ApiClient):
             if messages:
                 return messages
 
+    def _open_streams(self) -> bool:
+        """Whether the queues are streamed (opening their streams if they are not open yet): not where the server
+        does not stream, nor while it has no room for more streams (a 503: long-poll meanwhile)."""
+        if self._streams is not None or not self._streaming:
+            return self._streaming
+        self._streams = QueueStreams(self._client, self.topic, self._stream_params, self._window)
+        try:
+            for queue in self._positions:
+                self._open_stream(queue)
+        except (Overloaded, ApiError) as error:
+            self._close_streams()
+            if isinstance(error, Overloaded) or error.status is None or error.status >= 500:
+                return False
+            self._streaming = offered(error)
+            if self._streaming:
+                raise
+        except BaseException:
+            self._close_streams()
+            raise
+        return self._streaming
+
+    def _open_stream(self, queue: int) -> None:
+        assert self._streams is not None
+        while True:
+            try:
+                self._streams.open(queue, self._positions[queue])
+                return
+            except OffsetOutOfRange as error:
+                self._out_of_range(queue, error)
+
+    def _stream_params(self, queue: int, offset: int) -> dict[str, int | str]:
+        return {"offset": offset, "max_bytes": self.max_bytes, **self._filter_params()}
+
+    def _poll_streams(self, max_messages: int, deadline: float) -> list[StoredMessage]:
+        """The next messages the streams brought (or the rest of a batch handed out in part), waiting until
+        `deadline` for them; [] if none came."""
+        assert self._streams is not None
+        while self._pending is None:
+            frame = self._streams.take(deadline - time.monotonic())
+            if frame is None:
+                return []
+            queue, batch = frame
+            if isinstance(batch, TideMQError):
+                self._stream_ended(queue, batch)
+                continue
+            messages, next_offset, _, max_offset = codec.decode_consume(batch, self._filter)
+            self._ends[queue] = max_offset
+            if messages:
+                self._pending = (queue, messages, next_offset)
+                self._gather(max_messages)
+            else:  # the filter skipped them all: move on past them
+                self._positions[queue] = next_offset
+        queue, messages, next_offset = self._pending
+        given, rest = messages[:max_messages], messages[max_messages:]
+        if rest:
+            self._pending = (queue, rest, next_offset)
+            self._positions[queue] = given[-1].queue_offset + 1
+        else:
+            self._pending = None
+            self._positions[queue] = next_offset
+        return given
+
+    def _gather(self, max_messages: int) -> None:
+        """Add to the pending batch the next frames of its queue that arrived already, up to `max_messages`: one
+        poll hands over what is there, as a long poll's answer would, rather than a call per frame."""
+        assert self._streams is not None and self._pending is not None
+        queue, messages, next_offset = self._pending
+        while len(messages) < max_messages and (frame := self._streams.take(0)) is not None:
+            if frame[0] != queue or isinstance(frame[1], TideMQError):
+                self._streams.put_back(frame)
+                break
+            more, next_offset, _, self._ends[queue] = codec.decode_consume(frame[1], self._filter)
+            messages = messages + more
+        self._pending = (queue, messages, next_offset)
+
+    def _stream_ended(self, queue: int, error: TideMQError) -> None:
+        """A queue's stream could not go on: retention moved past its position (go on from where the queue is
+        now, on a new stream), or anything else (raised)."""
+        if not isinstance(error, OffsetOutOfRange):
+            self._close_streams()
+            raise error
+        self._out_of_range(queue, error)
+        self._open_stream(queue)
+
+    def _close_streams(self) -> None:
+        """Close the streams and drop what they read ahead; a later waiting read opens them from the positions."""
+        if self._streams is not None:
+            self._streams.close()
+            self._streams = None
+        self._pending = None
+
+    def close(self) -> None:
+        self._close_streams()
+        super().close()
+
     def _next_queue(self) -> int:
         queue = self._order[self._turn % len(self._order)]
         self._turn += 1
@@ -153,25 +277,30 @@ class Consumer(ApiClient):
             "max_bytes": self.max_bytes,
             "wait_ms": wait_ms,
         }
-        if isinstance(self._filter, SqlFilter):
-            params["sql"] = self._filter.expression
-        elif self._filter is not None:
-            params["tag"] = self._tag
+        params.update(self._filter_params())
         path = f"/v1/topics/{segment(self.topic)}/queues/{queue}/batch"
         try:
             response = self._client.request(
                 "GET", path, params=params, timeout_s=self._client.timeout_s + wait_ms / 1000
             )
         except OffsetOutOfRange as error:
-            # Retention removed the messages below the position: go on from the oldest one left. (A
-            # position past the end, only reachable by `seek`, goes to the end.)
-            below = self._positions[queue] < error.min_offset
-            self._positions[queue] = error.min_offset if below else error.max_offset
-            self._ends[queue] = error.max_offset
+            self._out_of_range(queue, error)
             return []
         messages, next_offset, _, max_offset = codec.decode_consume(response.content, self._filter)
         self._positions[queue], self._ends[queue] = next_offset, max_offset
         return messages
+
+    def _filter_params(self) -> dict[str, str]:
+        if isinstance(self._filter, SqlFilter):
+            return {"sql": self._filter.expression}
+        return {} if self._filter is None else {"tag": self._tag}
+
+    def _out_of_range(self, queue: int, error: OffsetOutOfRange) -> None:
+        """Retention removed the messages below the position: go on from the oldest one left. (A position past the
+        end, only reachable by `seek`, goes to the end.)"""
+        below = self._positions[queue] < error.min_offset
+        self._positions[queue] = error.min_offset if below else error.max_offset
+        self._ends[queue] = error.max_offset
 
     def commit(self) -> None:
         """Record the current positions as the group's committed offsets (those that changed since the last commit)."""
@@ -196,5 +325,6 @@ class Consumer(ApiClient):
                 try:
                     yield message
                 except GeneratorExit:  # the loop stopped here: the rest of the batch was not received
+                    self._close_streams()  # they read on from past the batch
                     self._positions[message.queue] = message.queue_offset + 1
                     raise

@@ -34,16 +34,7 @@ from functions.api.errors import client_error_response, error_response
 from functions.api.routing import Route, routes_of
 from functions.console.pages import system as console
 from functions.store import close_store, install_store, process_store
-from servers.adapter import (
-    LocalContext,
-    as_result,
-    body_or_refusal,
-    call_function,
-    match_route,
-    send_result,
-    start_pools,
-    to_event,
-)
+from servers.adapter import as_result, body_or_refusal, dispatch, match_route, send_result, start_pools
 from servers.bootstrap import check_exposure, first_super_user
 from servers.grpc_proxy import server as grpc_proxy
 from shared.settings import get_settings
@@ -110,9 +101,7 @@ async def app(scope, receive, send) -> None:
         await send_result(send, as_result(_not_here(path, why)))
         return
     route, parameters = matched
-    request_id = str(uuid.uuid4())
-    event = to_event(scope, body, route, parameters, request_id)
-    await send_result(send, await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id)))
+    await send_result(send, await dispatch(scope, body, route, parameters, str(uuid.uuid4())))
 
 
 async def _serve_broker(scope, send, body: bytes) -> None:
@@ -138,11 +127,9 @@ async def _serve_broker(scope, send, body: bytes) -> None:
     if (refused := refusal(broker, route)) is not None:
         await send_result(send, as_result(client_error_response(refused)))
         return
-    request_id = str(uuid.uuid4())
-    event = to_event(scope, body, route, parameters, request_id, path=rest)
     try:
         with broker.serving(), noting_outcome() as outcome:
-            result = await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id))
+            result = await dispatch(scope, body, route, parameters, str(uuid.uuid4()), path=rest)
     except StoreUnavailable as error:  # the broker is closing
         closing = error_response(503, ErrorBody(error=type(error).__name__, message=str(error)))
         await send_result(send, as_result(closing, **{"retry-after": "1"}))

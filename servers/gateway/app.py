@@ -32,12 +32,11 @@ from functions.store import aws_endpoint, close_store, get_store
 from servers.adapter import (
     LocalContext,
     body_or_refusal,
-    call_function,
+    dispatch,
     match_route,
     send_response,
     send_result,
     start_pools,
-    to_event,
 )
 from servers.bootstrap import check_exposure, first_super_user
 from servers.grpc_proxy import server as grpc_proxy
@@ -109,9 +108,7 @@ async def app(scope, receive, send) -> None:
         await send_response(send, refused.status_code, refused.headers, refused.body.encode())
         return
     route, path_parameters = matched
-    request_id = str(uuid.uuid4())
-    event = to_event(scope, body, route, path_parameters, request_id)
-    await send_result(send, await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id)))
+    await send_result(send, await dispatch(scope, body, route, path_parameters, str(uuid.uuid4())))
 
 
 def main() -> None:

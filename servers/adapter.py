@@ -85,7 +85,7 @@ def to_event(
     raw_query = scope.get("query_string", b"").decode("latin-1")
     query = query_parameters(raw_query)[0]
     content_type = headers.get("content-type", "")
-    declared_text = content_type.startswith(TEXT_TYPES)
+    declared_text = not content_type or content_type.startswith(TEXT_TYPES)  # none: JSON, as the resolvers read it
     text = _utf8(body) if body and declared_text else None
     if not body or text is not None:
         encoded = text

@@ -97,7 +97,6 @@ class HttpApiResolver(APIGatewayHttpResolver):
                     route._build_middleware_stack(router_middlewares=self._router_middlewares, app=self)
         return super()._call_route(route, route_arguments)
 
-
     def route_of(self, function: Callable[..., Any]) -> Route:
         """The route `function` serves on this resolver: its parameters' fields (`dependant`), validated as the
         resolver validates them, for a server that calls route functions itself (servers/lean.py)."""

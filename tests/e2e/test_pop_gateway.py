@@ -11,7 +11,10 @@ import subprocess
 import pytest
 
 from tests.e2e.test_cli import command, environment
-from tests.gateways import gateway_as_admin
+from tests.gateways import (
+    each_dispatch,  # noqa: F401 (a fixture: this suite runs under both dispatches)
+    gateway_as_admin,
+)
 from tidemq import SimpleConsumer
 from tidemq.httpx_auth import signed_client
 from tidemq_protocol import codec
@@ -19,9 +22,9 @@ from tidemq_protocol.errors import InvalidReceiptHandle
 
 
 @pytest.fixture(params=["embedded", "serverless"])
-def http(request, tmp_path):
+def http(request, tmp_path, dispatch):
     with (
-        gateway_as_admin(tmp_path / "data", TIDEMQ_BACKEND=request.param) as url,
+        gateway_as_admin(tmp_path / "data", TIDEMQ_BACKEND=request.param, TIDEMQ_GATEWAY_DISPATCH=dispatch) as url,
         signed_client(url, timeout=60) as client,
     ):
         assert client.post("/v1/topics", json={"name": "orders", "queues": 4}).status_code == 201

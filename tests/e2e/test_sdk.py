@@ -10,7 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from servers.process import free_port
-from tests.gateways import gateway_as_admin
+from tests.gateways import (
+    each_dispatch,  # noqa: F401 (a fixture: this suite runs under both dispatches)
+    gateway_as_admin,
+)
 from tidemq import Admin, ApiError, Consumer, HttpClient, OutgoingMessage, Producer, ServerUnreachable
 from tidemq_protocol.errors import (
     GroupNotFound,

@@ -86,6 +86,7 @@ def test_send_stores_one_message_where_asked_and_admin_finds_it_by_id_and_by_key
 
     found = admin.message(result.msg_id)
     assert (found.body, found.keys, found.tag, found.properties) == ("hello", ["order-7"], "new", {"origin": "test"})
+    assert result.store_timestamp == found.store_timestamp  # from the produce's binary reply
     assert admin.message(binary.msg_id).body_bytes() == b"\x00\xff"
     assert [m.msg_id for m in admin.messages_by_key("sdk-single", "order-7")] == [result.msg_id, binary.msg_id]
     assert admin.messages_by_key("sdk-single", "no-such-key") == []

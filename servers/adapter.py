@@ -63,12 +63,27 @@ class LocalContext:
 def match_route(method: str, path: str, table: Sequence[Route] | None = None) -> tuple[Route, dict[str, str]] | None:
     """The route of `table` (default: the HTTP API's) serving `method` at `path` and its path parameters; None if
     there is none (`no_route` says whether that is a 404 or a 405)."""
-    for route in routes() if table is None else table:
-        if route.method == method:
-            found = route.pattern.match(path)
-            if found:
-                return route, found.groupdict()
+    for route in _by_method(routes() if table is None else table).get(method, ()):
+        found = route.pattern.match(path)
+        if found:
+            return route, found.groupdict()
     return None
+
+
+_indexed: dict[int, tuple[Sequence[Route], dict[str, tuple[Route, ...]]]] = {}
+
+
+def _by_method(table: Sequence[Route]) -> dict[str, tuple[Route, ...]]:
+    """The routes of `table` by method, in order, their patterns compiled: made once per table (the tables are
+    made once: `routes()`, a container's), so that a request is matched against its method's routes alone."""
+    known = _indexed.get(id(table))
+    if known is None or known[0] is not table:
+        by_method: dict[str, list[Route]] = {}
+        for route in table:
+            by_method.setdefault(route.method, []).append(route)
+            route.pattern  # noqa: B018 (compiled now, not on a request)
+        known = _indexed[id(table)] = (table, {method: tuple(matching) for method, matching in by_method.items()})
+    return known[1]
 
 
 def to_event(

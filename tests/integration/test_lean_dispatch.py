@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from typing import NamedTuple
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from functions import store as store_module
 from servers import adapter
 from servers.adapter import dispatch, match_route, send_result
+from servers.lean import HOT_ROUTES
 from shared.settings import get_settings
 from tidemq_protocol import codec
 from tidemq_protocol.message import Message
@@ -152,9 +154,12 @@ def good_requests(answer, mode: str) -> list:
     read = answer(mode, "GET", "/v1/topics/orders/queues/0/batch", query="offset=0")
     messages, *offsets = codec.decode_consume(read.body)
     consumed = [(m.msg_id, m.queue_offset, m.body) for m in messages]  # a JSON message is born when it is sent
-    # JSON without a content type: the resolvers take it for JSON
-    received = answer(mode, "POST", "/v1/groups/billing/topics/orders/receive/batch", b'{"max_messages":8}')
-    deliveries = codec.decode_receive(received.body).received
+    deliveries, deadline = [], time.monotonic() + 60
+    while len(deliveries) < 3 and time.monotonic() < deadline:  # a receive may not see the newest messages at once
+        # JSON without a content type: the resolvers take it for JSON
+        received = answer(mode, "POST", "/v1/groups/billing/topics/orders/receive/batch", b'{"max_messages":8}')
+        assert (received.status, received.content_type) == (200, codec.RECEIVE_CONTENT_TYPE)
+        deliveries += codec.decode_receive(received.body).received
     handles = json.dumps({"receipt_handles": [d.receipt_handle for d in deliveries]}).encode()
     acked = answer(mode, "POST", "/v1/groups/billing/topics/orders/ack", handles, content_type=JSON)
     return [
@@ -162,14 +167,14 @@ def good_requests(answer, mode: str) -> list:
         text,
         (binary.status, binary.content_type, replied),
         (read.status, read.content_type, consumed, offsets),
-        (received.status, received.content_type, [(d.message.msg_id, d.attempt) for d in deliveries]),
+        sorted((d.message.msg_id, d.attempt) for d in deliveries),
         (acked.status, [r["status"] for r in json.loads(acked.body)["results"]]),
     ]
 
 
 def test_good_requests_are_answered_alike_and_the_lean_path_builds_no_event(server):
     events = good_requests(server, "events")
-    assert len(server.events) == 6
+    assert set(server.events) == set(HOT_ROUTES)  # each hot route, through an event
     server.open_at("again")  # a fresh store: the same requests store at the same places
     server.events.clear()
     lean = good_requests(server, "lean")

@@ -110,7 +110,7 @@ def send_batch(topic: str, content_type: str, body: Callable[[], bytes], idempot
 
 
 class BatchSent(NamedTuple):
-    """What became of a binary batch: where each message went, or None for a body of a type the route takes not."""
+    """What became of a binary batch: where each message went, or None for a body of a type the route does not take."""
 
     content_type: str
     results: list[PutResult] | None

@@ -292,16 +292,13 @@ async def _run(route: Route, raw_query: str, call: Callable[[], dict | None], wh
 
 
 async def dispatch(
-    scope: dict[str, Any],
-    body: bytes,
-    route: Route,
-    path_parameters: dict[str, str],
-    request_id: str,
-    path: str | None = None,
+    scope: dict[str, Any], body: bytes, matched: tuple[Route, dict[str, str]], path: str | None = None
 ) -> dict[str, Any]:
-    """The answer of the function serving `route`: a hot route's straight from its route function (servers/lean.py,
-    unless TIDEMQ_GATEWAY_DISPATCH=events or it leaves the request to the resolver), any other request's as an
-    API Gateway event to the function's `lambda_handler` (`path`: as `to_event` takes it)."""
+    """The answer of the function serving the route `matched` (`match_route`'s route and path parameters): a hot
+    route's straight from its route function (servers/lean.py, unless TIDEMQ_GATEWAY_DISPATCH=events or it leaves
+    the request to the resolver), any other request's as an API Gateway event to the function's `lambda_handler`
+    (`path`: as `to_event` takes it)."""
+    route, path_parameters = matched
     # Imported here, as `routes()` imports the functions: once a server's settings are in place (they read them).
     from servers import lean
 
@@ -324,6 +321,7 @@ async def dispatch(
         result = await _run(route, raw_query, functools.partial(lean.serve, hot, request), what)
         if result is not None:
             return result
+    request_id = str(uuid.uuid4())
     event = to_event(scope, body, route, path_parameters, request_id, path)
     return await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id))
 

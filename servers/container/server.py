@@ -24,7 +24,6 @@ import os
 import signal
 import sys
 import time
-import uuid
 from functools import cache
 from pathlib import Path
 
@@ -100,8 +99,7 @@ async def app(scope, receive, send) -> None:
         why = "a broker's API is under /brokers/<brokerName>, the container's under /container/v1"
         await send_result(send, as_result(_not_here(path, why)))
         return
-    route, parameters = matched
-    await send_result(send, await dispatch(scope, body, route, parameters, str(uuid.uuid4())))
+    await send_result(send, await dispatch(scope, body, matched))
 
 
 async def _serve_broker(scope, send, body: bytes) -> None:
@@ -117,7 +115,7 @@ async def _serve_broker(scope, send, body: bytes) -> None:
     if matched is None:
         await send_result(send, as_result(_not_here(scope["path"], f"the broker's routes are {BROKERS}{name}/v1/...")))
         return
-    route, parameters = matched
+    route = matched[0]
     if rest.startswith("/v1/users"):
         await send_result(send, as_result(_not_here(scope["path"], "users are the container's: /v1/users")))
         return
@@ -129,7 +127,7 @@ async def _serve_broker(scope, send, body: bytes) -> None:
         return
     try:
         with broker.serving(), noting_outcome() as outcome:
-            result = await dispatch(scope, body, route, parameters, str(uuid.uuid4()), path=rest)
+            result = await dispatch(scope, body, matched, path=rest)
     except StoreUnavailable as error:  # the broker is closing
         closing = error_response(503, ErrorBody(error=type(error).__name__, message=str(error)))
         await send_result(send, as_result(closing, **{"retry-after": "1"}))

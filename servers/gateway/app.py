@@ -19,7 +19,6 @@ import asyncio
 import os
 import signal
 import sys
-import uuid
 
 import uvicorn
 
@@ -107,8 +106,7 @@ async def app(scope, receive, send) -> None:
         refused = no_route(scope["method"], scope["path"], allowed_methods(scope["path"]))
         await send_response(send, refused.status_code, refused.headers, refused.body.encode())
         return
-    route, path_parameters = matched
-    await send_result(send, await dispatch(scope, body, route, path_parameters, str(uuid.uuid4())))
+    await send_result(send, await dispatch(scope, body, matched))
 
 
 def main() -> None:

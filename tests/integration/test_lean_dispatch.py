@@ -60,14 +60,14 @@ def server(tmp_path, monkeypatch):
         get_settings.cache_clear()
         raw_headers = [(name.replace("_", "-").encode(), value.encode()) for name, value in headers.items() if value]
         scope = {"method": method, "path": path, "query_string": query.encode(), "headers": raw_headers}
-        route, parameters = match_route(method, path)
+        matched = match_route(method, path)
         messages = []
 
         async def send(message) -> None:
             messages.append(message)
 
         async def serve() -> None:
-            await send_result(send, await dispatch(scope, body, route, parameters, "test-request"))
+            await send_result(send, await dispatch(scope, body, matched))
 
         asyncio.run(serve())
         content_type = dict(messages[0]["headers"]).get(b"content-type", b"").decode()

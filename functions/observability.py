@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -65,6 +66,20 @@ def instrumented(handler: Handler, count: str | None = None) -> Handler:
             logger.thread_safe_clear_keys()
 
     return with_context
+
+
+@contextmanager
+def metrics_of_one_call() -> Iterator[None]:
+    """Around a route function called outside any Lambda entry point (the long-running servers' lean dispatch,
+    servers/lean.py): the metrics it adds flushed as it ends, or cleared with metrics disabled (else they would
+    pile up, as `instrumented` says)."""
+    try:
+        yield
+    finally:
+        if is_metrics_disabled():
+            metrics.clear_metrics()
+        else:
+            metrics.flush_metrics()
 
 
 def flush_background_metrics(**counts: int) -> None:

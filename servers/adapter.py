@@ -20,10 +20,10 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 import pybase64
@@ -32,10 +32,11 @@ from functions.api import bounds
 from functions.api.binary import LOCAL_API_ID
 from functions.api.routing import Route
 from functions.routes import routes
-from shared.settings import get_settings
+from shared.settings import GatewayDispatch, get_settings
 from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import Overloaded, RequestTooLarge
 
+T = TypeVar("T")
 TEXT_TYPES = ("text/", "application/json", "application/x-ndjson", "application/xml")
 
 
@@ -62,12 +63,27 @@ class LocalContext:
 def match_route(method: str, path: str, table: Sequence[Route] | None = None) -> tuple[Route, dict[str, str]] | None:
     """The route of `table` (default: the HTTP API's) serving `method` at `path` and its path parameters; None if
     there is none (`no_route` says whether that is a 404 or a 405)."""
-    for route in routes() if table is None else table:
-        if route.method == method:
-            found = route.pattern.match(path)
-            if found:
-                return route, found.groupdict()
+    for route in _by_method(routes() if table is None else table).get(method, ()):
+        found = route.pattern.match(path)
+        if found:
+            return route, found.groupdict()
     return None
+
+
+_indexed: dict[int, tuple[Sequence[Route], dict[str, tuple[Route, ...]]]] = {}
+
+
+def _by_method(table: Sequence[Route]) -> dict[str, tuple[Route, ...]]:
+    """The routes of `table` by method, in order, their patterns compiled: made once per table (the tables are
+    made once: `routes()`, a container's), so that a request is matched against its method's routes alone."""
+    known = _indexed.get(id(table))
+    if known is None or known[0] is not table:
+        by_method: dict[str, list[Route]] = {}
+        for route in table:
+            by_method.setdefault(route.method, []).append(route)
+            route.pattern  # noqa: B018 (compiled now, not on a request)
+        known = _indexed[id(table)] = (table, {method: tuple(matching) for method, matching in by_method.items()})
+    return known[1]
 
 
 def to_event(
@@ -80,16 +96,11 @@ def to_event(
 ) -> dict[str, Any]:
     """An API Gateway HTTP API v2.0 event for one request; `path`: the path the function routes on, when it is not
     the whole path sent (a container's broker, under its prefix: `requestContext.http.path` keeps what was sent)."""
-    headers: dict[str, str] = {}
-    for name, value in scope["headers"]:
-        key = name.decode("latin-1").lower()
-        headers[key] = f"{headers[key]},{value.decode('latin-1')}" if key in headers else value.decode("latin-1")
+    headers = request_headers(scope)
     raw_query = scope.get("query_string", b"").decode("latin-1")
-    query: dict[str, str] = {}
-    for key, value in parse_qsl(raw_query, keep_blank_values=True):
-        query[key] = f"{query[key]},{value}" if key in query else value
+    query = query_parameters(raw_query)[0]
     content_type = headers.get("content-type", "")
-    declared_text = content_type.startswith(TEXT_TYPES)
+    declared_text = not content_type or content_type.startswith(TEXT_TYPES)  # none: JSON, as the resolvers read it
     text = _utf8(body) if body and declared_text else None
     if not body or text is not None:
         encoded = text
@@ -129,6 +140,26 @@ def to_event(
         "isBase64Encoded": isinstance(encoded, str) and text is None and bool(body),
         "stageVariables": None,
     }
+
+
+def request_headers(scope: dict[str, Any]) -> dict[str, str]:
+    """The request's headers as API Gateway passes them: lower-case names, a repeated one's values joined by commas."""
+    headers: dict[str, str] = {}
+    for name, value in scope["headers"]:
+        key = name.decode("latin-1").lower()
+        headers[key] = f"{headers[key]},{value.decode('latin-1')}" if key in headers else value.decode("latin-1")
+    return headers
+
+
+def query_parameters(raw_query: str) -> tuple[dict[str, str], bool]:
+    """The query's parameters as API Gateway passes them (a repeated one's values joined by commas), and whether
+    one is repeated."""
+    query: dict[str, str] = {}
+    repeated = False
+    for key, value in parse_qsl(raw_query, keep_blank_values=True):
+        repeated = repeated or key in query
+        query[key] = f"{query[key]},{value}" if key in query else value
+    return query, repeated
 
 
 def _utf8(body: bytes) -> str | None:
@@ -192,11 +223,11 @@ class LongPolls:
             return None
         return Overloaded(f"{self.limit} long polls are waiting in this gateway already; send it again shortly")
 
-    async def run(self, handler, event: dict[str, Any], context: LocalContext) -> dict[str, Any]:
+    async def run(self, call: Callable[[], T]) -> T:
         self.waiting += 1
         try:  # in a copy of this context, as asyncio.to_thread runs handlers
-            call = functools.partial(contextvars.copy_context().run, handler, event, context)
-            return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+            in_context = functools.partial(contextvars.copy_context().run, call)
+            return await asyncio.get_running_loop().run_in_executor(self.executor, in_context)
         finally:
             self.waiting -= 1
 
@@ -239,19 +270,60 @@ def start_pools() -> None:
 async def call_function(route: Route, event: dict[str, Any], context: LocalContext) -> dict[str, Any]:
     """Run the function serving `route` on `event`, as Lambda would: a long poll on a thread of its own (or a 503
     when there are too many), anything else on a handler thread; a function that fails is a 500."""
-    handler = route.handler
-    long_polls = _long_polls if _long_polls is not None and _long_polls.wants(route, event["rawQueryString"]) else None
+    what = f"function {route.function} failed on {event['requestContext']['http']['method']} {event['rawPath']}"
+    result = await _run(route, event["rawQueryString"], functools.partial(route.handler, event, context), what)
+    assert result is not None  # a function always answers
+    return result
+
+
+async def _run(route: Route, raw_query: str, call: Callable[[], dict | None], what: str) -> dict[str, Any] | None:
+    """`call` (a function, or a hot route's lean translation) on a long-poll thread if the request may wait (a
+    503 when too many do), else on a handler thread; one that fails is a 500, logged as `what`."""
+    long_polls = _long_polls if _long_polls is not None and _long_polls.wants(route, raw_query) else None
     if long_polls is not None and (refusal := long_polls.refusal()) is not None:
         return as_result(bounds.refused(refusal), **{"retry-after": "1"})
     try:
         if long_polls is not None:
-            return await long_polls.run(handler, event, context)
-        return await asyncio.to_thread(handler, event, context)
+            return await long_polls.run(call)
+        return await asyncio.to_thread(call)
     except Exception:  # as API Gateway does when a Lambda function fails: a bug or an outage, never the client
-        logging.getLogger("tidemq.gateway").exception(
-            "function %s failed on %s %s", route.function, event["requestContext"]["http"]["method"], event["rawPath"]
-        )
+        logging.getLogger("tidemq.gateway").exception(what)
         return {"statusCode": 500, "headers": {"content-type": "application/json"}, "body": INTERNAL_ERROR}
+
+
+async def dispatch(
+    scope: dict[str, Any], body: bytes, matched: tuple[Route, dict[str, str]], path: str | None = None
+) -> dict[str, Any]:
+    """The answer of the function serving the route `matched` (`match_route`'s route and path parameters): a hot
+    route's straight from its route function (servers/lean.py, unless TIDEMQ_GATEWAY_DISPATCH=events or it leaves
+    the request to the resolver), any other request's as an API Gateway event to the function's `lambda_handler`
+    (`path`: as `to_event` takes it)."""
+    route, path_parameters = matched
+    # Imported here, as `routes()` imports the functions: once a server's settings are in place (they read them).
+    from servers import lean
+
+    hot = lean.HOT_ROUTES.get(route.route_key) if get_settings().gateway_dispatch is GatewayDispatch.LEAN else None
+    if hot is not None:
+        raw_query = scope.get("query_string", b"").decode("latin-1")
+        query, repeated = query_parameters(raw_query)
+        client = scope.get("client") or ("127.0.0.1", 0)
+        request = lean.LeanRequest(
+            scope["method"],
+            scope["path"],
+            path_parameters,
+            raw_query,
+            None if repeated else query,
+            request_headers(scope),
+            body,
+            client[0],
+        )
+        what = f"the lean dispatch of {route.route_key} failed on {scope['path']}"
+        result = await _run(route, raw_query, functools.partial(lean.serve, hot, request), what)
+        if result is not None:
+            return result
+    request_id = str(uuid.uuid4())
+    event = to_event(scope, body, route, path_parameters, request_id, path)
+    return await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id))
 
 
 INTERNAL_ERROR = '{"message":"Internal Server Error"}'

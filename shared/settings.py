@@ -43,6 +43,15 @@ class AuthMode(StrEnum):
     OFF = "off"
 
 
+class GatewayDispatch(StrEnum):
+    """How the long-running servers (the local gateway, the BrokerContainer) serve the hot routes: straight to the
+    route functions (`lean`, servers/lean.py), or as every other route, through an API Gateway event and the
+    function's resolver (`events`, as in Lambda)."""
+
+    LEAN = "lean"
+    EVENTS = "events"
+
+
 class LocalAwsMode(StrEnum):
     """Where S3 and DynamoDB come from when no `AWS_ENDPOINT_URL` names an endpoint: AWS itself (`off`), a moto
     server this process starts on a loopback port (`moto`: in memory), or LocalStack started the same way
@@ -89,6 +98,11 @@ class Settings(StoreConfig):
         le=60_000,
         description="How long a streaming read stays silent at most: an idle stream sends a heartbeat frame this "
         "often, so that a client or server that is gone is noticed.",
+    )
+    gateway_dispatch: GatewayDispatch = Field(
+        default=GatewayDispatch.LEAN,
+        description="How the local gateway and the BrokerContainer serve produce, consume, pop receive and ack: "
+        "`lean` (to the route functions, no API Gateway event) or `events` (through the function's resolver).",
     )
     max_request_bytes: int = Field(
         default=6 * MIB,

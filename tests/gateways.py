@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import httpx
+import pytest
 import requests
 
 from servers.process import free_port, running_gateway, start_server, stop_server, wait_healthy
@@ -35,6 +36,17 @@ def signing_with(credentials_file: Path) -> Iterator[None]:
             os.environ.pop("TIDEMQ_CREDENTIALS_FILE", None)
         else:
             os.environ["TIDEMQ_CREDENTIALS_FILE"] = before
+
+
+DISPATCHES = ("lean", "events")
+"""How a gateway serves the hot routes (TIDEMQ_GATEWAY_DISPATCH): both must answer alike."""
+
+
+@pytest.fixture(scope="module", params=DISPATCHES, name="dispatch")
+def each_dispatch(request) -> str:
+    """A test module's gateways under each dispatch in turn: a module imports this to run its tests against both
+    (tests/e2e/conftest.py's `dispatch`, which it overrides, is the default, lean)."""
+    return request.param
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -61,6 +61,37 @@ class Caller:
 
     user: UserRecord
     source_ip: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What authentication reads of a request: what was signed (method, the path sent, the raw query, the body's
+    bytes), the signing headers (lower-case names), where it came from, and the user an API Gateway authorizer
+    vouched for (None: the signature says who). Made from an API Gateway event (`of_event`) or, by the long-running
+    servers' lean dispatch, from the HTTP request itself."""
+
+    method: str
+    path: str
+    query: str
+    headers: Mapping[str, str]
+    body: Callable[[], bytes]  # read only if the signature is checked (an authorizer's call never hashes it)
+    source_ip: str | None
+    authorized_as: str | None = None
+
+    @classmethod
+    def of_event(cls, event: dict[str, Any]) -> Call:
+        context = event.get("requestContext") or {}
+        http = context.get("http") or {}
+        authorized_as = ((context.get("authorizer") or {}).get("lambda") or {}).get("tidemq_user")
+        return cls(
+            http.get("method", ""),
+            http.get("path") or event.get("rawPath", ""),  # the path sent: a container's broker prefix and all
+            event.get("rawQueryString", ""),
+            event.get("headers") or {},
+            lambda: request_bytes(BaseProxyEvent(event)),
+            http.get("sourceIp"),
+            str(authorized_as) if authorized_as else None,
+        )
 
 
 # ---- the auth key -----------------------------------------------------------------------------------
@@ -123,14 +154,11 @@ class Authenticator:
         self._seen: OrderedDict[str, int] = OrderedDict()  # accepted signature -> when it stops being acceptable
         self._lock = threading.Lock()
 
-    def authenticate(self, event: dict[str, Any]) -> Caller:
-        """The caller of an API Gateway (v2) event, or Unauthenticated saying why not."""
-        context = event.get("requestContext") or {}
-        source_ip = (context.get("http") or {}).get("sourceIp")
-        authorized_as = ((context.get("authorizer") or {}).get("lambda") or {}).get("tidemq_user")
-        if authorized_as:
-            return Caller(self.user(str(authorized_as))[0], source_ip)
-        headers = event.get("headers") or {}
+    def authenticate(self, call: Call) -> Caller:
+        """The caller of a request, or Unauthenticated saying why not."""
+        if call.authorized_as:
+            return Caller(self.user(call.authorized_as)[0], call.source_ip)
+        headers = call.headers
         claimed = signing.parse_authorization(headers.get(signing.AUTHORIZATION_HEADER, ""))
         if claimed is None:
             raise Unauthenticated(
@@ -150,19 +178,13 @@ class Authenticator:
                 f"the request needs a {signing.NONCE_HEADER} header: 16 to 64 random letters or digits"
             )
         user, secret = self.user(claimed.user)
-        http = context.get("http") or {}
         request = signing.SignedRequest(
-            http.get("method", ""),
-            http.get("path") or event.get("rawPath", ""),  # the path sent: a container's broker prefix and all
-            event.get("rawQueryString", ""),
-            signing.body_sha256(request_bytes(BaseProxyEvent(event))),
-            date_ms,
-            nonce,
+            call.method, call.path, call.query, signing.body_sha256(call.body()), date_ms, nonce
         )
         if not signing.matches(secret, request, claimed.signature):
             raise Unauthenticated("the signature does not match the request (method, path, query, body and date)")
         self._accept_once(claimed.signature, date_ms + self.max_skew_ms)
-        return Caller(user, source_ip)
+        return Caller(user, source_ip=call.source_ip)
 
     def user(self, name: str) -> tuple[UserRecord, str]:
         """The user's record and opened secret, from the cache when fresh; Unauthenticated if there is none."""
@@ -216,9 +238,15 @@ def authenticated(event: dict[str, Any]) -> Caller | None:
     asks before resolving the request, so that nothing of it is looked at for an unknown caller."""
     if event.get("rawPath") in PUBLIC_PATHS:
         return None
+    return authenticated_call(Call.of_event(event))
+
+
+def authenticated_call(call: Call) -> Caller:
+    """The caller of a request to a route that is not public, or Unauthenticated: what both the functions' entry
+    point (through `authenticated`) and the long-running servers' lean dispatch (servers/lean.py) ask."""
     if get_settings().auth is AuthMode.OFF:
-        return Caller(ANONYMOUS, ((event.get("requestContext") or {}).get("http") or {}).get("sourceIp"))
-    return authenticator().authenticate(event)
+        return Caller(ANONYMOUS, call.source_ip)
+    return authenticator().authenticate(call)
 
 
 _current: ContextVar[Caller | None] = ContextVar("tidemq_caller", default=None)

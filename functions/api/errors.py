@@ -170,17 +170,29 @@ def client_error_response(error: ClientError, url_parameters: Mapping[str, str] 
     return error_response(status_of(error, url_parameters), body)
 
 
-def install_error_handlers(app: APIGatewayHttpResolver) -> None:
-    @app.exception_handler(ClientError)
-    def client_error(error: ClientError) -> Response:
-        event = app.current_event
-        return client_error_response(
-            error, {**(event.query_string_parameters or {}), **app.context.get("_route_args", {})}
-        )
+def store_unavailable_response(error: StoreFailed | StoreUnavailable) -> Response:
+    """The 503 of a store that takes no writes now, or could not serve this request now: saying why."""
+    return error_response(503, ErrorBody(error=type(error).__name__, message=str(error)))
 
-    @app.exception_handler([StoreFailed, StoreUnavailable])
-    def store_unavailable(error: StoreFailed | StoreUnavailable) -> Response:
-        return error_response(503, ErrorBody(error=type(error).__name__, message=str(error)))
+
+def handled_error_response(error: Exception, url_parameters: Mapping[str, str]) -> Response | None:
+    """The response a route's exception is, as every resolver maps it (`install_error_handlers`) and as the long-
+    running servers' lean dispatch maps it (servers/lean.py); None for anything else, a bug or an outage (a 500)."""
+    if isinstance(error, ClientError):
+        return client_error_response(error, url_parameters)
+    if isinstance(error, StoreFailed | StoreUnavailable):
+        return store_unavailable_response(error)
+    return None
+
+
+def install_error_handlers(app: APIGatewayHttpResolver) -> None:
+    @app.exception_handler([ClientError, StoreFailed, StoreUnavailable])
+    def route_error(error: ClientError | StoreFailed | StoreUnavailable) -> Response:
+        event = app.current_event
+        url_parameters = {**(event.query_string_parameters or {}), **app.context.get("_route_args", {})}
+        response = handled_error_response(error, url_parameters)
+        assert response is not None  # every exception this handler is installed for is mapped
+        return response
 
     @app.exception_handler(RequestValidationError)
     def invalid_request(error: RequestValidationError) -> Response:

@@ -4,7 +4,7 @@ error mapping) and its Lambda entry point (with context logging, metrics and tra
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -96,6 +96,16 @@ class HttpApiResolver(APIGatewayHttpResolver):
                 if not route._middleware_stack_built:
                     route._build_middleware_stack(router_middlewares=self._router_middlewares, app=self)
         return super()._call_route(route, route_arguments)
+
+    def route_of(self, function: Callable[..., Any]) -> Route:
+        """The route `function` serves on this resolver: its parameters' fields (`dependant`), validated as the
+        resolver validates them, for a server that calls route functions itself (servers/lean.py)."""
+        return next(route for route in self._static_routes + self._dynamic_routes if route.func is function)
+
+    def json_body(self, route: Route, value: Any) -> str:
+        """A route's return value as the resolver answers it: serialized by the route's return field, then dumped
+        by the resolver's own serializer."""
+        return self._serializer(route.dependant.return_param.serialize(value))
 
 
 def new_resolver() -> HttpApiResolver:

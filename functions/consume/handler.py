@@ -107,8 +107,11 @@ def consume_binary(
     sql: Sql = None,
     wait_ms: WaitMs = 0,
 ):
-    batch, _ = read_batch(topic, queue, offset, max_messages, max_bytes, subscription_filter(tag, sql), wait_ms)
-    return binary_response(codec.encode_consume(batch), codec.CONTENT_TYPE, app.current_event)
+    return binary_response(
+        batch_bytes(topic, queue, offset, max_messages, max_bytes, tag, sql, wait_ms),
+        codec.CONTENT_TYPE,
+        app.current_event,
+    )
 
 
 def read_batch(
@@ -126,6 +129,22 @@ def read_batch(
     batch = consume_records(get_store(), topic, queue, offset, max_messages, max_bytes, chosen_by, wait_ms)
     metrics.add_metric(name="MessagesConsumed", unit=MetricUnit.Count, value=batch.count)
     return batch, chosen_by
+
+
+def batch_bytes(
+    topic: str,
+    queue: int,
+    offset: int,
+    max_messages: int,
+    max_bytes: int,
+    tag: str | None,
+    sql: str | None,
+    wait_ms: int,
+) -> bytes:
+    """A binary consume batch (`codec.encode_consume`): what the batch route answers, for the resolver and for the
+    long-running servers' lean dispatch (servers/lean.py) alike."""
+    batch, _ = read_batch(topic, queue, offset, max_messages, max_bytes, subscription_filter(tag, sql), wait_ms)
+    return codec.encode_consume(batch)
 
 
 # ---- pop -----------------------------------------------------------------------------------------
@@ -157,8 +176,14 @@ def receive(group: GroupInPath, topic: TopicInPath, request: ReceiveRequest) -> 
     description="Like .../receive, the messages in the compact binary encoding (what the SDK uses).",
 )
 def receive_binary(group: GroupInPath, topic: TopicInPath, request: ReceiveRequest):
+    return binary_response(receive_batch(group, topic, request), codec.RECEIVE_CONTENT_TYPE, app.current_event)
+
+
+def receive_batch(group: str, topic: str, request: ReceiveRequest) -> bytes:
+    """A binary receive's body (`codec.encode_receive`): what the route answers, for the resolver and for the
+    long-running servers' lean dispatch (servers/lean.py) alike."""
     acks, popped = _receive(group, topic, request)
-    return binary_response(codec.encode_receive(popped, acks), codec.RECEIVE_CONTENT_TYPE, app.current_event)
+    return codec.encode_receive(popped, acks)
 
 
 def _receive(group: str, topic: str, request: ReceiveRequest) -> tuple[list[str], list[pop.Popped]]:

@@ -5,14 +5,16 @@ transactional messages: send a half message, end it, and a producer group's long
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from functools import partial
+from typing import Annotated, NamedTuple
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.api.auth import require
-from functions.api.binary import request_bytes
+from functions.api.binary import binary_response, request_bytes
 from functions.api.errors import responses, unsupported_media_type
 from functions.api.params import GroupInPath, IdempotencyKey, MessageIdInPath, TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
@@ -32,6 +34,7 @@ from tidemq_protocol.api.transactions import (
     TransactionView,
 )
 from tidemq_protocol.errors import InvalidArgument
+from tidemq_store import PutResult
 
 app = new_resolver()
 watch_moved_timers()  # the embedded engine's mover runs in this process
@@ -59,9 +62,13 @@ def produce_json(
         409,
         413,
         503,
-        ok_content={"text/plain": {"schema": {"type": "string"}}},
+        ok_content={
+            "text/plain": {"schema": {"type": "string"}},
+            codec.SENT_CONTENT_TYPE: {"schema": {"type": "string", "format": "binary"}},
+        },
         description="One line `msg_id queue offset` per message, in order; a delay message sent for later has offset"
-        " -1 and its recall handle after it (`msg_id queue -1 recall_handle`).",
+        " -1 and its recall handle after it (`msg_id queue -1 recall_handle`). With `Accept:"
+        f" {codec.SENT_CONTENT_TYPE}`, the same and each message's store time in binary (tidemq_protocol/codec.py).",
     ),
     description=(
         f"Body: `{codec.RECORDS_CONTENT_TYPE}` (records the store appends as they are) or `{codec.CONTENT_TYPE}`"
@@ -78,22 +85,46 @@ def produce_json(
     },
 )
 def produce_binary(topic: TopicInPath, idempotency_key: IdempotencyKey = None):
+    event = app.current_event
+    headers = event.headers
+    sent = send_batch(topic, headers.get("content-type", ""), lambda: request_bytes(event), idempotency_key)
+    return batch_reply(sent, headers.get("accept", ""), partial(binary_response, event=event))
+
+
+def send_batch(topic: str, content_type: str, body: Callable[[], bytes], idempotency_key: str | None) -> BatchSent:
+    """Store a binary batch (`body`: its bytes, read once the caller may publish to the topic): what the batch
+    route does, for the resolver and for the long-running servers' lean dispatch (servers/lean.py) alike."""
     require((acl.topic(topic), Action.PUB))
-    content_type = app.current_event.headers.get("content-type", "")
     media_type = content_type.partition(";")[0].strip().lower()
     if media_type == codec.RECORDS_CONTENT_TYPE:
-        records = request_bytes(app.current_event)
-        results = produce.produce_records(get_store(), topic, records, push_notifier(), idempotency_key)
+        results = produce.produce_records(get_store(), topic, body(), push_notifier(), idempotency_key)
     elif media_type == codec.CONTENT_TYPE:
-        frames = codec.decode_produce(request_bytes(app.current_event), get_settings())
+        frames = codec.decode_produce(body(), get_settings())
         if not frames:
             raise InvalidArgument("the batch holds no messages")
         results = produce.produce_frames(get_store(), topic, frames, push_notifier(), idempotency_key)
     else:
-        return unsupported_media_type(content_type)
+        return BatchSent(content_type, None)
     metrics.add_metric(name="MessagesProduced", unit=MetricUnit.Count, value=len(results))
-    body = "".join(produce.result_line(r) for r in results)
-    return Response(200, content_types.TEXT_PLAIN, body)
+    return BatchSent(content_type, results)
+
+
+class BatchSent(NamedTuple):
+    """What became of a binary batch: where each message went, or None for a body of a type the route does not take."""
+
+    content_type: str
+    results: list[PutResult] | None
+
+
+def batch_reply(sent: BatchSent, accept: str, binary: Callable[[bytes, str], Response]) -> Response:
+    """The answer to a binary batch: a line per message, or (`accept` naming it) the binary reply `binary` makes;
+    a 415 for a body of a type the route does not take."""
+    if sent.results is None:
+        return unsupported_media_type(sent.content_type)
+    accepted = {media.partition(";")[0].strip().lower() for media in accept.split(",")}
+    if codec.SENT_CONTENT_TYPE in accepted:
+        return binary(codec.encode_sent(sent.results), codec.SENT_CONTENT_TYPE)
+    return Response(200, content_types.TEXT_PLAIN, "".join(produce.result_line(r) for r in sent.results))
 
 
 @app.post("/v1/topics/<topic>/recall", tags=["messages"], responses=responses(415, 404, 409))

@@ -24,7 +24,6 @@ import os
 import signal
 import sys
 import time
-import uuid
 from functools import cache
 from pathlib import Path
 
@@ -35,16 +34,7 @@ from functions.api.routing import Route, routes_of
 from functions.console.pages import system as console
 from functions.store import close_store, install_store, process_store
 from servers import stream
-from servers.adapter import (
-    LocalContext,
-    as_result,
-    body_or_refusal,
-    call_function,
-    match_route,
-    send_result,
-    start_pools,
-    to_event,
-)
+from servers.adapter import as_result, body_or_refusal, dispatch, match_route, send_result, start_pools
 from servers.bootstrap import check_exposure, first_super_user
 from servers.grpc_proxy import server as grpc_proxy
 from shared.settings import get_settings
@@ -110,10 +100,7 @@ async def app(scope, receive, send) -> None:
         why = "a broker's API is under /brokers/<brokerName>, the container's under /container/v1"
         await send_result(send, as_result(_not_here(path, why)))
         return
-    route, parameters = matched
-    request_id = str(uuid.uuid4())
-    event = to_event(scope, body, route, parameters, request_id)
-    await send_result(send, await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id)))
+    await send_result(send, await dispatch(scope, body, matched))
 
 
 async def _serve_broker(scope, receive, send, body: bytes) -> None:
@@ -132,7 +119,7 @@ async def _serve_broker(scope, receive, send, body: bytes) -> None:
     if matched is None:
         await send_result(send, as_result(_not_here(scope["path"], f"the broker's routes are {BROKERS}{name}/v1/...")))
         return
-    route, parameters = matched
+    route = matched[0]
     if rest.startswith("/v1/users"):
         await send_result(send, as_result(_not_here(scope["path"], "users are the container's: /v1/users")))
         return
@@ -142,11 +129,9 @@ async def _serve_broker(scope, receive, send, body: bytes) -> None:
     if (refused := refusal(broker, route)) is not None:
         await send_result(send, as_result(client_error_response(refused)))
         return
-    request_id = str(uuid.uuid4())
-    event = to_event(scope, body, route, parameters, request_id, path=rest)
     try:
         with broker.serving(), noting_outcome() as outcome:
-            result = await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id))
+            result = await dispatch(scope, body, matched, path=rest)
     except StoreUnavailable as error:  # the broker is closing
         closing = error_response(503, ErrorBody(error=type(error).__name__, message=str(error)))
         await send_result(send, as_result(closing, **{"retry-after": "1"}))

@@ -19,7 +19,6 @@ import asyncio
 import os
 import signal
 import sys
-import uuid
 
 import uvicorn
 
@@ -33,12 +32,11 @@ from servers import stream
 from servers.adapter import (
     LocalContext,
     body_or_refusal,
-    call_function,
+    dispatch,
     match_route,
     send_response,
     send_result,
     start_pools,
-    to_event,
 )
 from servers.bootstrap import check_exposure, first_super_user
 from servers.grpc_proxy import server as grpc_proxy
@@ -112,10 +110,7 @@ async def app(scope, receive, send) -> None:
         refused = no_route(scope["method"], scope["path"], allowed_methods(scope["path"]))
         await send_response(send, refused.status_code, refused.headers, refused.body.encode())
         return
-    route, path_parameters = matched
-    request_id = str(uuid.uuid4())
-    event = to_event(scope, body, route, path_parameters, request_id)
-    await send_result(send, await call_function(route, event, LocalContext(f"tidemq-{route.function}", request_id)))
+    await send_result(send, await dispatch(scope, body, matched))
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from functions.routes import routes
 from servers.stream import stream_routes
+from tests.gateways import each_dispatch  # noqa: F401 (a fixture: this suite runs under both dispatches)
 from tidemq import KV, Admin, Consumer, CustomizedBackoff, HttpClient, Producer, RetryPolicy, SimpleConsumer
 from tidemq.credentials import Credentials, write_profile
 from tidemq_protocol import signing

@@ -15,7 +15,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.gateways import gateway_as_admin, signed_http
+from tests.gateways import (
+    each_dispatch,  # noqa: F401 (a fixture: this suite runs under both dispatches)
+    gateway_as_admin,
+    signed_http,
+)
 from tidemq import Admin, Consumer, Producer, TransactionProducer
 from tidemq.client import HttpClient
 from tidemq.errors import ServerUnreachable
@@ -27,8 +31,8 @@ KEY = codec.IDEMPOTENCY_KEY_HEADER
 
 
 @pytest.fixture(scope="module", params=["embedded", "serverless"])
-def url(request, tmp_path_factory) -> Iterator[str]:
-    env = {"TIDEMQ_BACKEND": request.param}
+def url(request, tmp_path_factory, dispatch) -> Iterator[str]:
+    env = {"TIDEMQ_BACKEND": request.param, "TIDEMQ_GATEWAY_DISPATCH": dispatch}
     if request.param == "serverless":
         env.update(request.getfixturevalue("local_aws").env)
     with gateway_as_admin(tmp_path_factory.mktemp("gateway"), **env) as base:

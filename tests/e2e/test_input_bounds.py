@@ -12,7 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.gateways import gateway_as_admin
+from tests.gateways import (
+    each_dispatch,  # noqa: F401 (a fixture: this suite runs under both dispatches)
+    gateway_as_admin,
+)
 from tests.raw_requests import RawApi
 from tidemq import Admin, Producer
 from tidemq_protocol import codec

@@ -15,7 +15,10 @@ import httpx
 import pytest
 
 from tests.e2e.test_cli import command, environment
-from tests.gateways import gateway_as_admin
+from tests.gateways import (
+    each_dispatch,  # noqa: F401 (a fixture: this suite runs under both dispatches)
+    gateway_as_admin,
+)
 from tidemq import SimpleConsumer
 from tidemq.httpx_auth import signed_client
 from tidemq_protocol import codec
@@ -23,9 +26,10 @@ from tidemq_protocol.errors import InvalidReceiptHandle
 
 
 @pytest.fixture(scope="module", params=["embedded", "serverless"])
-def gateway(request, tmp_path_factory) -> Iterator[str]:
-    """One gateway a backend for the module: each test makes a topic and a group of its own (`pop`)."""
-    with gateway_as_admin(tmp_path_factory.mktemp("data"), TIDEMQ_BACKEND=request.param) as url:
+def gateway(request, tmp_path_factory, dispatch) -> Iterator[str]:
+    """One gateway a backend (and dispatch) for the module: each test makes a topic and a group of its own (`pop`)."""
+    home = tmp_path_factory.mktemp("data")
+    with gateway_as_admin(home, TIDEMQ_BACKEND=request.param, TIDEMQ_GATEWAY_DISPATCH=dispatch) as url:
         yield url
 
 

@@ -10,7 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from servers.process import free_port
-from tests.gateways import gateway_as_admin
+from tests.gateways import (
+    each_dispatch,  # noqa: F401 (a fixture: this suite runs under both dispatches)
+    gateway_as_admin,
+)
 from tidemq import Admin, ApiError, Consumer, HttpClient, OutgoingMessage, Producer, ServerUnreachable
 from tidemq_protocol.errors import (
     GroupNotFound,
@@ -83,6 +86,7 @@ def test_send_stores_one_message_where_asked_and_admin_finds_it_by_id_and_by_key
 
     found = admin.message(result.msg_id)
     assert (found.body, found.keys, found.tag, found.properties) == ("hello", ["order-7"], "new", {"origin": "test"})
+    assert result.store_timestamp == found.store_timestamp  # from the produce's binary reply
     assert admin.message(binary.msg_id).body_bytes() == b"\x00\xff"
     assert [m.msg_id for m in admin.messages_by_key("sdk-single", "order-7")] == [result.msg_id, binary.msg_id]
     assert admin.messages_by_key("sdk-single", "no-such-key") == []

@@ -68,13 +68,15 @@ class OutgoingMessage:
 class SendResult:
     """Where a message was stored, and how far its put got (RocketMQ's sendStatus): `SEND_OK`, or, from a
     BrokerContainer's SYNC_MASTER whose slave did not confirm it, `FLUSH_SLAVE_TIMEOUT` or `SLAVE_NOT_AVAILABLE`
-    (stored on the master only). A delay message sent for later has offset -1 and a `recall_handle` (else None)."""
+    (stored on the master only). A delay message sent for later has offset -1 and a `recall_handle` (else None).
+    `store_timestamp`: when the broker stored it (epoch ms; None from a server that does not say)."""
 
     msg_id: str
     queue: int
     offset: int
     send_status: str = "SEND_OK"
     recall_handle: str | None = None
+    store_timestamp: int | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -254,12 +256,21 @@ class Producer(ApiClient):
         return results
 
     def _post(self, batch: bytes, content_type: str, send_key: str) -> list[SendResult]:
-        headers = {"content-type": content_type, codec.IDEMPOTENCY_KEY_HEADER: send_key}  # the same on each retry
+        headers = {
+            "content-type": content_type,
+            "accept": f"{codec.SENT_CONTENT_TYPE}, text/plain;q=0.5",  # the binary reply, where the server has it
+            codec.IDEMPOTENCY_KEY_HEADER: send_key,  # the same on each retry
+        }
         response = self._client.request(
             "POST", f"/v1/topics/{segment(self.topic)}/batch", content=batch, headers=headers
         )
-        results = []
         status = response.headers.get(codec.SEND_STATUS_HEADER, "SEND_OK")
+        if response.headers.get("content-type", "").startswith(codec.SENT_CONTENT_TYPE):
+            return [
+                SendResult(sent.msg_id, sent.queue, sent.queue_offset, status, sent.recall_handle, sent.store_timestamp)
+                for sent in codec.decode_sent(response.content)
+            ]
+        results = []
         for line in response.text.splitlines():  # "msg_id queue offset [recall_handle]" per message, in order
             msg_id, queue, offset, *handle = line.split()
             results.append(SendResult(msg_id, int(queue), int(offset), status, handle[0] if handle else None))

@@ -11,7 +11,16 @@ Produce takes either of two bodies (POST /v1/topics/{topic}/batch):
   sharding keys (or clients that do not encode records).
 
 and answers with a line per message, in order, `<msg_id> <queue> <queue offset>` (text/plain); a BrokerContainer's
-master adds the header `SEND_STATUS_HEADER`.
+master adds the header `SEND_STATUS_HEADER`. A producer that sends `Accept: application/vnd.tidemq.sent`
+(`SENT_CONTENT_TYPE`) is answered in binary instead, and learns each message's store time too:
+
+    u32 count
+    then `count` results, in order:
+        i32 queue
+        i64 queue_offset         -1: a delay message sent for later (its recall handle follows)
+        u64 store_timestamp      epoch milliseconds
+        u8  msg_id_size          then the message id, ASCII
+        u16 recall_handle_size   then the recall handle, ASCII (0: none)
 
 All integers are little-endian; text is UTF-8; `properties` use RocketMQ's `name\\x01value\\x02` encoding, as in
 the commit log, with the message keys under KEYS (joined by spaces) and the tag under TAGS.
@@ -78,6 +87,7 @@ from .record import (
 CONTENT_TYPE = "application/vnd.tidemq.batch"
 RECORDS_CONTENT_TYPE = "application/vnd.tidemq.records"
 RECEIVE_CONTENT_TYPE = "application/vnd.tidemq.deliveries"
+SENT_CONTENT_TYPE = "application/vnd.tidemq.sent"
 ACK_STATUSES = ("acked", "already_acked", "invalid_receipt_handle")
 """What an ack of one receipt handle became (the HTTP API's AckStatus), by the byte a pop receive's body sends."""
 SEND_STATUS_HEADER = "x-tidemq-send-status"
@@ -93,6 +103,8 @@ _FRAME_FIELDS = _PRODUCE.size - 4 + _PROPERTIES.size  # queue, key size, propert
 _CONSUME_HEAD = struct.Struct("<QQQI")
 _COUNTS = struct.Struct("<II")
 _DELIVERY_HEAD = struct.Struct("<IQ12sB")
+_COUNT = struct.Struct("<I")
+_SENT_HEAD = struct.Struct("<iqQBH")
 
 
 @dataclass(slots=True)
@@ -235,6 +247,52 @@ class Received:
     def message_group(self) -> str | None:
         """The message's group on a FIFO topic (RocketMQ's messageGroup), None on the others."""
         return message_group_of(self.message.properties)
+
+
+class Sent(NamedTuple):
+    """Where a produced message was stored (a produce's binary reply holds one per message, in order): a delay
+    message sent for later has queue_offset -1 and the handle that recalls it (else None)."""
+
+    msg_id: str
+    queue: int
+    queue_offset: int
+    store_timestamp: int
+    recall_handle: str | None = None
+
+
+def encode_sent(results: Iterable[Sent]) -> bytes:
+    """The binary reply of a produce (`SENT_CONTENT_TYPE`, see the module docstring); `results` may be anything
+    with Sent's fields (the store's PutResult)."""
+    parts = [b""]
+    for result in results:
+        msg_id, handle = result.msg_id.encode("ascii"), (result.recall_handle or "").encode("ascii")
+        parts += (
+            _SENT_HEAD.pack(result.queue, result.queue_offset, result.store_timestamp, len(msg_id), len(handle)),
+            msg_id,
+            handle,
+        )
+    parts[0] = _COUNT.pack((len(parts) - 1) // 3)
+    return b"".join(parts)
+
+
+def decode_sent(data: bytes) -> list[Sent]:
+    """Decode a produce's binary reply; CorruptStore if it does not hold what it says."""
+    try:
+        (count,), position, results = _COUNT.unpack_from(data), _COUNT.size, []
+        for _ in range(count):
+            queue, offset, stored_at, id_size, handle_size = _SENT_HEAD.unpack_from(data, position)
+            position += _SENT_HEAD.size
+            msg_id = data[position : position + id_size].decode("ascii")
+            handle = data[position + id_size : position + id_size + handle_size].decode("ascii")
+            position += id_size + handle_size
+            if len(msg_id) != id_size or len(handle) != handle_size:
+                raise CorruptStore("a produce's binary reply is cut short")
+            results.append(Sent(msg_id, queue, offset, stored_at, handle or None))
+    except (struct.error, UnicodeDecodeError):
+        raise CorruptStore("a produce's binary reply is malformed") from None
+    if position != len(data):
+        raise CorruptStore(f"a produce's binary reply holds {len(data) - position} bytes past its {count} results")
+    return results
 
 
 class ReceiveBatch(NamedTuple):

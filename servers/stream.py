@@ -46,8 +46,9 @@ from tidemq_protocol.errors import Overloaded, TideMQError
 log = logging.getLogger("tidemq.stream")
 HAND_OVER_CHECK_S = 1.0  # how often a send the transport holds back looks whether the stream is over
 NOT_YET_READABLE_S = 0.0005
-"""How long a stream waits before reading again when the store's wait for a message returned and the read found none
-readable: the message is written and its fsync not done (group commit), and a wait would return again at once."""
+"""How long a stream waits before reading again when the store's wait for a message returned early and the read found
+none readable (the embedded store's wait ends only once the message is durable; this guards any store that ends it
+sooner, so that a stream never spins)."""
 
 
 @cache
@@ -188,7 +189,7 @@ class _Stream:
             elif now - said_at >= self.heartbeat_ms / 1000:
                 self._write(stream.HEARTBEAT)
                 said_at = now
-            else:  # the wait ended early on a message written but not yet durable (SYNC): not readable yet
+            else:  # the wait ended before a message was readable (NOT_YET_READABLE_S)
                 time.sleep(NOT_YET_READABLE_S)
 
     def _write(self, data: bytes) -> None:

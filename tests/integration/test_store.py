@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -180,3 +181,31 @@ def test_concurrent_producers_get_dense_offsets_and_lose_nothing(open_test_store
     for queue in (0, 1):
         got = [(m.queue_offset, m.body) for m in drain(store, "t", queue, max_messages=500)]
         assert got == sorted(acknowledged[queue]) and [o for o, _ in got] == list(range(1500))
+
+
+def test_a_long_poll_waits_while_the_message_at_its_offset_is_written_but_not_yet_durable(open_test_store, monkeypatch):
+    """SYNC: a reader sees a message once its fsync is done, so a wait for it must not end before (it used to end
+    at once when a later message's entry was there, and the read then found nothing: a round trip spent)."""
+    store = open_test_store(flush_disk_type=FlushDiskType.SYNC, commitlog_preallocate_bytes=0)
+    store.create_topic(TopicConfig(name="orders", queues=1))
+    syncing, release = threading.Event(), threading.Event()
+    fdatasync = os.fdatasync
+
+    def held(fd: int) -> None:  # the commit log's fsync, held until the test lets it go
+        syncing.set()
+        assert release.wait(60)
+        fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", held)
+    putter = threading.Thread(target=store.put, args=("orders", [Message(b"one"), Message(b"two")]))
+    putter.start()
+    try:
+        assert syncing.wait(60)  # written: both entries are in the ConsumeQueue, neither is durable
+        assert store.max_offset("orders", 0) == 2
+        assert store.wait_for_messages("orders", 0, 0, timeout_s=0.3) is False
+        assert store.get("orders", 0, 0).messages == []
+    finally:
+        release.set()
+        putter.join(60)
+    assert store.wait_for_messages("orders", 0, 0, timeout_s=60) is True
+    assert [m.body for m in store.get("orders", 0, 0).messages] == [b"one", b"two"]

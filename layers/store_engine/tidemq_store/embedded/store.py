@@ -290,8 +290,13 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         check_queue(self.get_topic(topic), queue)
         deadline = time.monotonic() + timeout_s
 
-        def arrived() -> bool:
-            return self.readable_max_offset(topic, queue) > offset or self._closed
+        def arrived() -> bool:  # the message at `offset` readable (acknowledged), not just written
+            if self._closed:
+                return True
+            if self.max_offset(topic, queue) <= offset:
+                return False
+            entry = self.cq.entry(topic, queue, offset)  # None: below the queue now; the read says so
+            return entry is None or entry.end <= self.commitlog.readable_position
 
         with self._arrivals:
             while not arrived():

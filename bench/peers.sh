@@ -9,7 +9,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HARNESS="${PEERS_HARNESS:-$ROOT/../shared/bench/peers}"
 VENV="${VENV:-$ROOT/.venv-peers}"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT"
+"$VENV/bin/pip" install -q --disable-pip-version-check -e "$ROOT/shared/tidemq" -e "$ROOT"  # the client, then the server
 cd "$ROOT"
 VENV="$VENV" exec "$HARNESS/run_peers.sh" --plugin "$ROOT/bench/peer_tidemq.py" \
   --peers "${PEERS:-nats,redis,rabbitmq,tidemq}" "$@"

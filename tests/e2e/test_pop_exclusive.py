@@ -32,7 +32,9 @@ SMALL_RUN = {"embedded": 2_000, "serverless": 1_000}
 """Messages of make test's run, about 10-40 s each on this loaded machine: the serverless backend on moto is slower."""
 
 
-@pytest.fixture(params=["embedded", "serverless"])
+@pytest.fixture(
+    params=["embedded", pytest.param("serverless", marks=pytest.mark.long)]
+)  # serverless (slower on moto): make test-long
 def backend(request) -> str:
     return request.param
 

@@ -21,7 +21,7 @@ DRIVER = Path(__file__).resolve().parent.parent / "sdk_producer.py"
 DEADLINE_S = 300
 
 
-@pytest.mark.parametrize("backend", ["embedded", "serverless"])
+@pytest.mark.parametrize("backend", ["embedded", pytest.param("serverless", marks=pytest.mark.long)])
 @pytest.mark.parametrize(
     "kills", [pytest.param(2, id="2kills"), pytest.param(10, marks=pytest.mark.long, id="10kills")]
 )

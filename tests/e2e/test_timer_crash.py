@@ -43,7 +43,9 @@ class Sent:
     recall: str | None = None  # "recalled" once a recall of it was answered so
 
 
-@pytest.fixture(params=["embedded", "serverless"])
+@pytest.fixture(
+    params=["embedded", pytest.param("serverless", marks=pytest.mark.long)]
+)  # serverless (slower on moto): make test-long
 def gateway(request, tmp_path) -> Iterator[RestartedGateway]:
     with restarted_gateway(request, tmp_path, request.param, TIDEMQ_TIMER_JOB_INTERVAL_S="1") as gateway:
         yield gateway

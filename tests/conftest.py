@@ -28,6 +28,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     of work, so its module fixtures (a gateway, a moto server's tables) start once; the Spark tests are one unit,
     so one Spark session serves them all. Units holding slow tests are handed out first, so the two workers end
     together instead of one finishing a long crash test alone."""
+    for item in items:
+        if events_on_serverless(item):
+            item.add_marker(pytest.mark.long)
     left_out = [item for item in items if not in_this_run(item)]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
@@ -37,6 +40,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(group))
     slow = {group_of(item) for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: (group_of(item) != "spark", group_of(item) not in slow))
+
+
+def events_on_serverless(item: pytest.Item) -> bool:
+    """Whether a test runs under the events dispatch (`tests.gateways.each_dispatch`) on the serverless backend:
+    make test runs the events dispatch on the embedded backend (the dispatch does not depend on the store), and
+    make test-long on both, to keep make test's time."""
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    return params.get("dispatch") == "events" and "serverless" in params.values()
 
 
 def in_this_run(item: pytest.Item) -> bool:

@@ -21,19 +21,15 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
-import sys
 import time
 from functools import cache
 from pathlib import Path
-
-import uvicorn
 
 from functions.api.errors import client_error_response, error_response
 from functions.api.routing import Route, routes_of
 from functions.console.pages import system as console
 from functions.store import close_store, install_store, process_store
-from servers import stream
+from servers import process, stream
 from servers.adapter import as_result, body_or_refusal, dispatch, match_route, send_result, start_pools
 from servers.bootstrap import check_exposure, first_super_user
 from servers.grpc_proxy import server as grpc_proxy
@@ -163,6 +159,7 @@ async def _lifespan(receive, send) -> None:
                 await asyncio.to_thread(stop)
                 await _failed(send, error)
                 return
+            process.startup_done()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             if proxy is not None:
@@ -221,18 +218,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = get_settings()
     check_exposure(settings)
     _logs = install_logs(settings.home / "logs")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     # log_config=None: uvicorn leaves the logging set up here as it is (its lines go through the router too)
-    grace_s = stream.shutdown_grace_s()
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",
-        lifespan="on",
-        log_config=None,
-        timeout_graceful_shutdown=grace_s,
-    )
+    process.serve(app, settings.host, settings.port, log_config=None)
 
 
 if __name__ == "__main__":

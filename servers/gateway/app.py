@@ -17,10 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import sys
-
-import uvicorn
 
 from devtools import local_aws
 from functions import store as process_store
@@ -28,7 +24,7 @@ from functions.api.errors import no_route
 from functions.push import trigger
 from functions.routes import allowed_methods
 from functions.store import aws_endpoint, close_store, get_store
-from servers import stream
+from servers import process, stream
 from servers.adapter import (
     LocalContext,
     body_or_refusal,
@@ -89,6 +85,7 @@ async def app(scope, receive, send) -> None:
                     await asyncio.to_thread(trigger.start_worker, store)  # the notifier; it catches up
                 schedule = _start_schedule()
                 proxy = await grpc_proxy.start_beside(get_settings(), "a client snippet: tidemq grpc endpoint")
+                process.startup_done()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if proxy is not None:
@@ -122,15 +119,4 @@ def main() -> None:
     print(f"TideMQ local gateway on http://{settings.host}:{settings.port} (data in {settings.home.resolve()})")
     if settings.console_enabled:
         print(f"web console on http://{settings.host}:{settings.port}/console (docs/console.md)")
-    # Once shut down, uvicorn raises again the signal that stopped it: as SystemExit, so that this process's atexit
-    # hooks run (the store closed, a LocalStack it started stopped with its JVM) instead of dying with them undone.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    grace_s = stream.shutdown_grace_s()
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=grace_s,
-    )
+    process.serve(app, settings.host, settings.port)

@@ -245,7 +245,7 @@ def _committed(store: MessageStore, topic: str, queues: int, letter: StoredMessa
     """Put a letter back on its TRANSACTION topic as a half message committed at once; its new id."""
     message = _message(letter, group, {})
     message.queue = _origin_queue(letter, queues) or 0
-    half = store.transactions.prepare(topic, message, group, now_ms() + RESEND_CHECK_AFTER_MS)
+    half = store.transactions.prepare(topic, message, group, RESEND_CHECK_AFTER_MS)
     return store.transactions.end(topic, half.msg_id, True, "dead-letter resend").msg_id
 
 

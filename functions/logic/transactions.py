@@ -102,10 +102,10 @@ def prepare(
     half: Message,
     send_key: str | None = None,
 ) -> Transaction:
-    """Store `half` (routed to its queue) as a half message of `topic`, its first check due after the timeout; once
-    for `send_key`: sent again, it is answered its transaction as it is now."""
-    check_at = now_ms() + settings.transaction_timeout_ms
-    return store.transactions.prepare(topic, half, producer_group, check_at, send_named(send_key))
+    """Store `half` (routed to its queue) as a half message of `topic`, its first check due the timeout after the
+    store stamps it (`prepared_ms`); once for `send_key`: sent again, it is answered its transaction as it is now."""
+    timeout = settings.transaction_timeout_ms
+    return store.transactions.prepare(topic, half, producer_group, timeout, send_named(send_key))
 
 
 def end(

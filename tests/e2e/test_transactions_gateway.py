@@ -2,9 +2,10 @@
 over HTTP): the SDK's TransactionProducer (its checker answering check-backs it long-polls for), raw HTTP and the
 CLI. Whatever ends a transaction, no reader (pull, pop, push to a webhook) ever sees a half message before its
 commit, sees a committed one once, with the half message's id, and never sees a rolled-back one; a check-back is
-never asked before the transaction timeout; answered unknown (or not at all) it is asked again, up to the limit,
-then the transaction is rolled back, as the operator's listing shows. The check-back timer is the gateway's own
-(every min(timeout, interval)); the times here are short so that the tests wait little."""
+never asked before the transaction timeout has passed since the server stamped the half message (`prepared_ms`);
+answered unknown (or not at all) it is asked again, up to the limit, then the transaction is rolled back, as the
+operator's listing shows. The check-back timer is the gateway's own (every min(timeout, interval)); the times here
+are short so that the tests wait little."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 import subprocess
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -24,13 +26,14 @@ from tidemq import Admin, Consumer, Resolution, SimpleConsumer, TransactionProdu
 from tidemq.client import HttpClient
 from tidemq.credentials import Credentials
 from tidemq_protocol.acl import AclEntry
-from tidemq_protocol.api.transactions import TransactionCheck
+from tidemq_protocol.api.transactions import TransactionCheck, TransactionView
 from tidemq_protocol.clock import now_ms
 from tidemq_protocol.errors import AccessDenied, MessageTypeMismatch, TransactionConflict
 
 from .test_cli import command, environment
 
 TIMEOUT_MS, INTERVAL_MS, CHECK_MAX = 1_000, 1_000, 3
+PRODUCERS, SENDS_EACH = 8, 8
 SETTINGS = {
     "TIDEMQ_TRANSACTION_TIMEOUT_MS": str(TIMEOUT_MS),
     "TIDEMQ_TRANSACTION_CHECK_INTERVAL_MS": str(INTERVAL_MS),
@@ -180,12 +183,18 @@ class Checker:
             return [(check, at) for check, at in self.asked if check.transaction.msg_id == msg_id]
 
 
-def never_early(asked: list[tuple[TransactionCheck, int]], sent_ms: int) -> None:
-    """No check-back before the timeout has passed since the half message was sent (`sent_ms`: the client's clock
-    before the send, the host's as the gateway's). Not since its `prepared_ms`: the store stamps that a few ms after
-    the gateway took the send and set the first check's time (6 ms later under load, on the serverless backend)."""
-    for _, at in asked:
-        assert at >= sent_ms + TIMEOUT_MS, "a check-back asked before the timeout"
+def never_early(asked: list[tuple[TransactionCheck, int]]) -> None:
+    """No check-back asked before the timeout has passed since the server stamped its half message (`prepared_ms`;
+    `at`: when the checker was asked, the host's clock as the gateway's)."""
+    for check, at in asked:
+        assert at >= check.transaction.prepared_ms + TIMEOUT_MS, "a check-back asked before the timeout"
+
+
+def first_check_due_after_the_timeout(sent: TransactionView) -> None:
+    """A half message's first check-back is due the timeout after the server's own stamp, to the ms: the store
+    stamps it and sets the check from one clock reading (not from the gateway's clock before the store's stamp)."""
+    assert (sent.state, sent.checks) == ("prepared", 0)
+    assert sent.check_at_ms == sent.prepared_ms + TIMEOUT_MS, "a first check-back due before the timeout"
 
 
 def ended(gateway: Gateway, topic: str, msg_id: str) -> dict | None:
@@ -200,8 +209,8 @@ def test_a_check_back_answered_by_the_producers_checker_ends_the_transaction(gat
         transaction_topic(gateway, topic) as readers,
         TransactionProducer(topic, "shop", checker, url=gateway.url, check_wait_ms=2_000) as producer,
     ):
-        sent_ms = now_ms()
         half = producer.send(b"order 3: the producer forgot to end it")
+        first_check_due_after_the_timeout(half.sent)
         outcome = wait_for(lambda: ended(gateway, topic, half.msg_id), "the check-back's answer", 120)
         assert outcome["state"] == ("committed" if resolution is Resolution.COMMIT else "rolled_back")
         ((check, _),) = checker.checks_of(half.msg_id)
@@ -209,7 +218,7 @@ def test_a_check_back_answered_by_the_producers_checker_ends_the_transaction(gat
             outcome["ended_by"] == f"check {check.check}"
             and check.message.body == "order 3: the producer forgot to end it"
         )
-        never_early(checker.checks_of(half.msg_id), sent_ms)
+        never_early(checker.checks_of(half.msg_id))
         visible_once(readers, [half.msg_id] if resolution is Resolution.COMMIT else [], committed_marker(producer))
 
 
@@ -219,16 +228,34 @@ def test_a_check_back_answered_unknown_is_asked_again_until_the_limit_then_rolle
         transaction_topic(gateway, topic) as readers,
         TransactionProducer(topic, "shop", checker, url=gateway.url, check_wait_ms=2_000) as producer,
     ):
-        sent_ms = now_ms()
         half = producer.send(b"order 4: nobody knows")
+        first_check_due_after_the_timeout(half.sent)
         outcome = wait_for(lambda: ended(gateway, topic, half.msg_id), "the rollback at the check limit", 120)
         assert (outcome["state"], outcome["ended_by"], outcome["checks"]) == ("rolled_back", "check limit", CHECK_MAX)
         asked = [check.check for check, _ in checker.checks_of(half.msg_id)]
         assert asked and asked == sorted(set(asked)) and asked[-1] <= CHECK_MAX  # each check-back asked once at most
-        never_early(checker.checks_of(half.msg_id), sent_ms)
+        never_early(checker.checks_of(half.msg_id))
         visible_once(readers, [], committed_marker(producer))
         listed = signed_http().get(f"{gateway.url}/v1/topics/{topic}/transactions", params={"state": "rolled_back"})
         assert [t["msg_id"] for t in listed.json()["transactions"]] == [half.msg_id]
+
+
+def test_half_messages_sent_at_once_each_have_their_first_check_back_due_the_timeout_after_their_stamp(gateway):
+    """Producers sending at once make each send wait in the gateway (for the store's lock, its fsync, the GIL), so
+    a first check-back timed from before the store's stamp would be due too early by that wait."""
+    topic = "tx-at-once"
+    with Admin(gateway.url) as admin:
+        admin.create_topic(topic, queues=2, message_type="TRANSACTION")
+
+    def send(producer: int) -> list[TransactionView]:
+        with TransactionProducer(topic, "shop", url=gateway.url) as sending:
+            return [sending.send(f"order {producer}-{n}").sent for n in range(SENDS_EACH)]
+
+    with ThreadPoolExecutor(PRODUCERS) as producers:
+        sent = [view for views in producers.map(send, range(PRODUCERS)) for view in views]
+    assert len({view.msg_id for view in sent}) == PRODUCERS * SENDS_EACH
+    for view in sent:
+        first_check_due_after_the_timeout(view)
 
 
 def test_unanswered_check_backs_roll_the_transaction_back_at_the_limit(gateway):

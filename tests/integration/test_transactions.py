@@ -44,9 +44,10 @@ def store(reopen):
     return store
 
 
-def half(store, body: str, queue: int = 0, check_at_ms: int = 0, **fields):
+def half(store, body: str, queue: int = 0, timeout_ms: int = 0, **fields):
+    """A half message of "tx", its first check due `timeout_ms` after it is stored (0: due at once)."""
     message = Message(body.encode(), queue, keys=(f"key-{body}",), tag="t", properties={"p": body}, **fields)
-    return store.transactions.prepare("tx", message, GROUP, check_at_ms)
+    return store.transactions.prepare("tx", message, GROUP, timeout_ms)
 
 
 def pulled(store, queue: int = 0) -> list:
@@ -125,15 +126,17 @@ def test_a_commit_and_a_rollback_racing_end_it_one_way_and_only_a_commit_is_ever
 
 
 def test_checks_open_only_when_due_and_each_is_taken_by_one_producer(store):
-    transaction = half(store, "order-4", check_at_ms=5_000)
+    transaction = half(store, "order-4", timeout_ms=5_000)
+    first = transaction.prepared_ms + 5_000  # the timeout after the store's own stamp, not after the caller's clock
+    assert transaction.check_at_ms == first == store.transactions.get("tx", transaction.msg_id).check_at_ms
     log = store.transactions
-    assert log.due(4_999, 10) == []
-    (due,) = log.due(5_000, 10, "tx", GROUP)
-    assert log.due(5_000, 10, "tx", "another-group") == []
-    opened = log.open_check(due, 8_000, claim=False)
-    assert (opened.checks, opened.claimed, opened.check_at_ms) == (1, 0, 8_000)
-    assert log.open_check(due, 8_000, claim=False) is None  # opened already: of two sweepers, one opens it
-    assert log.due(7_999, 10) == []
+    assert log.due(first - 1, 10) == []
+    (due,) = log.due(first, 10, "tx", GROUP)
+    assert log.due(first, 10, "tx", "another-group") == []
+    opened = log.open_check(due, first + 3_000, claim=False)
+    assert (opened.checks, opened.claimed, opened.check_at_ms) == (1, 0, first + 3_000)
+    assert log.open_check(due, first + 3_000, claim=False) is None  # opened already: of two sweepers, one opens it
+    assert log.due(first + 2_999, 10) == []
 
     assert log.claim("tx", "another-group", 10) == []
     (taken,) = _eventually(lambda: log.claim("tx", GROUP, 10))
@@ -143,7 +146,7 @@ def test_checks_open_only_when_due_and_each_is_taken_by_one_producer(store):
 
     noted = log.note("tx", transaction.msg_id, "unknown on check 1")
     assert noted.answer == "unknown on check 1" and noted.state is TransactionState.PREPARED
-    claimed_at_once = log.open_check(log.due(8_000, 10)[0], 11_000, claim=True)
+    claimed_at_once = log.open_check(log.due(first + 3_000, 10)[0], first + 6_000, claim=True)
     assert (claimed_at_once.checks, claimed_at_once.claimed) == (2, 2)
     with pytest.raises(TransactionConflict):
         log.end("tx", transaction.msg_id, False, "check limit", checks=1)  # a check was opened since

@@ -214,7 +214,7 @@ class RocksTransactionLog(TransactionLog):
     # ---- the protocol ----------------------------------------------------------------------------
 
     def prepare(
-        self, topic: str, message: Message, producer_group: str, check_at_ms: int, send: SendKey | None = None
+        self, topic: str, message: Message, producer_group: str, timeout_ms: int, send: SendKey | None = None
     ) -> Transaction:
         store = self.store
         config = store.get_topic(topic)
@@ -244,7 +244,7 @@ class RocksTransactionLog(TransactionLog):
                 body,
             )
             transaction = Transaction(
-                msg_id, topic, message.queue, producer_group, TransactionState.PREPARED, prepared, check_at_ms
+                msg_id, topic, message.queue, producer_group, TransactionState.PREPARED, prepared, prepared + timeout_ms
             )
             stored = Stored(transaction, None, batch.tag_codes[0], tuple(batch.keys[0]))
             counted = WriteBatch(raw_mode=True)

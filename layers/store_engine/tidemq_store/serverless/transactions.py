@@ -89,7 +89,7 @@ class DynamoDbTransactionLog(TransactionLog):
         self.max_age_ms = int(store.config.efs_segment_grace_s * 1000 / 2)
 
     def prepare(
-        self, topic: str, message: Message, producer_group: str, check_at_ms: int, send: SendKey | None = None
+        self, topic: str, message: Message, producer_group: str, timeout_ms: int, send: SendKey | None = None
     ) -> Transaction:
         metadata, items = self.store.metadata, self.items
         config = metadata.cached_topic(topic)
@@ -103,7 +103,7 @@ class DynamoDbTransactionLog(TransactionLog):
         size = batch.sizes[0]
         msg_id = message_id(physical_offset(appended.file, appended.position), size)
         transaction = Transaction(
-            msg_id, topic, message.queue, producer_group, TransactionState.PREPARED, prepared, check_at_ms
+            msg_id, topic, message.queue, producer_group, TransactionState.PREPARED, prepared, prepared + timeout_ms
         )
         item = items(
             msg_id,
@@ -112,7 +112,7 @@ class DynamoDbTransactionLog(TransactionLog):
             producer_group=producer_group,
             state=transaction.state.value,
             prepared_ms=prepared,
-            check_at=check_at_ms,
+            check_at=transaction.check_at_ms,
             checks=0,
             claimed=0,
             file=appended.file,

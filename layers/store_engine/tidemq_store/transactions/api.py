@@ -14,7 +14,7 @@ What the log holds of a transaction (`Transaction`):
 
     msg_id        the half message's id, which its committed message keeps
     state         prepared -> committed | rolled_back; an ended transaction never changes again
-    check_at_ms   prepared: when the next check is due (the first at prepare + the timeout, then every interval)
+    check_at_ms   prepared: when the next check is due (the first at prepared_ms + the timeout, then every interval)
     checks        checks opened so far; `claimed` the last one a producer took (checks > claimed: one is open)
     ended_*       when and by what it ended; `offset`: a committed message's offset in its queue
 
@@ -30,7 +30,9 @@ gateway or Lambda invocation ends any transaction, the state being in the shared
 - `open_check` is conditional on the check count read (and the state prepared): of two processes that found a
   check due, one opens it; `claim` is conditional on the check still being open, so each check goes to one producer.
   A producer that took a check and died leaves it unanswered: the next check comes an interval later.
-- No check is opened before the timeout: `check_at_ms` starts at prepare + timeout and only grows.
+- No check is opened before the timeout: `check_at_ms` starts at `prepared_ms` + the timeout, both from the
+  one clock reading `prepare` stamps the half message with (a time set before it, by the caller, would be a few
+  ms short under load), and only grows.
 
 Why it is crash-safe: the half message and the transaction's state are written before `prepare` returns
 (embedded: one RocksDB write batch, its WAL fsync'd as the store's metadata is; serverless: the half message's record
@@ -136,10 +138,11 @@ class TransactionLog(ABC):
 
     @abstractmethod
     def prepare(
-        self, topic: str, message: Message, producer_group: str, check_at_ms: int, send: SendKey | None = None
+        self, topic: str, message: Message, producer_group: str, timeout_ms: int, send: SendKey | None = None
     ) -> Transaction:
         """Store `message` as a half message of `topic` (MessageTypeMismatch unless the topic is TRANSACTION; the
-        message is checked as a put checks it), its first check due at `check_at_ms`. With `send` (its idempotency
+        message is checked as a put checks it), its first check due `timeout_ms` after its `prepared_ms` (0: due at
+        once; `check_at_ms` = `prepared_ms` + `timeout_ms`, the one stamp the log reads). With `send` (its idempotency
         key; the digest is made here, tidemq_store/sends.py), once: the key's record is written with the
         transaction, and a half message the topic prepared under the key within the window is answered with its
         transaction as it is now, preparing nothing (SendConflict if it held another message)."""

@@ -3,9 +3,9 @@ TIDEMQ_TRANSACTION_* settings), a producer group's long poll for its checks, and
 The state and its protocol are the engine's (tidemq_store/transactions/api.py).
 
 Check-back, as RocketMQ's TransactionalMessageCheckService does it, without calling the producer: a half message
-neither committed nor rolled back `transaction_timeout_ms` after it was sent is due; a due transaction that has had
-`transaction_check_max` checks is rolled back ("check limit"), any other gets its next check opened, due again
-`transaction_check_interval_ms` later. `run_checks` does that for what is due; it runs
+neither committed nor rolled back `transaction_timeout_ms` after it was stored (its `prepared_ms`) is due; a due
+transaction that has had `transaction_check_max` checks is rolled back ("check limit"), any other gets its next check
+opened, due again `transaction_check_interval_ms` later. `run_checks` does that for what is due; it runs
 - in a producer's long poll (`take_checks`), for its own group's transactions, which it then takes at once: a group
   that polls is checked on time, whatever the schedule;
 - in the sweep (`sweep`: the maintenance function's job "transactions", every minute in AWS; a thread of the local

@@ -4,11 +4,15 @@ first read, for a consumer that reads a batch's bodies and seldom its properties
 Decoding every field of every record (its id as hex, its properties into a dict, a 10-field dataclass) cost a
 consumer of 1 KiB messages about as much as checking the records' CRCs; a view holds the record's place and its
 checked header (reader.py checks every record before it makes a view of it, as for any read), and decodes a field
-when it is asked for: the header's fields from the header, the body as a slice of the record, the properties (and
-with them the keys, the tag and an id the record carries, MESSAGE_ID) once, the first time one of them is read.
+when it is asked for: the header's fields from the header, the topic from the record, the properties (and with
+them the keys, the tag and an id the record carries, MESSAGE_ID) once, the first time one of them is read.
 
-A view is a StoredMessage (isinstance, equality with one holding the same fields, repr), but read-only: a consumer
-that changes a message's fields builds a StoredMessage of its own (`to_message`).
+The body alone is taken when the view is made, as StoredMessage's own field: the record has just been checked and
+is still in the CPU's cache (reader.WINDOW). Taken later, a batch of 4 MiB after its check, it cost more than the
+decoding the view saves (measured: docs/performance.md, "Consume without per-record objects").
+
+A view is a StoredMessage (isinstance, equality with one holding the same fields, repr); its decoded fields are
+read-only: a consumer that changes them builds a StoredMessage of its own (`to_message`).
 """
 
 from __future__ import annotations
@@ -31,8 +35,11 @@ class RecordView(StoredMessage):
     __slots__ = ("_data", "_decoded", "_header", "_start")
 
     def __init__(self, data: bytes, at: int, header: tuple, version: ModuleType) -> None:
-        # the fields' properties have no setters: assigning one raises AttributeError (see the module docstring)
+        # the decoded fields' properties have no setters: assigning one raises AttributeError
         self._data, self._header, self._start, self._decoded = data, header, at + version.HEADER_SIZE, None
+        # the body now, as the record has just been checked: still in the CPU's cache (see the module docstring)
+        body_at = self._start + header[_TOPIC_LENGTH] + header[_PROPERTIES_LENGTH]
+        self.body = data[body_at : body_at + header[_BODY_LENGTH]]
 
     @property  # type: ignore[override]
     def topic(self) -> str:
@@ -53,12 +60,6 @@ class RecordView(StoredMessage):
     @property  # type: ignore[override]
     def store_timestamp(self) -> int:
         return self._header[_STORED]
-
-    @property  # type: ignore[override]
-    def body(self) -> bytes:
-        header = self._header
-        start = self._start + header[_TOPIC_LENGTH] + header[_PROPERTIES_LENGTH]
-        return self._data[start : start + header[_BODY_LENGTH]]
 
     @property  # type: ignore[override]
     def msg_id(self) -> str:

@@ -98,6 +98,7 @@ from .v2 import (
     record_size,
     stamp,
 )
+from .view import RecordView
 
 __all__ = [
     "ANY_QUEUE",
@@ -137,6 +138,7 @@ __all__ = [
     "ProducedRecords",
     "PropertiesView",
     "RecordHeader",
+    "RecordView",
     "VerifiedRecords",
     "addressed_to",
     "check_message_group",

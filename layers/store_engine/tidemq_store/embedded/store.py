@@ -54,6 +54,7 @@ from tidemq_protocol.message import Message, MessageType, StoredMessage
 from tidemq_protocol.record import (
     SEND_KEY,
     SEND_KEY_HEAD,
+    SHORTEST_HEADER,
     decode_message,
     encode_record,
     flag_record,
@@ -288,8 +289,11 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
         """Where an unfiltered read's scan of entries likely ends: past as many records as `max_bytes` holds if they
         are the size of the first (and an eighth more). A read that asks for 10,000 records of 1 KiB but takes
         the 4 MiB that fit would otherwise read 2.5 times the entries it uses; `read_queue` scans on if the
-        guess falls short, so the answer is the same either way."""
-        first = self.cq.entry(topic, queue, offset) if scan_end > offset else None
+        guess falls short, so the answer is the same either way. A scan that `max_bytes` could not cut whatever
+        the records' sizes (a read of a few) is not guessed at: the guess would cost a lookup of its own."""
+        if (scan_end - offset) * (SHORTEST_HEADER + len(topic)) <= request.max_bytes:
+            return scan_end
+        first = self.cq.entry(topic, queue, offset)
         if first is None or not first.size:
             return scan_end
         return min(scan_end, offset + request.max_bytes // first.size * 9 // 8 + 2)

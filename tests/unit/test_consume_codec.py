@@ -4,6 +4,7 @@ its record (tidemq_protocol/record/view.py) that reads as the message decoded wh
 from __future__ import annotations
 
 import copy
+import gc
 import pickle
 
 import pytest
@@ -106,3 +107,11 @@ def test_a_consume_batch_with_a_byte_flipped_in_a_record_is_refused(version, at)
 def test_a_consume_batch_announcing_another_count_is_refused():
     with pytest.raises(CorruptStore, match="announced 4 messages and holds 3"):
         codec.decode_consume(batch(records(2), count=4))
+
+
+def test_a_consumed_message_kept_does_not_keep_its_batch():
+    data = batch(records(2))
+    message = codec.decode_consume(data)[0][0]
+    referred = [*gc.get_referents(message), *(r for part in gc.get_referents(message) for r in gc.get_referents(part))]
+    assert referred and all(referent is not data for referent in referred)
+    assert (message.topic, message.tag) == ("orders", "paid")

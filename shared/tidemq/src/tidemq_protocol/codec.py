@@ -215,8 +215,8 @@ def decode_consume(
 ) -> tuple[list[StoredMessage], int, int, int]:
     """Decode (and CRC-check) a consume batch into (messages, next_offset, min_offset, max_offset), keeping those
     `message_filter` selects (a tag filter's batch may hold messages whose tag codes collide with its tags). Every
-    record is checked here; the messages are read-only views of them (`record.view_records`), whose fields are
-    decoded as they are read."""
+    record is checked here; the messages are views of them (`record.view_records`): the body taken, the other
+    fields decoded as they are read (and read-only)."""
     next_offset, min_offset, max_offset, count = consume_header(data)
     messages = view_records(data, _CONSUME_HEAD.size)
     if len(messages) != count:

@@ -332,9 +332,9 @@ def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> l
 
 def view_records(data: bytes, start: int = 0) -> list[StoredMessage]:
     """Verify every record in `data` from `start` (records back to back, either version) as `decode_records` does,
-    and give a view of each (view.py) rather than decoding it: its fields are decoded when they are read. For a
-    consumer of batches (`codec.decode_consume`), which reads every body and seldom anything else; `start` spares
-    it a copy of a batch past its head."""
+    and give a view of each (view.py) rather than decoding it: its body is taken, its other fields decoded when
+    they are read. For a consumer of batches (`codec.decode_consume`), which reads every body and seldom anything
+    else; `start` spares it a copy of a batch past its head."""
     views: list[StoredMessage] = []
     add = views.append
     end, end_of_data = start, len(data)

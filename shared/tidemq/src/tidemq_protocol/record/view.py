@@ -2,10 +2,11 @@
 first read, for a consumer that reads a batch's bodies and seldom its properties or id (`codec.decode_consume`).
 
 Decoding every field of every record (its id as hex, its properties into a dict, a 10-field dataclass) cost a
-consumer of 1 KiB messages about as much as checking the records' CRCs; a view holds the record's place and its
-checked header (reader.py checks every record before it makes a view of it, as for any read), and decodes a field
-when it is asked for: the header's fields from the header, the topic from the record, the properties (and with
-them the keys, the tag and an id the record carries, MESSAGE_ID) once, the first time one of them is read.
+consumer of 1 KiB messages about as much as checking the records' CRCs; a view holds the record's checked header
+(reader.py checks every record before it makes a view of it, as for any read) and a copy of its topic and
+properties (a few bytes: a view kept must not keep the 4 MiB batch it came in), and decodes a field when it is
+asked for: the header's fields from the header, the topic, the properties (and with them the keys, the tag and an
+id the record carries, MESSAGE_ID) once, the first time one of them is read.
 
 The body alone is taken when the view is made, as StoredMessage's own field: the record has just been checked and
 is still in the CPU's cache (reader.WINDOW). Taken later, a batch of 4 MiB after its check, it cost more than the
@@ -32,18 +33,20 @@ class RecordView(StoredMessage):
     """The message of the checked record at `at` of `data` (`header`: its fields, reader.Header; `version`: the
     module of its layout), decoded field by field as they are read."""
 
-    __slots__ = ("_data", "_decoded", "_header", "_start")
+    __slots__ = ("_decoded", "_header", "_named")
 
     def __init__(self, data: bytes, at: int, header: tuple, version: ModuleType) -> None:
         # the decoded fields' properties have no setters: assigning one raises AttributeError
-        self._data, self._header, self._start, self._decoded = data, header, at + version.HEADER_SIZE, None
+        start = at + version.HEADER_SIZE
+        body_at = start + header[_TOPIC_LENGTH] + header[_PROPERTIES_LENGTH]
+        # the topic and properties copied, not the batch referred to: a message kept must not keep its batch
+        self._header, self._named, self._decoded = header, data[start:body_at], None
         # the body now, as the record has just been checked: still in the CPU's cache (see the module docstring)
-        body_at = self._start + header[_TOPIC_LENGTH] + header[_PROPERTIES_LENGTH]
         self.body = data[body_at : body_at + header[_BODY_LENGTH]]
 
     @property  # type: ignore[override]
     def topic(self) -> str:
-        return self._data[self._start : self._start + self._header[_TOPIC_LENGTH]].decode()
+        return self._named[: self._header[_TOPIC_LENGTH]].decode()
 
     @property  # type: ignore[override]
     def queue(self) -> int:
@@ -81,8 +84,7 @@ class RecordView(StoredMessage):
         """(msg_id, keys, tag, user properties), decoded the first time one of them is read."""
         if self._decoded is None:
             header = self._header
-            start = self._start + header[_TOPIC_LENGTH]
-            keys, tag, properties = decode_properties(self._data[start : start + header[_PROPERTIES_LENGTH]])
+            keys, tag, properties = decode_properties(self._named[header[_TOPIC_LENGTH] :])
             # a moved message keeps its id (properties.py); any other's is where its record is (ids.py)
             msg_id = properties.pop(MESSAGE_ID, None) or ID.pack(header[_PHYSICAL], header[_SIZE]).hex()
             self._decoded = (msg_id, keys, tag, properties)

@@ -9,6 +9,7 @@ import pytest
 
 from tidemq_protocol.errors import MessageNotFound, OffsetOutOfRange, TopicNotFound
 from tidemq_protocol.message import Message
+from tidemq_protocol.record import HEADER_SIZE, decode_records
 from tidemq_store import FlushDiskType, GroupConfig, TopicConfig
 from tidemq_store.errors import StoreClosed
 
@@ -64,6 +65,29 @@ def test_max_bytes_limits_a_read_but_always_returns_one_message(store):
     store.put("t", [Message(b"x" * 1000) for _ in range(5)])
     assert len(store.get("t", 0, 0, max_bytes=2500).messages) == 2
     assert len(store.get("t", 0, 0, max_bytes=1).messages) == 1
+
+
+def test_a_read_takes_as_many_records_as_fit_though_the_first_is_larger_than_the_rest(store):
+    store.create_topic(TopicConfig(name="t", queues=1))
+    store.put("t", [Message(b"x" * 1000)] + [Message(b"%03d" % i) for i in range(100)])
+    first, small = HEADER_SIZE + 1 + 1000, HEADER_SIZE + 1 + 3  # records of topic "t"
+    fit = 1 + (4000 - first) // small
+    batch = store.read_records("t", 0, 0, max_messages=1000, max_bytes=4000)
+    assert (batch.count, batch.next_offset, len(batch.records)) == (fit, fit, first + (fit - 1) * small)
+    assert [m.body for m in store.get("t", 0, 0, max_messages=1000, max_bytes=4000).messages][-1] == b"%03d" % (fit - 2)
+
+
+@pytest.mark.parametrize("between", [10, 20_000])  # near: one read of the span of the runs; far: one read each
+def test_a_read_of_records_takes_its_queues_records_and_none_of_those_between(store, between):
+    store.create_topic(TopicConfig(name="t", queues=2))
+    mine = []
+    for put in range(5):
+        bodies = [b"%d-%d" % (put, i) for i in range(3)]
+        mine += bodies
+        store.put("t", [Message(body, queue=0) for body in bodies] + [Message(b"o" * between, queue=1)])
+    batch = store.read_records("t", 0, 0, max_messages=1000)
+    assert batch.count == len(mine) and batch.next_offset == len(mine)
+    assert [(m.queue, m.body) for m in decode_records(batch.records)] == [(0, body) for body in mine]
 
 
 def test_offsets_and_time_lookup(store):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 from crc32c import crc32c
 
+from tidemq_protocol import codec
 from tidemq_protocol.errors import CorruptStore, InvalidArgument, InvalidBatch, MessageNotFound
 from tidemq_protocol.record import (
     ANY_QUEUE,
@@ -38,6 +39,7 @@ from tidemq_protocol.record import (
     stamp,
     verify_records,
 )
+from tidemq_store import RecordBatch
 
 from ..legacy_records import encode_v1_batch
 
@@ -260,7 +262,12 @@ def verify(data: bytes) -> object:
     return verify_records(data, "orders", 2, 10)
 
 
-READERS = {"decode_records": decode, "verify_records": verify}
+def consume(data: bytes) -> object:
+    """The records as a consumer reads them, in a consume batch (views of them: record/view.py)."""
+    return codec.decode_consume(codec.encode_consume(RecordBatch(data, 2, 12, 0, 12)))
+
+
+READERS = {"decode_records": decode, "verify_records": verify, "decode_consume": consume}
 DAMAGES: dict[str, Callable[[bytes, int], bytes]] = {
     "size one more than its lengths": lambda record, version: claiming(record, len(record) + 1),
     "size one less than its lengths": lambda record, version: claiming(record, len(record) - 1),
@@ -291,7 +298,7 @@ def test_reading_a_run_finds_each_kind_of_damage_in_the_record_that_has_it(versi
         message = FOUND["a payload byte changed"]  # version 1's one CRC covers the broker's fields too
     if reader == "verify_records":
         place = f"byte {len(first)}"
-    else:  # decode_records names a damaged record by the position it claims, the others where it found them
+    else:  # the decoders name a damaged record by the position it claims, verify_records where it found it
         place = f"batch position {len(first)}" if "magic" in message else f"commit-log position {len(first)}"
     with pytest.raises(CorruptStore, match=f"record at {place} {message}"):
         READERS[reader](first + DAMAGES[damage](second, version))
@@ -301,7 +308,7 @@ def test_reading_a_run_finds_each_kind_of_damage_in_the_record_that_has_it(versi
 @pytest.mark.parametrize("cut", [3, 5, SHORTEST_HEADER - 1])
 def test_reading_a_run_cut_inside_a_header_says_so(reader, cut):
     first, second = put(2)
-    place = f"batch position {len(first)}" if reader == "decode_records" else f"byte {len(first)}"
+    place = f"byte {len(first)}" if reader == "verify_records" else f"batch position {len(first)}"
     with pytest.raises(CorruptStore, match=f"record at {place} is cut short"):
         READERS[reader](first + second[:cut])
 

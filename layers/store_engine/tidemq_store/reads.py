@@ -26,6 +26,8 @@ from tidemq_protocol.record import decode_records, decode_run, queue_offset_at
 from .model import GetResult, RecordBatch
 from .selection import Selection
 
+SPAN_SLACK = 1.25
+"""How much larger than the runs it holds a span of runs may be and still be read at once (`RunsRead.records`)."""
 ReadAt = Callable[[int, int], bytes]
 """How a backend reads the bytes of one run: `read_at(position, length)` where its records lie."""
 
@@ -129,8 +131,21 @@ class RunsRead(QueueRead):
         return records, self.selection.next_offset
 
     def records(self) -> bytes:
-        """The chosen records back to back, as stored (a tag-code collision among them included)."""
-        return b"".join(self.read_at(position, length) for _, position, length in self.selection.runs)
+        """The chosen records back to back, as stored (a tag-code collision among them included). Runs that lie
+        close together (split only by what a read skips: a put's idempotency-key record, a few records of another
+        queue) are read with one `read_at` of their whole span, and cut out of it in the one copy that joins them:
+        a call per run would give up the GIL for each (a 4 MiB batch of 100-message puts has ~40 runs)."""
+        runs = self.selection.runs
+        positions, lengths = runs.positions, runs.lengths
+        if len(positions) < 2:
+            return self.read_at(positions[0], lengths[0]) if positions else b""
+        first, span = positions[0], positions[-1] + lengths[-1] - positions[0]
+        if span > sum(lengths) * SPAN_SLACK:
+            return b"".join(self.read_at(position, length) for position, length in zip(positions, lengths, strict=True))
+        with memoryview(self.read_at(first, span)) as whole:
+            return b"".join(
+                [whole[at - first : at - first + length] for at, length in zip(positions, lengths, strict=True)]
+            )
 
 
 @dataclass(slots=True)

@@ -82,6 +82,7 @@ from .record import (
     encode_stored,
     message_group_of,
     parse_message_id,
+    view_records,
 )
 
 CONTENT_TYPE = "application/vnd.tidemq.batch"
@@ -213,9 +214,11 @@ def decode_consume(
     data: bytes, message_filter: MessageFilter | None = None
 ) -> tuple[list[StoredMessage], int, int, int]:
     """Decode (and CRC-check) a consume batch into (messages, next_offset, min_offset, max_offset), keeping those
-    `message_filter` selects (a tag filter's batch may hold messages whose tag codes collide with its tags)."""
+    `message_filter` selects (a tag filter's batch may hold messages whose tag codes collide with its tags). Every
+    record is checked here; the messages are views of them (`record.view_records`): the body taken, the other
+    fields decoded as they are read (and read-only)."""
     next_offset, min_offset, max_offset, count = consume_header(data)
-    messages = decode_records(data[_CONSUME_HEAD.size :])
+    messages = view_records(data, _CONSUME_HEAD.size)
     if len(messages) != count:
         raise CorruptStore(f"consume batch announced {count} messages and holds {len(messages)}")
     if message_filter is not None:

@@ -14,6 +14,7 @@ logs, tier segments and serverless files stay readable.
     properties.py  a record's properties: keys, tag, message group and user properties, and a view of them
                    read where a record lies (what a SQL92 filter reads)
     ids.py         message ids: a record's position and size; timer ids
+    view.py        a message read where its record lies, its fields decoded as they are read (consumers)
 
 Importers use this package's names (`tidemq_protocol.record.decode_records`); version 1's constants are here with
 the suffix _V1 (MAGIC_V1, HEADER_SIZE_V1, ...), version 2's without.
@@ -64,6 +65,7 @@ from .reader import (
     store_timestamp_at,
     unwritten_at,
     verify_records,
+    view_records,
 )
 from .v1 import CRC_START as CRC_START_V1
 from .v1 import HEADER as HEADER_V1
@@ -96,6 +98,7 @@ from .v2 import (
     record_size,
     stamp,
 )
+from .view import RecordView
 
 __all__ = [
     "ANY_QUEUE",
@@ -135,6 +138,7 @@ __all__ = [
     "ProducedRecords",
     "PropertiesView",
     "RecordHeader",
+    "RecordView",
     "VerifiedRecords",
     "addressed_to",
     "check_message_group",
@@ -171,5 +175,6 @@ __all__ = [
     "timer_due_ms",
     "unwritten_at",
     "verify_records",
+    "view_records",
     "with_message_id",
 ]

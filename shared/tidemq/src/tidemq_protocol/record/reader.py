@@ -33,6 +33,7 @@ from ..message import StoredMessage
 from . import v1, v2
 from .ids import ID, message_id, parse_message_id
 from .properties import MESSAGE_ID, decode_properties
+from .view import RecordView
 
 MAGIC_AT = 4  # every version's magic byte follows its total_size
 SHORTEST_HEADER = v1.HEADER_SIZE
@@ -327,6 +328,24 @@ def decode_records(data: bytes, expect: tuple[str, int, int] | None = None) -> l
         if damage is not None:
             raise CorruptStore(damage.told(IN_BATCH))
     return messages
+
+
+def view_records(data: bytes, start: int = 0) -> list[StoredMessage]:
+    """Verify every record in `data` from `start` (records back to back, either version) as `decode_records` does,
+    and give a view of each (view.py) rather than decoding it: its body is taken, its other fields decoded when
+    they are read. For a consumer of batches (`codec.decode_consume`), which reads every body and seldom anything
+    else; `start` spares it a copy of a batch past its head."""
+    views: list[StoredMessage] = []
+    add = views.append
+    end, end_of_data = start, len(data)
+    while end < end_of_data:
+        checked, damage = check_records(data, end, end + WINDOW)
+        for version, header in checked:
+            add(RecordView(data, end, header, version))
+            end += header[0]
+        if damage is not None:  # named by its position among the records, as decode_records names it
+            raise CorruptStore(damage._replace(position=damage.position - start).told(IN_BATCH))
+    return views
 
 
 class VerifiedRecords(NamedTuple):

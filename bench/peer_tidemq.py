@@ -12,8 +12,10 @@ of the other peers does. The workload, as for every peer:
 - e2e (end-to-end latency, as the OpenMessaging Benchmark measures it): the SDK's `Consumer` reads a fresh
   topic on its own connection (a stream where the server offers it, as the gateway does: docs/http-api.md,
   Streaming reads; else long polls) while batches go out on the harness's schedule, several in flight on
-  threads (`E2E_SENDERS`), none awaited before the next is due. `TIDEMQ_BENCH_E2E_STREAM=0` makes the consumer
-  long-poll instead (`Consumer(stream=False)`), to compare the two on one machine.
+  threads (`E2E_SENDERS`), none awaited before the next is due. Before the first send the consumer's stream is
+  open and each sender thread has its connection, as the other peers' clients are connected in their setup.
+  `TIDEMQ_BENCH_E2E_STREAM=0` makes the consumer long-poll instead (`Consumer(stream=False)`), to compare the two
+  on one machine.
 
 Authentication is on, as it is by default: the client signs as the super user the gateway writes to
 `<TIDEMQ_HOME>/credentials` on its first start.
@@ -164,6 +166,16 @@ class TideMQPeer(Peer):
             batch = [OutgoingMessage(body) for body in payloads]
             loop.run_in_executor(senders, producer.send_batch, batch).add_done_callback(sent)
 
+        # ready before the first send, as the other peers' clients are (connected in setup): the consumer's stream
+        # open, and each sender thread's keep-alive connection made (the SDK keeps one a thread)
+        await asyncio.to_thread(consumer.poll, 1000, 1)
+        all_senders = threading.Barrier(E2E_SENDERS)
+
+        def connect() -> None:
+            all_senders.wait(30)  # each thread of the pool takes one: none is done before all have started
+            sender_client.request("GET", "/health")
+
+        await asyncio.gather(*(loop.run_in_executor(senders, connect) for _ in range(E2E_SENDERS)))
         consuming = asyncio.create_task(consume())
         try:
             await run.send_and_wait(send, watch=[consuming])

@@ -75,10 +75,11 @@ def serve(app, host: str, port: int, **options) -> None:
 
 
 def startup_done() -> None:
-    """The last step of a server's startup: what it made to start (modules, routes, models, the opened store, some
-    300,000 objects) is left out of the garbage collector's full collections from now on (`gc.freeze`), so that
-    one walks only what serving made. A full collection over all of it took 50-150 ms, every message in flight
-    waiting (seen in the end-to-end latencies of `bench/peers.sh`; docs/performance.md)."""
+    """The last step of a server's startup (the gateway, the container, the gRPC proxy alone): what it made to
+    start (modules, routes, models, the opened store: some 300,000 objects) is left out of the garbage collector's
+    full collections from now on (`gc.freeze`), so that one walks only what serving made. A full collection over
+    all of it took 50-150 ms, every message in flight waiting (seen in the end-to-end latencies of
+    `bench/peers.sh`: docs/performance.md, "Where the end-to-end tail came from")."""
     gc.collect()
     gc.freeze()
 

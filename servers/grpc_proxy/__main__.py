@@ -22,6 +22,7 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from functions.store import close_store, get_store
+from servers import process
 from servers.bootstrap import check_exposure
 from shared.settings import InvalidConfiguration, Settings, get_settings
 
@@ -63,6 +64,7 @@ async def serve(settings: Settings) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     proxy = await server.start(settings)
+    process.startup_done()
     print(
         f"RocketMQ 5 gRPC proxy on {settings.host}:{proxy.port} (backend {settings.backend.value})",
         flush=True,

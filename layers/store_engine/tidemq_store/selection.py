@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from tidemq_protocol.filter import MessageFilter, SqlFilter, TagFilter
 from tidemq_protocol.limits import MIB
+from tidemq_protocol.record import SHORTEST_HEADER
 
 from .cq_entry import CqEntries
 
@@ -26,6 +27,22 @@ SCAN_BYTES = 8 * MIB
 
 def scan_size(max_messages: int, message_filter: MessageFilter | None) -> int:
     return max_messages if message_filter is None else max(max_messages, SCAN_LIMIT)
+
+
+def bytes_may_cut(topic: str, entries: int, max_bytes: int) -> bool:
+    """Whether `max_bytes` could cut a read of `entries` records of `topic` short, whatever their sizes: if not (a
+    read of a few), guessing where its scan ends would cost a lookup for nothing."""
+    return entries * (SHORTEST_HEADER + len(topic)) > max_bytes
+
+
+def likely_scan_end(offset: int, scan_end: int, max_bytes: int, first_size: int | None) -> int:
+    """Where an unfiltered read's scan of entries likely ends: past as many records as `max_bytes` holds if they
+    are the size of the first (`first_size`; None or 0: unknown, the whole scan) and an eighth more. A read that
+    asks for 10,000 records of 1 KiB but takes the 4 MiB that fit would otherwise read 2.5 times the entries it
+    uses; the store scans on to `scan_end` if the guess falls short, so the answer is the same either way."""
+    if not first_size:
+        return scan_end
+    return min(scan_end, offset + max_bytes // first_size * 9 // 8 + 2)
 
 
 @dataclass(slots=True)

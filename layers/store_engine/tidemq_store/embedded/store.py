@@ -54,7 +54,6 @@ from tidemq_protocol.message import Message, MessageType, StoredMessage
 from tidemq_protocol.record import (
     SEND_KEY,
     SEND_KEY_HEAD,
-    SHORTEST_HEADER,
     decode_message,
     encode_record,
     flag_record,
@@ -74,7 +73,7 @@ from ..kv.api import KeyValueStore
 from ..model import PutResult, QueueOffsets, TopicConfig, check_page_limit, check_queue
 from ..pop.api import PopLedger
 from ..reads import ReadRequest, RunsRead, check_read
-from ..selection import scan_size, select_runs
+from ..selection import bytes_may_cut, likely_scan_end, scan_size, select_runs
 from ..sends import SendKey, SentBatch, earlier_results, encode_send_mark, keyed
 from ..threads import background_thread
 from ..timer.api import TimerStore
@@ -286,17 +285,11 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
             end = scan_end  # the guess fell short (smaller records further on): the whole scan, as without it
 
     def _likely_end(self, topic: str, queue: int, offset: int, scan_end: int, request: ReadRequest) -> int:
-        """Where an unfiltered read's scan of entries likely ends: past as many records as `max_bytes` holds if they
-        are the size of the first (and an eighth more). A read that asks for 10,000 records of 1 KiB but takes
-        the 4 MiB that fit would otherwise read 2.5 times the entries it uses; `read_queue` scans on if the
-        guess falls short, so the answer is the same either way. A scan that `max_bytes` could not cut whatever
-        the records' sizes (a read of a few) is not guessed at: the guess would cost a lookup of its own."""
-        if (scan_end - offset) * (SHORTEST_HEADER + len(topic)) <= request.max_bytes:
+        """Where an unfiltered read's scan of entries likely ends (`selection.likely_scan_end`)."""
+        if not bytes_may_cut(topic, scan_end - offset, request.max_bytes):
             return scan_end
         first = self.cq.entry(topic, queue, offset)
-        if first is None or not first.size:
-            return scan_end
-        return min(scan_end, offset + request.max_bytes // first.size * 9 // 8 + 2)
+        return likely_scan_end(offset, scan_end, request.max_bytes, None if first is None else first.size)
 
     def _raced_with_cleaner(self, topic: str, queue: int, offset: int, max_offset: int) -> None:
         min_offset = self.cq.min_offset(topic, queue)

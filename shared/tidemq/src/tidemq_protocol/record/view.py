@@ -29,6 +29,11 @@ _SIZE, _QUEUE, _QUEUE_OFFSET, _PHYSICAL, _STORED, _BORN = 0, 3, 4, 5, 6, 9
 _TOPIC_LENGTH, _PROPERTIES_LENGTH, _BODY_LENGTH = 10, 11, 12
 
 
+def _header_field(index: int, name: str) -> property:
+    """A view's read-only field that is the header's field at `index`."""
+    return property(lambda view: view._header[index], doc=f"The record header's {name}.")
+
+
 class RecordView(StoredMessage):
     """The message of the checked record at `at` of `data` (`header`: its fields, reader.Header; `version`: the
     module of its layout), decoded field by field as they are read."""
@@ -48,21 +53,10 @@ class RecordView(StoredMessage):
     def topic(self) -> str:
         return self._named[: self._header[_TOPIC_LENGTH]].decode()
 
-    @property  # type: ignore[override]
-    def queue(self) -> int:
-        return self._header[_QUEUE]
-
-    @property  # type: ignore[override]
-    def queue_offset(self) -> int:
-        return self._header[_QUEUE_OFFSET]
-
-    @property  # type: ignore[override]
-    def born_timestamp(self) -> int:
-        return self._header[_BORN]
-
-    @property  # type: ignore[override]
-    def store_timestamp(self) -> int:
-        return self._header[_STORED]
+    queue = _header_field(_QUEUE, "queue")  # type: ignore[assignment]
+    queue_offset = _header_field(_QUEUE_OFFSET, "queue_offset")  # type: ignore[assignment]
+    born_timestamp = _header_field(_BORN, "born_timestamp")  # type: ignore[assignment]
+    store_timestamp = _header_field(_STORED, "store_timestamp")  # type: ignore[assignment]
 
     @property  # type: ignore[override]
     def msg_id(self) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from devtools.aws_faults import FaultProxy
 from devtools.localstack import LocalStack
 from devtools.moto_server import LocalAws
 from shared.settings import LocalAwsMode
@@ -130,3 +131,22 @@ def reopen(request, open_test_store, tmp_path):
     request.getfixturevalue("aws_env")
     prefix = f"r{uuid.uuid4().hex[:8]}"
     return lambda: open_test_store(backend="serverless", efs_path=tmp_path / "efs", dynamodb_prefix=prefix)
+
+
+@pytest.fixture(scope="session")
+def fault_proxy(local_aws: LocalAws | LocalStack) -> Iterator[FaultProxy]:
+    """A fault injector (devtools/aws_faults.py) in front of the session's local AWS; each test that uses it through
+    `faulty_aws` starts with no fault set."""
+    with FaultProxy(local_aws.endpoint) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def faulty_aws(fault_proxy: FaultProxy, aws_env, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+    """boto3 in this test reaches the session's local AWS through the fault injector (no fault set until the test
+    sets some; cleared at its end)."""
+    fault_proxy.clear()
+    for name, value in fault_proxy.env.items():
+        monkeypatch.setenv(name, value)
+    yield fault_proxy
+    fault_proxy.clear()

@@ -3,8 +3,9 @@
 A `ClientError` becomes a 4xx whose JSON body (`tidemq_protocol.api.common.ErrorBody`) says what was wrong; a
 request that breaks the schema (docs/openapi.json declares every constraint the server checks) is a 422 naming each
 offending field. `StoreFailed` (the store stopped taking writes, e.g. after a failed fsync) and `StoreUnavailable` (this
-request could not be served now, nothing changed) are 503s that say why, so a load balancer, a client's retry and
-an operator see it. Anything else is a bug or an outage: a 500 that says only that, with the details in the log.
+request could not be served now: the gateway is busy, or a service under the store, DynamoDB or S3, is failing,
+`tidemq_store.faults`) are 503s that say why, with `Retry-After`, so a load balancer, a client's retry and an
+operator see it. Anything else is a bug: a 500 that says only that, with the details in the log.
 
 A request the schema allows is refused only for what the store holds now, and says so with the status HTTP has
 for it: 404 when what the URL names does not exist (the topic of `/v1/topics/orders`, queue 5 of
@@ -72,6 +73,7 @@ from tidemq_protocol.errors import (
     UserNotFound,
     VersionMismatch,
 )
+from tidemq_store.faults import dependency_fault
 
 STATUS: dict[type[ClientError | Overloaded], int] = {
     InvalidArgument: 400,
@@ -171,27 +173,34 @@ def client_error_response(error: ClientError, url_parameters: Mapping[str, str] 
 
 
 def store_unavailable_response(error: StoreFailed | StoreUnavailable) -> Response:
-    """The 503 of a store that takes no writes now, or could not serve this request now: saying why."""
-    return error_response(503, ErrorBody(error=type(error).__name__, message=str(error)))
+    """The 503 of a store that takes no writes now, or could not serve this request now: saying why, and when to
+    try again (`Retry-After`, seconds)."""
+    body = ErrorBody(error=type(error).__name__, message=str(error))
+    response = error_response(503, body)
+    response.headers["Retry-After"] = str(getattr(error, "retry_after_s", 1))
+    return response
 
 
 def handled_error_response(error: Exception, url_parameters: Mapping[str, str]) -> Response | None:
     """The response a route's exception is, as every resolver maps it (`install_error_handlers`) and as the long-
-    running servers' lean dispatch maps it (servers/lean.py); None for anything else, a bug or an outage (a 500)."""
+    running servers' lean dispatch maps it (servers/lean.py); None for anything else, a bug (a 500)."""
     if isinstance(error, ClientError):
         return client_error_response(error, url_parameters)
     if isinstance(error, StoreFailed | StoreUnavailable):
         return store_unavailable_response(error)
+    if (fault := dependency_fault(error)) is not None:
+        return store_unavailable_response(fault)
     return None
 
 
 def install_error_handlers(app: APIGatewayHttpResolver) -> None:
-    @app.exception_handler([ClientError, StoreFailed, StoreUnavailable])
-    def route_error(error: ClientError | StoreFailed | StoreUnavailable) -> Response:
+    @app.exception_handler(Exception)
+    def route_error(error: Exception) -> Response:
         event = app.current_event
         url_parameters = {**(event.query_string_parameters or {}), **app.context.get("_route_args", {})}
         response = handled_error_response(error, url_parameters)
-        assert response is not None  # every exception this handler is installed for is mapped
+        if response is None:
+            raise error  # a bug: the function fails, and API Gateway (or the local gateway) answers a 500
         return response
 
     @app.exception_handler(RequestValidationError)
@@ -225,7 +234,8 @@ DESCRIBED = {
     412: "The key is not at the version the request is conditional on",
     413: "Too large",
     415: "Unsupported media type",
-    503: "Not now: the store takes no writes, or the gateway is busy (retry)",
+    503: "Not now: the gateway is busy, a service under the store is failing, or the store takes no writes (retry "
+    "after `Retry-After` seconds)",
     507: "The broker is past its disk quota and takes no new messages (BrokerContainer)",
 }
 

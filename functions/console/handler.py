@@ -23,7 +23,8 @@ from functions.api.errors import status_of
 from functions.observability import instrumented
 from functions.store import get_store, process_store
 from shared.settings import get_settings
-from tidemq_protocol.errors import ClientError, Unauthenticated
+from tidemq_protocol.errors import ClientError, StoreFailed, StoreUnavailable, Unauthenticated
+from tidemq_store.faults import dependency_fault
 
 from . import login, pages, static  # noqa: F401 (the pages add themselves to visit.ROUTES)
 from .session import COOKIE, CSRF_FIELD, CSRF_HEADER, Session, Sessions, session_key
@@ -85,7 +86,8 @@ def handle(event: dict[str, Any], _context: Any) -> dict[str, Any]:
 
 
 def answer(visit: Visit, page) -> Answer:
-    """The page's answer, or its error as a page saying what was wrong (a 4xx; a 5xx only for an outage)."""
+    """The page's answer, or its error as a page saying what was wrong: a 4xx, or a 503 (with Retry-After) while the
+    store or a service under it cannot serve it; a 500 only for a bug."""
     try:
         return page(visit)
     except ClientError as error:
@@ -94,6 +96,13 @@ def answer(visit: Visit, page) -> Answer:
     except ValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in error.errors())
         return visit.page("error.html", 422, message=problems, error="InvalidInput")
+    except Exception as error:
+        unavailable = error if isinstance(error, StoreFailed | StoreUnavailable) else dependency_fault(error)
+        if unavailable is None:
+            raise
+        answer = visit.page("error.html", 503, message=str(unavailable), error=type(unavailable).__name__)
+        answer.headers["retry-after"] = str(getattr(unavailable, "retry_after_s", 1))
+        return answer
 
 
 def named_in_request(visit: Visit) -> dict[str, str]:

@@ -8,8 +8,9 @@ A TideMQ class maps to one code (`CODES`; the nearest class in its MRO). `Invali
 and which value is the request's business: RocketMQ names it (ILLEGAL_TOPIC, ILLEGAL_INVISIBLE_TIME,
 ILLEGAL_FILTER_EXPRESSION, ...), so a translation says what a check is about with `about(code)`, and an
 InvalidArgument raised inside is answered with that code. A `Refused` carries its code from where the proxy itself
-refuses (a missing client id, a receive without time left to poll). Anything else is a bug or an outage:
-INTERNAL_SERVER_ERROR, logged with its traceback, its details not sent.
+refuses (a missing client id, a receive without time left to poll). A fault of DynamoDB or S3 that outlasted the
+store's retries (`tidemq_store.faults`) is a StoreUnavailable, PROXY_TIMEOUT, which clients retry. Anything else is
+a bug: INTERNAL_SERVER_ERROR, logged with its traceback, its details not sent.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from tidemq_protocol.errors import (
     Unauthenticated,
     UserNotFound,
 )
+from tidemq_store.faults import dependency_fault
 
 from .protocol import definition_pb2 as pb
 
@@ -116,6 +118,7 @@ def status_of(error: BaseException) -> pb.Status:
         return status(error.code, str(error))
     if isinstance(error, InvalidName):
         return status(Code.BAD_REQUEST, str(error))
+    error = dependency_fault(error) or error  # DynamoDB or S3 failing through the store's retries: retryable
     code = next((CODES[cls] for cls in type(error).__mro__ if cls in CODES), None)
     if code is not None:
         return status(code, str(error))

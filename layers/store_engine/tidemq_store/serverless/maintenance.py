@@ -241,10 +241,12 @@ class Maintenance:
     # ---- the lease -------------------------------------------------------------------------------
 
     def _lease(self, topic: str, queue: int) -> tuple[float, QueueState] | None:
-        """Hold the queue for this run: (the lease, the queue's state), or None when another run holds it."""
+        """Hold the queue for this run: (the lease, the queue's state), or None when another run holds it. The
+        lease is its end time, unique to the run: a write of it whose answer was lost, sent again by botocore,
+        finds the lease its own (it would otherwise take it for another run's and leave it held for LEASE_S)."""
         queues, item, now = self.queues, self.queues(queue_key(topic, queue)), time.time()
         lease = now + LEASE_S
-        free = queues.uploading.does_not_exist() | (queues.uploading < now)
+        free = queues.uploading.does_not_exist() | (queues.uploading < now) | (queues.uploading == lease)
         try:
             item.update(actions=[queues.uploading.set(lease)], condition=queues.next_offset.exists() & free)
         except UpdateError as error:
@@ -254,9 +256,10 @@ class Maintenance:
         return lease, state_of(item)
 
     def _release(self, topic: str, queue: int, lease: float, hot: int, end: int, clean: bool) -> None:
-        """Move the hot boundary and release the lease; clear `dirty` when `clean` and nothing arrived."""
+        """Move the hot boundary and release the lease; clear `dirty` when `clean` and nothing arrived. A release
+        whose answer was lost and that botocore sent again finds it done: the lease gone, the boundary moved."""
         queues, item = self.queues, self.queues(queue_key(topic, queue))
-        held = queues.uploading == lease
+        held = (queues.uploading == lease) | (queues.uploading.does_not_exist() & (queues.hot_offset == hot))
         actions = [queues.hot_offset.set(hot), queues.uploading.remove()]
         if clean:
             with contextlib.suppress(UpdateError):

@@ -67,6 +67,8 @@ from typing import NamedTuple
 from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
+from tidemq_protocol.errors import StoreUnavailable
+
 from .known_queues import KnownQueue, KnownQueues
 from .tables import DIRTY, Tables
 
@@ -130,6 +132,16 @@ ExtraWrite = Callable[[TransactWrite, dict[int, int]], None]
 class ItemChanged(Exception):
     """A condition of the other items' writes a batch was to be sequenced with (`sequence(..., also=)`) did not
     hold: nothing was written (the batch's records lie in their file, referenced by nothing)."""
+
+
+class BatchesMoved(StoreUnavailable):
+    """The `batches` items of offsets a read asked for are gone since it read the queue's item: the queue's low end
+    moved past them meanwhile (a maintenance run moved them to the cold tier, or retention expired them). The read
+    is made again from a fresh read of the item, which sends it where they are now; never answered from further on,
+    which would skip them."""
+
+    def __init__(self, topic: str, queue: int, offset: int) -> None:
+        super().__init__(f"the batch holding offset {offset} of {topic}:{queue} moved while it was read; read again")
 
 
 class QueueMissing(Exception):
@@ -330,7 +342,8 @@ class QueueIndex:
 
     def batches(self, topic: str, queue: int, state: QueueState, start: int, end: int, window: int) -> list[BatchRef]:
         """The batches holding offsets [start, end), in order, as of `state`. `window`: the most messages one
-        batch holds (so one bounded Query usually finds the batch holding `start`)."""
+        batch holds (so one bounded Query usually finds the batch holding `start`). BatchesMoved if some of them
+        have no item any more (the queue's low end moved past them since `state` was read)."""
         refs: list[BatchRef] = []
         if start < state.indexed:
             batches = self.tables.batches
@@ -344,6 +357,13 @@ class QueueIndex:
                 )
                 refs = [_ref(item) for item in before if item.first_offset + item.count > start] + refs
         refs += [ref for ref in state.pending if ref.end_offset > start and ref.first_offset < end]
+        covered = start
+        for ref in refs:
+            if ref.first_offset > covered:  # a hole: the batches there were deleted after `state` was read
+                raise BatchesMoved(topic, queue, covered)
+            covered = ref.end_offset
+        if covered < min(end, state.next_offset):
+            raise BatchesMoved(topic, queue, covered)
         return refs
 
     def indexed_batches(self, topic: str, queue: int, newest_first: bool = False, condition=None, below=None):

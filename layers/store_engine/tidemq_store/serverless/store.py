@@ -73,7 +73,7 @@ from .known_queues import QUEUE_CACHE_S, KnownQueue
 from .lookups import Lookups
 from .metadata import Metadata
 from .offsets import ConsumerOffsets
-from .queue_index import BatchRef, QueueIndex, QueueState
+from .queue_index import BatchesMoved, BatchRef, QueueIndex, QueueState
 from .segments import SegmentWriter, read_segment
 from .sends import SendRecords
 from .tables import Tables
@@ -254,7 +254,9 @@ class ServerlessMessageStore(Lookups):
         queue's hot boundary the cold tier's, read as the tiered store reads them, else the batches' in the segment
         files, which are decoded to choose (no ConsumeQueue holds their tags); a SQL92 filter is evaluated on the
         records where they lie, cold (`RunsRead`, the embedded engine's) and hot (hot_reads.py). Messages this
-        process knows are there cost no request (known_queues.py); a segment file gone since is read again afresh."""
+        process knows are there cost no request (known_queues.py); a read whose batches moved cold or whose segment
+        file is gone since its view of the queue was taken is made again from a fresh one (never answered from
+        further on: that would skip what the store holds)."""
         topic, queue = request.topic, request.queue
         config = self._cached_topic(topic)
         try:
@@ -267,7 +269,7 @@ class ServerlessMessageStore(Lookups):
         through = request.offset + scan_size(request.max_messages, chosen_by) if type(request.offset) is int else 0
         try:
             return self._read(request, chosen_by, self.index.readable(topic, queue, through, config.queues))
-        except OSError:
+        except (OSError, BatchesMoved):
             self.index.known.forget(topic, queue)
             return self._read(request, chosen_by, self.index.readable(topic, queue, through, config.queues))
 

@@ -70,12 +70,16 @@ from pynamodb.models import Model
 from pynamodb.signals import pre_dynamodb_send
 
 from ..aws import aws_region
+from ..faults import CONNECT_TIMEOUT_S, RETRIES
 
 DIRTY = "dirty"  # the one value of `queues.dirty`: the sparse index holds only queues that have it
 
 
-CONNECT_TIMEOUT_S, READ_TIMEOUT_S, ATTEMPTS = 5, 10, 3
-"""Every DynamoDB call gives up within about a minute (segments.py relies on a put finishing that fast)."""
+READ_TIMEOUT_S = 3
+"""An attempt that has no answer this long is given up (DynamoDB answers in milliseconds): with faults.RETRIES, a
+call that gets no answer at all fails within about 10 s, so a caller gets a 503 rather than waiting on (segments.py
+relies on a put finishing within a minute)."""
+ATTEMPTS = RETRIES["total_max_attempts"] - 1  # pynamodb counts the retries
 
 
 def _meta(table: str, prefix: str, host: str | None, region: str):

@@ -6,7 +6,7 @@ cannot be appended to, so a segment takes one `commit` and is sealed from then o
 The client's endpoint comes from the standard `AWS_ENDPOINT_URL`, so the same code talks to AWS, LocalStack
 (`AWS_ENDPOINT_URL=http://localhost:4566`) or a moto server. botocore retries every call itself ("standard"
 mode: 5xx, 503 SlowDown, throttling, connection errors and timeouts, with exponential backoff and jitter) before
-the uploader's own retry loop sees an error.
+the uploader's own retry loop sees an error, and a reader's caller a 503 (faults.py).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from botocore.exceptions import ClientError
 from tidemq_protocol.errors import CorruptStore
 
 from ..aws import aws_region
+from ..faults import CONNECT_TIMEOUT_S, RETRIES
 from .segment import FileSegment, SegmentGone, StoredObject, TierDriver, segment_name
 
 CLIENT_CONFIG = Config(
-    retries={"mode": "standard", "max_attempts": 8},
-    connect_timeout=5,
-    read_timeout=30,
+    retries=RETRIES,  # faults.py: what is retried, and what the caller gets then
+    connect_timeout=CONNECT_TIMEOUT_S,
+    read_timeout=10,  # no byte of an answer for this long: the attempt is given up
     max_pool_connections=32,
     # Every record carries its own CRC32C, checked on every read: botocore's CRC32 of whole bodies on
     # top of that would only spend CPU (it was a tenth of a cold read's).

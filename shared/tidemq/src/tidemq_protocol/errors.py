@@ -183,6 +183,18 @@ class StoreUnavailable(TideMQError):
     request can be sent again."""
 
 
+class DependencyUnavailable(StoreUnavailable):
+    """A service the store relies on (DynamoDB, S3, the disk under it) failed, throttled or did not answer, and went
+    on doing so through the store's own retries: the request can be sent again once it recovers (`retry_after_s`).
+    Unlike other StoreUnavailable answers, the request may have taken effect before the failure (an answer lost on
+    the way back): a produce sent again with its idempotency key is stored once (the SDK's are), and commits, acks
+    and releases are safe to repeat. `dependency` names the service: "dynamodb", "s3" or "disk"."""
+
+    def __init__(self, dependency: str, reason: str, retry_after_s: int = 1) -> None:
+        super().__init__(f"{dependency} is failing ({reason}); send the request again shortly")
+        self.dependency, self.reason, self.retry_after_s = dependency, reason, retry_after_s
+
+
 class Overloaded(StoreUnavailable):
     """This process already serves as many requests of one kind as it may at once (the local gateway's long
     polls, `TIDEMQ_GATEWAY_LONG_POLLS`); nothing was changed, and the request can be sent again shortly."""

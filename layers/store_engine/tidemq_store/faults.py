@@ -1,0 +1,90 @@
+"""Faults of the services under the store (DynamoDB, S3), told apart from the store's own errors and from bugs.
+
+botocore retries each AWS call itself (`RETRIES`: "standard" mode, exponential backoff with full jitter, and a
+retry quota that stops retrying when most calls fail) on throttling, 5xx, timeouts and dropped connections. What
+still fails after that reaches the store's callers as the library raised it; `dependency_fault` says whether it is
+such a fault, as `DependencyUnavailable` (a 503 with Retry-After over HTTP, RocketMQ's retryable code over gRPC),
+or something else (a bug: a 500). Every protocol's one error mapping asks it, so a fault of a dependency is never
+answered as a bug, whichever door the request came in by.
+
+A fault is: a throttling or transient error code (below), any 5xx, a transaction cancelled only for a conflict with
+another transaction or for throttling, or no answer at all (a connection refused, reset or cut, a timeout). A failed
+condition, a validation error or an access denial is not: the store decides what those mean, and one that escapes
+it is a bug. DynamoDB is reached through pynamodb alone, so a botocore error that pynamodb did not wrap is S3's.
+"""
+
+from __future__ import annotations
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ConnectionError,
+    HTTPClientError,
+    IncompleteReadError,
+    ReadTimeoutError,
+)
+from botocore.exceptions import ClientError as BotoClientError
+from pynamodb.exceptions import PynamoDBException
+
+from tidemq_protocol.errors import DependencyUnavailable
+
+RETRIES = {"mode": "standard", "total_max_attempts": 3}
+"""How every AWS client of the store retries a call before its caller sees the fault (docs/reliability.md)."""
+CONNECT_TIMEOUT_S = 2
+"""How long a connection to DynamoDB or S3 may take to open before the attempt counts as failed."""
+
+PASSING_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "SlowDown",
+        "TransactionConflictException",
+        "TransactionInProgressException",
+        "InternalServerError",
+        "InternalError",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+"""Error codes DynamoDB and S3 answer for a fault that passes (throttling, a conflict with a transaction, their own
+failure): the same request may succeed later."""
+PASSING_REASONS = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
+"""Why DynamoDB cancels a transaction when the transaction itself is fine (its conditions held)."""
+
+
+def dependency_fault(error: BaseException) -> DependencyUnavailable | None:
+    """`error` as the DependencyUnavailable it stands for, if it is a fault of DynamoDB or S3 (module docstring);
+    None if it is anything else."""
+    if isinstance(error, DependencyUnavailable):
+        return error
+    if isinstance(error, PynamoDBException):
+        reason = _passing(error.cause) or _passing_cancellation(error)
+        return DependencyUnavailable("dynamodb", reason) if reason else None
+    if isinstance(error, BotoCoreError | BotoClientError):
+        reason = _passing(error)
+        return DependencyUnavailable("s3", reason) if reason else None
+    return None
+
+
+def _passing(error: BaseException | None) -> str | None:
+    """What went wrong, if `error` (a botocore error) is a passing fault; else None."""
+    if isinstance(error, ReadTimeoutError):
+        return "no answer in time"
+    if isinstance(error, ConnectionError | HTTPClientError | IncompleteReadError):
+        return "the connection failed"
+    if isinstance(error, BotoClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if code in PASSING_CODES or status >= 500:
+            return code or f"HTTP {status}"
+    return None
+
+
+def _passing_cancellation(error: PynamoDBException) -> str | None:
+    """Why a transaction was cancelled, if only for conflicts or throttling (none of its conditions failed)."""
+    reasons = [reason.code for reason in getattr(error, "cancellation_reasons", None) or () if reason is not None]
+    if reasons and all(code in PASSING_REASONS for code in reasons):
+        return f"transaction cancelled: {', '.join(sorted(set(reasons)))}"
+    return None

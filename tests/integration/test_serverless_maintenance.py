@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import pytest
 
@@ -15,20 +14,6 @@ from tidemq_store import TopicConfig
 from tidemq_store.tiered.container import TieredQueue
 
 from .test_tier import produce, read_all, read_all_records
-
-
-@pytest.fixture
-def serverless(tmp_path, open_test_store, aws_env):
-    """Open serverless stores sharing one shared directory, DynamoDB prefix and S3 bucket (as concurrent
-    Lambda invocations do)."""
-    shared = {
-        "backend": "serverless",
-        "efs_path": tmp_path / "efs",
-        "dynamodb_prefix": f"m{uuid.uuid4().hex[:8]}",
-        "tier": "s3",
-        "tier_bucket": f"tier-{uuid.uuid4().hex[:12]}",
-    }
-    return lambda **overrides: open_test_store(**(shared | overrides))
 
 
 def segment_files(store) -> list[str]:

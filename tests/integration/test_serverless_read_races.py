@@ -4,8 +4,6 @@ messages from the tier, and never answers from past the offset it was asked for.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from devtools.aws_faults import Fault
@@ -13,19 +11,6 @@ from tidemq_protocol.message import Message
 from tidemq_store import TopicConfig
 
 pytestmark = pytest.mark.local_aws
-
-
-@pytest.fixture
-def serverless(tmp_path, open_test_store, aws_env):
-    """Serverless stores sharing one shared directory, DynamoDB prefix and S3 bucket, as two processes do."""
-    shared = {
-        "backend": "serverless",
-        "efs_path": tmp_path / "efs",
-        "dynamodb_prefix": f"r{uuid.uuid4().hex[:8]}",
-        "tier": "s3",
-        "tier_bucket": f"tier-{uuid.uuid4().hex[:12]}",
-    }
-    return lambda **overrides: open_test_store(**(shared | overrides))
 
 
 def test_a_read_behind_a_boundary_another_process_just_moved_reads_the_tier_and_skips_nothing(serverless):

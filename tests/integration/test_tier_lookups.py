@@ -5,7 +5,6 @@ rebuilt when an object is lost, and deleted with its segments."""
 from __future__ import annotations
 
 import time
-import uuid
 
 import pytest
 
@@ -185,21 +184,8 @@ def test_the_posix_tier_finds_by_id_and_key_too(open_test_store, tmp_path):
     assert [m.body for m in store.messages_by_key("t", "order-4-2")] == [b"body 4-2"]
 
 
-@pytest.fixture
-def serverless(tmp_path, open_test_store, aws_env):
-    shared = {
-        "backend": "serverless",
-        "efs_path": tmp_path / "efs",
-        "dynamodb_prefix": f"l{uuid.uuid4().hex[:8]}",
-        "tier": "s3",
-        "tier_bucket": f"tier-{uuid.uuid4().hex[:12]}",
-        "efs_segment_grace_s": 0.5,
-    }
-    return lambda **overrides: open_test_store(**(shared | overrides))
-
-
 def test_serverless_finds_by_id_and_key_in_s3_once_the_segment_files_are_deleted(serverless):
-    store = serverless()
+    store = serverless(efs_segment_grace_s=0.5)
     store.create_topic(TopicConfig(name="orders", queues=2))
     results = keyed_batches(store, "orders", 2, batches=10)
     before = store.message_by_id(results[5].msg_id)
@@ -211,7 +197,7 @@ def test_serverless_finds_by_id_and_key_in_s3_once_the_segment_files_are_deleted
     assert store.messages_by_key("orders", "order-0-5") == [before]
     assert len(store.messages_by_key("orders", "shared", limit=1000)) == len(results)
 
-    other = serverless()  # another process: its own views of the tier, nothing cached
+    other = serverless(efs_segment_grace_s=0.5)  # another process: its own views of the tier, nothing cached
     requests = S3Requests(other.tier.driver.client)
     found, calls = requests.during(lambda: other.message_by_id(results[5].msg_id))
     assert found == before
@@ -299,21 +285,22 @@ def delete_segment_files(store) -> None:
 
 
 def test_serverless_lookups_by_id_and_key_cost_the_same_s3_requests_with_50_topics_as_with_2(serverless):
-    store = serverless()
+    store = serverless(efs_segment_grace_s=0.5)
     for n in range(50):
         store.create_topic(TopicConfig(name=f"t{n}", queues=1))
     first = keyed_batches(store, "t0", 1, batches=2)
     keyed_batches(store, "t1", 1, batches=2)
     delete_segment_files(store)
     known, unknown = first[5].msg_id, made_up_id(first[5].msg_id)
-    reader = serverless()  # another process for each count: its own views of the tier, nothing cached
+    # another process for each count: its own views of the tier, nothing cached
+    reader = serverless(efs_segment_grace_s=0.5)
     with_2 = lookup_costs(reader, reader.tier.lookup, reader.tier.driver.client, known, unknown)
 
     for n in range(2, 50):
         keyed_batches(store, f"t{n}", 1, batches=2)
     delete_segment_files(store)
     assert len({topic for topic, _ in store.tier.driver.queues()}) == 50
-    reader = serverless()
+    reader = serverless(efs_segment_grace_s=0.5)
     with_50 = lookup_costs(reader, reader.tier.lookup, reader.tier.driver.client, known, unknown)
 
     assert with_50 == with_2

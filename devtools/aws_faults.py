@@ -124,6 +124,10 @@ class FaultProxy:
         """From now on, pass every request through untouched."""
         self.set()
 
+    def reset(self) -> None:
+        """Clear the faults and the counts."""
+        self._control("DELETE")
+
     def counts(self) -> dict[str, int]:
         """Faults injected so far, by label ("dynamodb throttle"), and "requests": every request seen."""
         return self._control("GET")
@@ -387,7 +391,10 @@ class ProxyServer:
         await writer.drain()
 
     def _control(self, exchange: Exchange) -> tuple[int, list, bytes]:
-        if exchange.request.method == b"PUT":
+        if exchange.request.method == b"DELETE":
+            self.plan.set([])
+            self.plan.counts.clear()
+        elif exchange.request.method == b"PUT":
             try:
                 specs = json.loads(exchange.body)
                 self.plan.set([Fault(**{**spec, "operations": tuple(spec["operations"])}) for spec in specs])

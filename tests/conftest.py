@@ -144,8 +144,8 @@ def fault_proxy(local_aws: LocalAws | LocalStack) -> Iterator[FaultProxy]:
 @pytest.fixture
 def faulty_aws(fault_proxy: FaultProxy, aws_env, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
     """boto3 in this test reaches the session's local AWS through the fault injector (no fault set until the test
-    sets some; cleared at its end)."""
-    fault_proxy.clear()
+    sets some; cleared at its end), its counts from zero."""
+    fault_proxy.reset()
     for name, value in fault_proxy.env.items():
         monkeypatch.setenv(name, value)
     yield fault_proxy

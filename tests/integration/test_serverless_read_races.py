@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from devtools.aws_faults import Fault
 from tidemq_protocol.message import Message
 from tidemq_store import TopicConfig
 
@@ -27,18 +26,3 @@ def test_a_read_behind_a_boundary_another_process_just_moved_reads_the_tier_and_
         behind = reader.get("t", 0, offset, 20)
         assert [m.queue_offset for m in behind.messages] == list(range(offset, offset + 20))
         assert [m.body for m in behind.messages] == [b"%d" % i for i in range(offset, offset + 20)]
-
-
-def test_a_lease_whose_answer_was_lost_is_not_left_held_and_the_queue_is_uploaded(serverless, faulty_aws):
-    store = serverless()
-    store.create_topic(TopicConfig(name="t", queues=1))
-    store.put("t", [Message(b"%d" % i) for i in range(10)])
-    # The maintenance run's lease is applied, its answer lost: botocore sends it again.
-    faulty_aws.set(Fault("reset_after", service="dynamodb", operations=("UpdateItem",), body_has="uploading", limit=1))
-    first = store.maintenance().run()
-    assert faulty_aws.counts().get("dynamodb reset_after") == 1
-    faulty_aws.clear()
-    second = store.maintenance().run()
-    state = store.index.state("t", 0)
-    assert (state.hot_offset, first.messages + second.messages) == (10, 10)  # uploaded once, not held for 900 s
-    assert [m.body for m in store.get("t", 0, 0, 10).messages] == [b"%d" % i for i in range(10)]

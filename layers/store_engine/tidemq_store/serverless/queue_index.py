@@ -61,13 +61,14 @@ import itertools
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from pynamodb.exceptions import DoesNotExist, PutError, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from tidemq_protocol.errors import StoreUnavailable
+from tidemq_protocol.errors import DependencyUnavailable, StoreUnavailable
 
 from .known_queues import KnownQueue, KnownQueues
 from .tables import DIRTY, Tables
@@ -80,6 +81,9 @@ LOOKAHEAD = 4096
 most): a consumer's next reads find them known (known_queues.py)."""
 MOST_TRIMMED = 100  # entries one index step moves (bounds the size of its UpdateItem)
 BACKOFF_S, MAX_BACKOFF_S = 0.005, 0.5  # a transaction that lost a race waits up to this, doubling
+RACING_S = 10.0
+"""How long a transaction that keeps losing races (to other writers, or to DynamoDB's conflicts with transactions
+of other items) goes on before its caller gets DependencyUnavailable (a 503)."""
 
 
 class BatchRef(NamedTuple):
@@ -189,17 +193,23 @@ class QueueIndex:
 
     def _sequence_alone(self, topic: str, queue: int, batch: BatchRef) -> int:
         queues = self.tables.queues
-        item = queues(queue_key(topic, queue))
+        item, entry = queues(queue_key(topic, queue)), batch.entry()
         try:
-            appended = queues.pending.append([batch.entry()])
             item.update(
-                actions=[queues.next_offset.add(batch.count), queues.pending.set(appended), queues.dirty.set(DIRTY)],
-                condition=queues.next_offset.exists(),
+                actions=[
+                    queues.next_offset.add(batch.count),
+                    queues.pending.set(queues.pending.append([entry])),
+                    queues.dirty.set(DIRTY),
+                ],
+                condition=queues.next_offset.exists() & ~queues.pending.contains(entry),
             )
         except UpdateError as error:
-            if is_conditional(error):
+            if not is_conditional(error):
+                raise
+            landed = self._landed(topic, queue, batch, self._states(topic, [queue])[queue])  # QueueMissing: no item
+            if landed is None:
                 raise QueueMissing([queue]) from None
-            raise
+            return landed
         if len(item.pending) % TRIM_EVERY == 0:
             self._index_quietly(topic, queue, int(item.indexed), item.pending)
         return int(item.next_offset) - batch.count
@@ -210,10 +220,12 @@ class QueueIndex:
         """Sequence a batch spread over several queues (or with another item's write) in one transaction (see the
         module docstring)."""
         queues = self.tables.queues
+        states = self._states(topic, list(parts))
+        gives_up = time.monotonic() + RACING_S
         for attempt in itertools.count():
-            states = self._states(topic, list(parts))
             try:
-                with TransactWrite(connection=self.tables.connection) as transaction:
+                token = uuid.uuid4().hex  # DynamoDB applies a transaction sent again with its token once
+                with TransactWrite(connection=self.tables.connection, client_request_token=token) as transaction:
                     for queue, batch in parts.items():
                         seen = states[queue].next_offset
                         actions = [
@@ -227,10 +239,19 @@ class QueueIndex:
                     if also is not None:
                         also(transaction, {queue: state.next_offset for queue, state in states.items()})
             except TransactWriteError as error:
+                firsts = {queue: state.next_offset for queue, state in states.items()}  # had it landed
+                states = self._states(topic, list(parts))
+                queue, batch = next(iter(parts.items()))  # all or nothing: one part there is the whole batch there
+                if self._landed(topic, queue, batch, states[queue], firsts[queue]) is not None:
+                    return firsts  # an attempt whose answer was lost had landed, and botocore sent it again
                 if also is not None and _failed_beyond(error, len(parts)):
                     raise ItemChanged() from None
                 if not raced(error):
                     raise
+                if time.monotonic() > gives_up:
+                    raise DependencyUnavailable(
+                        "dynamodb", f"sequencing lost every race for {RACING_S:.0f} s"
+                    ) from None
                 time.sleep(random.uniform(0, min(MAX_BACKOFF_S, BACKOFF_S * 2**attempt)))  # step back, more each time
                 continue
             for queue, state in states.items():
@@ -239,6 +260,28 @@ class QueueIndex:
                     self._index_quietly(topic, queue, fresh.indexed, [ref.entry() for ref in fresh.pending])
             return {queue: state.next_offset for queue, state in states.items()}
         raise AssertionError("unreachable")
+
+    def _landed(
+        self, topic: str, queue: int, batch: BatchRef, state: QueueState, first: int | None = None
+    ) -> int | None:
+        """The first offset of `batch` in the queue if it is sequenced already (as of `state`, read since), else None:
+        a write whose answer was lost may have landed, and botocore sent it again (its condition then fails, or it
+        loses a race with itself). The batch is found by its entry, unique to its place in its file: in `pending`,
+        or in a `batches` item if an indexer moved it there since: at `first` (where it would have landed, when
+        the write said), else through the `by_file` index."""
+        entry = batch.entry()
+        found = next((ref.first_offset for ref in state.pending if ref.entry() == entry), None)
+        if found is not None:
+            return found
+        if first is None:
+            return self.first_offset_at(topic, queue, batch.file, batch.position)
+        if first >= state.indexed:
+            return None
+        try:
+            item = self.tables.batches.get(queue_key(topic, queue), first, consistent_read=True)
+        except DoesNotExist:
+            return None
+        return first if (item.file, item.position) == (batch.file, batch.position) else None
 
     def _states(self, topic: str, queues: list[int]) -> dict[int, QueueState]:
         """The queues' items, read strongly consistent with one BatchGetItem; QueueMissing if some have none."""

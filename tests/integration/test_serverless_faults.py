@@ -1,0 +1,53 @@
+"""The serverless backend's writes whose answers DynamoDB lost (the connection reset after the write was applied, and
+botocore sent it again), through the fault injector (devtools/aws_faults.py) on a moto server over HTTP: each lands
+once, and the caller learns where."""
+
+from __future__ import annotations
+
+import pytest
+
+from devtools.aws_faults import Fault
+from tidemq_protocol.message import Message
+from tidemq_store import TopicConfig
+
+pytestmark = pytest.mark.local_aws
+
+
+def lost_answers(operation: str, body_has: str | None = None, times: int = 1) -> Fault:
+    """The next `times` calls of `operation` (whose body holds `body_has`) are applied, and their answers lost."""
+    return Fault("reset_after", service="dynamodb", operations=(operation,), body_has=body_has, limit=times)
+
+
+@pytest.mark.parametrize("queues", [1, 3], ids=["one-queue", "three-queues"])
+def test_a_batch_whose_sequencing_answer_was_lost_is_stored_once_where_its_producer_is_told(
+    serverless, faulty_aws, queues
+):
+    store = serverless()
+    store.create_topic(TopicConfig(name="t", queues=3))
+    store.put("t", [Message(b"first", queue=0)])  # the queue items exist: the next put's first write is its sequencing
+    operation = "UpdateItem" if queues == 1 else "TransactWriteItems"
+    faulty_aws.set(lost_answers(operation, body_has="pending", times=2))
+    results = store.put("t", [Message(b"m%d" % i, queue=i % queues) for i in range(6)])
+    assert faulty_aws.counts().get("dynamodb reset_after") == 2
+    faulty_aws.clear()
+    for queue in range(queues):
+        stored = store.get("t", queue, 0, 100).messages
+        assert [m.body for m in stored] == [b"first"] * (queue == 0) + [b"m%d" % i for i in range(queue, 6, queues)]
+    for message, result in zip(range(6), results, strict=True):
+        found = store.get("t", result.queue, result.queue_offset, 1).messages[0]
+        assert (found.body, found.msg_id) == (b"m%d" % message, result.msg_id)
+
+
+def test_a_lease_whose_answer_was_lost_is_not_left_held_and_the_queue_is_uploaded(serverless, faulty_aws):
+    store = serverless()
+    store.create_topic(TopicConfig(name="t", queues=1))
+    store.put("t", [Message(b"%d" % i) for i in range(10)])
+    # The maintenance run's lease is applied, its answer lost: botocore sends it again.
+    faulty_aws.set(Fault("reset_after", service="dynamodb", operations=("UpdateItem",), body_has="uploading", limit=1))
+    first = store.maintenance().run()
+    assert faulty_aws.counts().get("dynamodb reset_after") == 1
+    faulty_aws.clear()
+    second = store.maintenance().run()
+    state = store.index.state("t", 0)
+    assert (state.hot_offset, first.messages + second.messages) == (10, 10)  # uploaded once, not held for 900 s
+    assert [m.body for m in store.get("t", 0, 0, 10).messages] == [b"%d" % i for i in range(10)]

@@ -300,7 +300,8 @@ class ProxyServer:
         fault = self.plan.pick(exchange)
         kind = fault.kind if fault else None
         if kind in ("throttle", "conflict", "error"):
-            await self._send(connection, writer, *error_answer(fault, exchange, self.plan.counts[fault.label]))
+            answer = error_answer(fault, exchange, self.plan.counts[fault.label])
+            await self._send(connection, writer, *answer, head=exchange.request.method == b"HEAD")
             return True
         if kind == "reset_before":
             reset(writer)
@@ -381,11 +382,11 @@ class ProxyServer:
         finally:
             writer.close()
 
-    async def _send(self, connection, writer, status: int, headers: list, body: bytes) -> None:
+    async def _send(self, connection, writer, status: int, headers: list, body: bytes, head: bool = False) -> None:
         if not any(k.lower() == b"content-length" for k, _ in headers):
             headers = [*headers, (b"content-length", str(len(body)).encode())]
         data = connection.send(h11.Response(status_code=status, headers=headers))
-        if body:
+        if body and not head:  # the answer to a HEAD has the headers of a body, and none
             data += connection.send(h11.Data(data=body))
         writer.write(data + connection.send(h11.EndOfMessage()))
         await writer.drain()

@@ -20,21 +20,27 @@ from tidemq.client import HttpClient, Response
 from tidemq.producer import outgoing
 
 PRODUCE_BATCH = 5
+SLOW_S = 5.0  # an answer (beyond its long poll) slower than this is kept in the history
 
 
 class CountingClient(HttpClient):
     """The SDK's client, counting every answer it gets by status (and answers that never came, as None)."""
 
-    def __init__(self, url: str, statuses: collections.Counter, fives: list, **options) -> None:
+    def __init__(self, url: str, statuses: collections.Counter, fives: list, slow: list, **options) -> None:
         super().__init__(url, **options)
-        self.statuses, self.fives = statuses, fives
+        self.statuses, self.fives, self.slow = statuses, fives, slow
 
     def send(self, method: str, path: str, **options) -> Response:
+        started = time.monotonic()
         try:
             response = super().send(method, path, **options)
         except OSError:
             self.statuses[None] += 1
+            self.slow.append((started, time.monotonic() - started, None, method, path))
             raise
+        took = time.monotonic() - started
+        if took > SLOW_S:
+            self.slow.append((started, took, response.status_code, method, path))
         self.statuses[response.status_code] += 1
         if response.status_code >= 500:
             self.fives.append((time.monotonic(), response.status_code, method, path, response.text[:200]))
@@ -52,6 +58,7 @@ class Histories:
     popped: collections.Counter = field(default_factory=collections.Counter)  # body -> deliveries acked
     statuses: collections.Counter = field(default_factory=collections.Counter)
     fives: list = field(default_factory=list)  # (when, status, method, path, body) of each 5xx answered
+    slow: list = field(default_factory=list)  # (when, seconds, status, method, path) of answers slower than SLOW_S
     errors: list[str] = field(default_factory=list)  # what the workers' calls raised, after the SDK's retries
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -83,7 +90,8 @@ class Load:
         self.threads: list[threading.Thread] = []
 
     def client(self) -> CountingClient:
-        return CountingClient(self.url, self.histories.statuses, self.histories.fives, **self.options)
+        h = self.histories
+        return CountingClient(self.url, h.statuses, h.fives, h.slow, **self.options)
 
     def start(self) -> None:
         workers: list[Callable[[], None]] = [self._producer(n) for n in range(self.producers)]

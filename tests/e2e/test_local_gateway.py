@@ -13,7 +13,10 @@ def test_health_answers_200_and_the_store_lives_under_tidemq_home(gateway):
     base, home, backend = gateway
     with urllib.request.urlopen(f"{base}/health", timeout=5) as response:
         assert response.status == 200
-        assert json.loads(response.read()) == {"status": "ok"}
+        report = json.loads(response.read())
+    assert report["status"] == "ok"
+    expected = {"disk"} if backend == "embedded" else {"dynamodb", "disk"}
+    assert {d["name"] for d in report["dependencies"] if d["status"] == "ok" and d["required"]} == expected
     if backend == "embedded":
         assert (home / "commitlog").is_dir() and (home / "metadata").is_dir()
     else:  # the shared directory; the rest is in DynamoDB

@@ -32,6 +32,7 @@ from tidemq_protocol.timer import parse_recall_handle
 
 from .acl import UserRecord
 from .errors import StoreClosed
+from .health import DependencyHealth, Probe, probe_all
 from .kv.api import KeyValueStore
 from .model import (
     GetResult,
@@ -400,7 +401,16 @@ class MessageStore(ABC):
     # ---- lifecycle -------------------------------------------------------------------------------
 
     def check_health(self) -> None:  # noqa: B027 (a backend that cannot fail this way keeps the default)
-        """Raise `StoreFailed` if the store has stopped taking writes (what `GET /health` asks); cheap."""
+        """Raise `StoreFailed` if the store has stopped taking writes; cheap."""
+
+    def probes(self) -> list[Probe]:
+        """A probe of each service the store relies on (health.py): its disk, DynamoDB, its cold tier."""
+        return []
+
+    def health(self) -> list[DependencyHealth]:
+        """Each service the store relies on, as probed lately (health.py: a second or two at most): what
+        `GET /health` reports. Raises nothing: what fails is the answer."""
+        return probe_all(self.probes())
 
     def maintain(self) -> MaintenanceReport:
         """One scheduled maintenance run: the periodic work a backend leaves to a scheduler (the serverless

@@ -31,6 +31,7 @@ recovers the log from the disk.
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 import threading
@@ -40,7 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
-from tidemq_protocol.errors import CorruptStore, ReplicaDiverged, StoreFailed
+from tidemq_protocol.errors import CorruptStore, DependencyUnavailable, ReplicaDiverged, StoreFailed
 from tidemq_protocol.limits import KIB
 from tidemq_protocol.record import (
     SHORTEST_HEADER,
@@ -53,11 +54,13 @@ from tidemq_protocol.record import (
 )
 
 from ..config import FlushDiskType
+from ..health import DiskFailing, DiskWatch, Probe
 from ..threads import background_thread
 
 log = logging.getLogger("tidemq.store")
 SCAN_WINDOW = 8 * 1024 * 1024
 PREALLOCATE_CHUNK = 256 * KIB
+PREALLOCATE_PAUSE_S = 5.0  # after a write of zeros failed (a full disk), before the preallocator tries again
 """The preallocator writes and fdatasyncs zeros this much at a time: a writer's fdatasync of the same file flushes
 at most one chunk of zeros besides its data."""
 ZEROS = bytes(PREALLOCATE_CHUNK)
@@ -96,6 +99,10 @@ def _cut(fd: int, length: int) -> None:
     os.fsync(fd)
 
 
+def _raise(error: OSError) -> None:
+    raise error
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -119,6 +126,10 @@ class CommitLog:
         preallocate_bytes: int = 0,
     ):
         self.directory = directory
+        self.disk = DiskWatch(directory)
+        """Whether the last write failed for want of room (health.py)."""
+        self.probe = Probe("disk", True, self._check_disk)
+        """The disk as `GET /health` reports it: failing once the log failed, or while its last write found no room."""
         self.segment_bytes = segment_bytes
         self.sync = flush_disk_type is FlushDiskType.SYNC
         self.preallocate_bytes = min(preallocate_bytes, segment_bytes)
@@ -186,15 +197,34 @@ class CommitLog:
 
     # ---- writing ---------------------------------------------------------------------------------
 
+    def _check_disk(self) -> str:
+        if self._failure is not None:
+            raise DiskFailing(errno.EIO, f"the commit log takes no writes: {self._failure}")
+        return self.disk.check()
+
     def append(self, data: bytes | bytearray) -> int:
-        """Write one encoded put at the end of the log and return its start position (not yet durable)."""
+        """Write one encoded put at the end of the log and return its start position (not yet durable).
+
+        A disk with no room for it (ENOSPC, EDQUOT) refuses the put, DependencyUnavailable, and the log goes on:
+        nothing of it counts (the log's end has not moved; a partial write past it is overwritten by the next
+        put, or cut off by recovery), and puts are taken again as soon as there is room. Any other failed write
+        fails the log, as a failed fsync does (the module docstring)."""
         if self._failure is not None:
             raise StoreFailed(self._failure)
-        active = self._segments[-1]
-        if active.size and active.size + len(data) > self.segment_bytes:
-            active = self._roll()
-        start = active.end
-        self._write_at_end(active, data)
+        try:
+            active = self._segments[-1]
+            if active.size and active.size + len(data) > self.segment_bytes:
+                active = self._roll()
+            start = active.end
+            self._write_at_end(active, data)
+        except OSError as error:
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                self.disk.failed(error)
+                reason = f"a write to the commit log failed: {error.strerror}; nothing was stored"
+                raise DependencyUnavailable("disk", reason, retry_after_s=5) from error
+            self._sync(partial(_raise, error), f"a write to the commit log in {self.directory}")
+            raise  # unreachable: _sync raised StoreFailed
+        self.disk.wrote()
         return start
 
     def append_replica(self, data: bytes, position: int, segment_start: int) -> None:
@@ -281,8 +311,8 @@ class CommitLog:
 
     def _preallocate(self) -> None:
         """The preallocator (module docstring): whenever the writer asks, write zeros ahead of it, then ready the
-        spare segment. An error other than a failed fdatasync (which fails the log) stops it with a warning:
-        appends then grow their files as they would without it."""
+        spare segment. An error other than a failed fdatasync (which fails the log) pauses it, with a warning:
+        appends grow their files meanwhile, as they would without it."""
         while True:
             self._prealloc_wanted.wait()
             self._prealloc_wanted.clear()
@@ -293,9 +323,9 @@ class CommitLog:
                     self._ready_spare()
             except StoreFailed:
                 return  # logged when it failed; puts now fail with the reason
-            except OSError as error:
-                log.warning("commit-log preallocation stopped (appends grow their files instead): %s", error)
-                return
+            except OSError as error:  # a full disk, say: appends grow their files meanwhile, and it tries again
+                log.warning("commit-log preallocation paused for %.0f s: %s", PREALLOCATE_PAUSE_S, error)
+                self._closed.wait(PREALLOCATE_PAUSE_S)
             if self._closed.is_set():
                 return
 

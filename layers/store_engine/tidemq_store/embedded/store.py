@@ -68,6 +68,7 @@ from ..batch import ValidatedBatch, validate_batch, validate_records
 from ..config import FlushDiskType, StoreConfig
 from ..cq_entry import CqEntries
 from ..errors import StoreLocked
+from ..health import Probe
 from ..hot import HotStore, PutListener, QueueExtent, StoredBatch
 from ..kv.api import KeyValueStore
 from ..model import PutResult, QueueOffsets, TopicConfig, check_page_limit, check_queue
@@ -451,6 +452,9 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
     def check_health(self) -> None:
         if self.commitlog.failure is not None:
             raise StoreFailed(self.commitlog.failure)
+
+    def probes(self) -> list[Probe]:
+        return [self.commitlog.probe]
 
     def open_kv(self) -> KeyValueStore:
         return self.open_kv_over(self)

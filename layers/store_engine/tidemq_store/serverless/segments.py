@@ -28,7 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from tidemq_protocol.errors import StoreUnavailable
+from tidemq_protocol.errors import DependencyUnavailable, StoreUnavailable
+
+from ..health import DiskWatch
 
 KEY_BITS = 24
 POSITION_BITS = 40
@@ -65,6 +67,7 @@ class SegmentWriter:
         self._key = 0
         self._position = 0
         self._opened_at = 0.0
+        self.disk = DiskWatch(directory)
 
     def _open_new(self) -> None:
         if self._fd >= 0:
@@ -84,26 +87,32 @@ class SegmentWriter:
 
         A write or fsync that fails leaves the file for good (after a failed fsync its unwritten pages may be
         gone while a later fsync succeeds, PostgreSQL's "fsyncgate"): the next batch goes to a new file, and this
-        one raises `StoreUnavailable`. Nothing was sequenced, so nothing was stored; the bytes nobody references
+        one raises `StoreUnavailable` (DependencyUnavailable when it was the disk's fault: full, failing; `disk`
+        says so until a write succeeds). Nothing was sequenced, so nothing was stored; the bytes nobody references
         are deleted by maintenance."""
         with self._lock:
-            full = self._position >= self.segment_bytes
-            if self._fd < 0 or full or time.time() - self._opened_at > self.segment_age_s:
-                self._open_new()
-            position = self._position
-            data = encode((self._key << POSITION_BITS) | position)
             try:
+                full = self._position >= self.segment_bytes
+                if self._fd < 0 or full or time.time() - self._opened_at > self.segment_age_s:
+                    self._open_new()
+                position = self._position
+                data = encode((self._key << POSITION_BITS) | position)
                 written = os.pwrite(self._fd, data, position)
                 if written != len(data):
                     raise OSError(f"a short write ({written} of {len(data)} bytes)")
                 os.fsync(self._fd)
             except OSError as error:
                 failed = file_name(self._key)
-                os.close(self._fd)
-                self._fd = -1
+                if self._fd >= 0:
+                    os.close(self._fd)
+                    self._fd = -1
+                if self.disk.failed(error):
+                    reason = f"a write to the shared directory failed: {error.strerror}; nothing was stored"
+                    raise DependencyUnavailable("disk", reason, retry_after_s=5) from error
                 raise StoreUnavailable(
                     f"writing a batch to segment {failed} failed ({error}); nothing was stored, send it again"
                 ) from error
+            self.disk.wrote()
             self._position += len(data)
             return Appended(file_name(self._key), position)
 

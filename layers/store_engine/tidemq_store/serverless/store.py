@@ -50,6 +50,7 @@ from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MaintenanceReport
 from ..batch import ValidatedBatch
 from ..config import StoreConfig, TierMedium
+from ..health import Probe
 from ..model import (
     GroupConfig,
     Page,
@@ -102,11 +103,13 @@ class ServerlessMessageStore(Lookups):
         self.appender = Appender(config, self.metadata, self.writer, self.index, self._delayed, sends)
         self._arrivals = ArrivalWatch(self.index.next_offsets, WAIT_POLL_S)
         self.tier = None
+        self._probes = [Probe("dynamodb", True, self.tables.probe), Probe("disk", True, self.writer.disk.check)]
         if config.tier is not TierMedium.OFF:
             from .cold import ColdTier
 
             self.tier = ColdTier(config)
             self.tier_medium = self.tier.medium
+            self._probes.append(Probe(self.tier.driver.kind, False, self.tier.driver.probe))
 
     @property
     def requests(self) -> int:
@@ -396,6 +399,10 @@ class ServerlessMessageStore(Lookups):
     def maintain(self) -> MaintenanceReport:
         """The maintenance run (maintenance.py): upload, then delete files nothing references."""
         return self.maintenance().run().summary()
+
+    def probes(self) -> list[Probe]:
+        """DynamoDB and the shared directory (writes need both), and the cold tier's medium (they do not)."""
+        return self._probes
 
     def flush(self) -> None:
         """Nothing to do: every batch is fsync'd and sequenced before its put returns."""

@@ -71,6 +71,7 @@ from pynamodb.signals import pre_dynamodb_send
 
 from ..aws import aws_region
 from ..faults import CONNECT_TIMEOUT_S, RETRIES
+from ..health import PROBE_TIMEOUT_S
 
 DIRTY = "dirty"  # the one value of `queues.dirty`: the sparse index holds only queues that have it
 
@@ -324,6 +325,20 @@ class Tables:
             max_retry_attempts=ATTEMPTS,
         )
         """For transactions (queue_index.py), which span tables' items."""
+        self._prober = Connection(
+            region=region,
+            host=host,
+            connect_timeout_seconds=PROBE_TIMEOUT_S,
+            read_timeout_seconds=PROBE_TIMEOUT_S,
+            max_retry_attempts=0,
+        )
+
+    def probe(self) -> str:
+        """One strongly consistent GetItem of a topic nobody can name, on a connection of its own that gives up
+        within health.PROBE_TIMEOUT_S and never retries (what `GET /health` asks)."""
+        key = {"kind": {"S": "probe"}, "name": {"S": " "}}
+        self._prober.client.get_item(TableName=self.topics.Meta.table_name, Key=key, ConsistentRead=True)
+        return "answered"
 
     def _count(self, _sender, *, table_name: str | None = None, **_) -> None:
         if table_name is None or table_name.startswith(f"{self.prefix}-"):  # None: a transaction, over tables

@@ -49,10 +49,15 @@ class PosixSegment(FileSegment):
 
 class PosixDriver(TierDriver):
     appendable = True
+    kind = "directory"
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+
+    def probe(self) -> str:
+        stats = os.statvfs(self.directory)
+        return f"{stats.f_bavail * stats.f_frsize / 2**20:.0f} MiB free"
 
     def _dir(self, path: str) -> Path:
         return self.directory / path

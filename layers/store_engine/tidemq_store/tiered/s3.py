@@ -19,6 +19,7 @@ from tidemq_protocol.errors import CorruptStore
 
 from ..aws import aws_region
 from ..faults import CONNECT_TIMEOUT_S, RETRIES
+from ..health import PROBE_TIMEOUT_S
 from .segment import FileSegment, SegmentGone, StoredObject, TierDriver, segment_name
 
 CLIENT_CONFIG = Config(
@@ -30,6 +31,13 @@ CLIENT_CONFIG = Config(
     # top of that would only spend CPU (it was a tenth of a cold read's).
     request_checksum_calculation="when_required",
     response_checksum_validation="when_required",
+)
+
+
+PROBE_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 1},
+    connect_timeout=PROBE_TIMEOUT_S,
+    read_timeout=PROBE_TIMEOUT_S,
 )
 
 
@@ -94,9 +102,18 @@ class S3Driver(TierDriver):
     """Segments as objects in `bucket` under `prefix`; `client` is a boto3 S3 client (`s3_client`)."""
 
     appendable = False
+    kind = "s3"
 
     def __init__(self, client, bucket: str, prefix: str) -> None:
         self.client, self.bucket, self.prefix = client, bucket, prefix.strip("/")
+        self._prober = None
+
+    def probe(self) -> str:
+        """One HeadBucket, on a client of its own that gives up within health.PROBE_TIMEOUT_S and never retries."""
+        if self._prober is None:
+            self._prober = boto3.session.Session().client("s3", region_name=aws_region(), config=PROBE_CONFIG)
+        self._prober.head_bucket(Bucket=self.bucket)
+        return "answered"
 
     def _key(self, path: str) -> str:
         return f"{self.prefix}/{path}/" if self.prefix else f"{path}/"

@@ -122,6 +122,12 @@ class TierDriver(ABC):
 
     appendable: bool
     """Whether a committed segment can take more appends."""
+    kind: str
+    """What the medium is, as `GET /health` names it: "s3" or "directory"."""
+
+    @abstractmethod
+    def probe(self) -> str:
+        """Whether the medium answers now, within a second or so (health.py): a word on how it is, or an error."""
 
     @abstractmethod
     def segments(self, path: str) -> list[FileSegment]:

@@ -36,6 +36,7 @@ from tidemq_protocol.record import parse_message_id
 from ..acl import UserRecord
 from ..api import UNSET, CleanReport, MessageStore
 from ..config import StoreConfig, TieredStorageLevel
+from ..health import Probe
 from ..hot import HotStore, ReleasePolicy
 from ..kv.api import KeyValueStore
 from ..model import (
@@ -70,6 +71,7 @@ class TieredMessageStore(MessageStore):
     def __init__(self, hot: HotStore, driver: TierDriver, config: StoreConfig) -> None:
         self.hot, self.driver, self.config = hot, driver, config
         self.tier_medium = driver.describe()
+        self.tier_probe = Probe(driver.kind, False, driver.probe)
         self._closed = False
         self.progress = ProgressStore(config.home / "tier-progress", config.metadata_sync)
         self.dispatcher = TieredDispatcher(hot, driver, self.progress, config)
@@ -347,6 +349,10 @@ class TieredMessageStore(MessageStore):
 
     def check_health(self) -> None:
         self.hot.check_health()
+
+    def probes(self) -> list[Probe]:
+        """The hot store's, and the tier's medium (not required: produce goes on while uploads wait)."""
+        return [*self.hot.probes(), self.tier_probe]
 
     def flush(self) -> None:
         self.hot.flush()

@@ -222,5 +222,19 @@ class ErrorBody(ApiModel):
     )
 
 
+class DependencyHealthView(ApiModel):
+    """A service the server's store relies on, as last probed (a second or two ago at most)."""
+
+    name: str = Field(description='"disk", "dynamodb", or the cold tier\'s medium: "s3" or "directory".')
+    status: Literal["ok", "failing"]
+    required: bool = Field(description="Whether writes need it: while it fails, the server takes no messages.")
+    detail: str = Field(description="How fast it answered or how much room is left; or what went wrong.")
+
+
 class Health(ApiModel):
-    status: Literal["ok"]
+    """ok; degraded (200: a service writes do not need is failing, e.g. the cold tier's: uploads wait); failing
+    (503: one writes need is failing, or the store stopped taking writes; `message` says which and why)."""
+
+    status: Literal["ok", "degraded", "failing"]
+    message: str | None = None
+    dependencies: list[DependencyHealthView] = Field(default_factory=list)

@@ -5,10 +5,12 @@ machine (a signed single send through the local gateway, median of 400, 2026-11-
 against 1.15 ms for urllib3 and 1.44 ms for httpx, and a client shared by threads (a pipelined producer, a
 benchmark's senders) never makes them wait for one another's connection.
 
-Retries (with exponential backoff) cover what a later attempt can fix: no connection, a dropped
-connection, a 5xx. A 4xx is the request's own fault and is raised at once, as the engine's exception
-class when the body names one (`tidemq.errors`). A retry sends the same headers: the Producer's batches carry an
-idempotency key, so a retried produce whose first attempt was stored (its answer lost) is not stored again.
+Retries cover what a later attempt can fix: no connection, a dropped connection, a 5xx (a 503 from a busy server or
+a failing service under it: docs/reliability.md). Each waits a random time up to `backoff_s`, doubled each time up
+to `max_backoff_s` ("full jitter": clients that failed together do not come back together), and at least the
+server's `Retry-After`. A 4xx is the request's own fault and is raised at once, as the engine's exception class when
+the body names one (`tidemq.errors`). A retry sends the same headers: the Producer's batches carry an idempotency
+key, so a retried produce whose first attempt was stored (its answer lost) is not stored again.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import http.client
 import json as jsonlib
 import os
+import random
 import threading
 import time
 from collections.abc import Mapping
@@ -30,12 +33,22 @@ from .auth import find_credentials, signature_headers
 from .errors import FINAL_STATUSES, ApiError, ServerUnreachable, error_from_response, transport_reason
 
 DEFAULT_URL = "http://127.0.0.1:8080"
+MOST_RETRY_AFTER_S = 30.0
+"""The longest wait a server's Retry-After gets before a retry."""
 
 
 def default_url() -> str:
     """The API's base URL: `TIDEMQ_URL`, else the local gateway's default address (a credentials profile with a
     `url` names its server first)."""
     return os.environ.get("TIDEMQ_URL") or DEFAULT_URL
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float:
+    """The seconds an answer's Retry-After asks to wait (0 without one, or with a date), at most MOST_RETRY_AFTER_S."""
+    try:
+        return min(MOST_RETRY_AFTER_S, max(0.0, float(headers.get("retry-after", 0))))
+    except ValueError:
+        return 0.0
 
 
 def segment(name: str) -> str:
@@ -78,8 +91,9 @@ class HttpClient:
     """Requests to the TideMQ HTTP API, signed (auth.py: `credentials`, else those found as it says), with retries;
     error responses become exceptions. Safe to share between threads: each has its own connection.
 
-    `retries` is how many times a failed attempt is repeated, waiting `backoff_s`, then twice as
-    long each time (at most `max_backoff_s`).
+    `retries` is how many times a failed attempt is repeated, waiting a random time up to `backoff_s`, then up to
+    twice as long each time (at most `max_backoff_s`), and at least what the server's Retry-After asks (at most
+    MOST_RETRY_AFTER_S).
     """
 
     def __init__(
@@ -87,9 +101,9 @@ class HttpClient:
         url: str | None = None,
         *,
         timeout_s: float = 10.0,
-        retries: int = 3,
-        backoff_s: float = 0.1,
-        max_backoff_s: float = 2.0,
+        retries: int = 5,
+        backoff_s: float = 0.2,
+        max_backoff_s: float = 5.0,
         credentials: Credentials | None = None,
         profile: str | None = None,
         sign: bool = True,
@@ -115,6 +129,7 @@ class HttpClient:
         response means."""
         attempt = 0
         while True:
+            asked_s = 0.0  # what the server's Retry-After asks
             try:
                 response = self.send(method, path, **options)
             except (OSError, http.client.HTTPException) as error:
@@ -125,7 +140,8 @@ class HttpClient:
                     return response
                 if response.status_code < 500 or response.status_code in FINAL_STATUSES or attempt == self.retries:
                     raise error_from_response(response)
-            time.sleep(min(self.max_backoff_s, self.backoff_s * 2**attempt))
+                asked_s = retry_after_s(response.headers)
+            time.sleep(max(asked_s, random.uniform(0, min(self.max_backoff_s, self.backoff_s * 2**attempt))))
             attempt += 1
 
     def send(

@@ -77,9 +77,10 @@ SUBCOMMANDS = {
 @click.option(
     "--retries",
     type=click.IntRange(min=0),
-    default=3,
+    default=5,
     show_default=True,
-    help="Retries (with backoff) after a connection error or a 5xx.",
+    help="Retries after a connection error or a 5xx, each after a random wait (doubling, up to 5 s) and at least "
+    "the server's Retry-After.",
 )
 @click.option(
     "--profile",

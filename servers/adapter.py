@@ -258,13 +258,41 @@ async def send_response(
     await send({"type": "http.response.body", "body": body})
 
 
+class Handlers:
+    """The handler threads (the running event loop's default executor), and the requests waiting for one: at most
+    `queue` wait; one more is refused at once (Overloaded, a 503 with Retry-After that the SDK retries), so that a
+    server with more callers than it can serve keeps its queue and memory bounded and answers busy rather than
+    letting its callers time out behind a queue that only grows."""
+
+    def __init__(self, threads: int, queue: int) -> None:
+        self.limit = threads + queue
+        self.admitted = 0  # running or waiting for a thread; changed on the event loop only
+
+    def refusal(self) -> Overloaded | None:
+        if self.admitted < self.limit:
+            return None
+        return Overloaded(f"{self.limit} requests are being served or waiting in this server already; send it again")
+
+    async def run(self, call: Callable[[], T]) -> T:
+        self.admitted += 1
+        try:
+            return await asyncio.to_thread(call)
+        finally:
+            self.admitted -= 1
+
+
+_handlers: Handlers | None = None
+
+
 def start_pools() -> None:
     """The threads handlers run on (in the running event loop): a pool for requests, and one for long polls."""
-    global _long_polls
+    global _handlers, _long_polls
+    settings = get_settings()
     asyncio.get_running_loop().set_default_executor(
-        ThreadPoolExecutor(get_settings().gateway_threads, thread_name_prefix="handler")
+        ThreadPoolExecutor(settings.gateway_threads, thread_name_prefix="handler")
     )
-    _long_polls = LongPolls(get_settings().gateway_long_polls)
+    _handlers = Handlers(settings.gateway_threads, settings.gateway_queue)
+    _long_polls = LongPolls(settings.gateway_long_polls)
 
 
 async def call_function(route: Route, event: dict[str, Any], context: LocalContext) -> dict[str, Any]:
@@ -277,14 +305,15 @@ async def call_function(route: Route, event: dict[str, Any], context: LocalConte
 
 
 async def _run(route: Route, raw_query: str, call: Callable[[], dict | None], what: str) -> dict[str, Any] | None:
-    """`call` (a function, or a hot route's lean translation) on a long-poll thread if the request may wait (a
-    503 when too many do), else on a handler thread; one that fails is a 500, logged as `what`."""
+    """`call` (a function, or a hot route's lean translation) on a long-poll thread if the request may wait, else on
+    a handler thread (either a 503 when too many wait already); one that fails is a 500, logged as `what`."""
     long_polls = _long_polls if _long_polls is not None and _long_polls.wants(route, raw_query) else None
-    if long_polls is not None and (refusal := long_polls.refusal()) is not None:
+    pool = long_polls or _handlers
+    if pool is not None and (refusal := pool.refusal()) is not None:
         return as_result(bounds.refused(refusal), **{"retry-after": "1"})
     try:
-        if long_polls is not None:
-            return await long_polls.run(call)
+        if pool is not None:
+            return await pool.run(call)
         return await asyncio.to_thread(call)
     except Exception:  # as API Gateway does when a Lambda function fails: a bug or an outage, never the client
         logging.getLogger("tidemq.gateway").exception(what)

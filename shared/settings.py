@@ -80,6 +80,13 @@ class Settings(StoreConfig):
     host: str = Field(default="127.0.0.1", description="Address the local gateway listens on.")
     port: int = Field(default=8080, ge=0, le=65535, description="Port the local gateway listens on.")
     gateway_threads: int = Field(default=64, ge=1, description="Handler threads of the local gateway.")
+    gateway_queue: int = Field(
+        default=256,
+        ge=0,
+        description="Most requests the local gateway (and calls the gRPC proxy) keeps waiting for a handler thread; "
+        "past it a 503 (TOO_MANY_REQUESTS) at once, so that an overloaded server answers busy rather than letting "
+        "callers time out.",
+    )
     gateway_long_polls: int = Field(
         default=256,
         ge=1,

@@ -1,127 +1,261 @@
-"""Load for the fault tests: producers, an offset consumer and a pop consumer driving a gateway through the SDK while
-faults come and go, each keeping a history the test checks afterwards (`Histories.check`).
+"""Load for the fault tests: producers and consumers of every kind driving a gateway while faults come and go, each
+keeping a history that `Load.check` reads afterwards.
 
-Every answer the SDK's HTTP client gets is counted by status (a 5xx answered is what the tests look for, though the
-SDK retries it away), every acknowledged message is kept with where it was stored, and the offset consumer checks
-as it reads that each queue's messages come at the offsets it asked for, one after another: a reader that skips
-what the store holds is caught at the read that skipped.
+    HTTP (the SDK):  two producers (batches of 5, each with its idempotency key, as the SDK sends them), an offset
+                     consumer (poll, commit), a pop consumer (receive, ack), and a push group to a webhook
+    gRPC:            the unmodified RocketMQ 5 client (tests/rocketmq_client.py, in processes of their own): a
+                     producer, and a simple consumer that receives and acks
+
+Every answer the SDK's HTTP client gets is counted by status (a 5xx other than 503 is what the tests look for,
+though the SDK retries it away), every acknowledged message is kept with where it was stored, and the offset
+consumer checks as it reads that each queue's messages come at the offsets it asked for: a reader that skips what
+the store holds is caught at the read that skipped. Acknowledgements are counted per second, so that how long the
+producers took to come back after a fault can be read off.
 """
 
 from __future__ import annotations
 
+import base64
 import collections
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from tidemq import Consumer, Producer, SimpleConsumer
+from tests.push_targets import Webhook
+from tidemq import Admin, Consumer, Producer, SimpleConsumer
 from tidemq.client import HttpClient, Response
 from tidemq.producer import outgoing
 
 PRODUCE_BATCH = 5
 SLOW_S = 5.0  # an answer (beyond its long poll) slower than this is kept in the history
+CLIENT = Path(__file__).resolve().parent / "rocketmq_client.py"
+GRPC_MESSAGES = 100_000  # more than a run sends: the producer is stopped when the run stops producing
+GRPC_BUGS = ("INTERNAL_SERVER_ERROR", "INTERNAL_ERROR")  # what a gRPC client must never be answered
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
 
 class CountingClient(HttpClient):
     """The SDK's client, counting every answer it gets by status (and answers that never came, as None)."""
 
-    def __init__(self, url: str, statuses: collections.Counter, fives: list, slow: list, **options) -> None:
+    def __init__(self, url: str, histories: Histories, **options) -> None:
         super().__init__(url, **options)
-        self.statuses, self.fives, self.slow = statuses, fives, slow
+        self.histories = histories
 
     def send(self, method: str, path: str, **options) -> Response:
         started = time.monotonic()
         try:
             response = super().send(method, path, **options)
         except OSError:
-            self.statuses[None] += 1
-            self.slow.append((started, time.monotonic() - started, None, method, path))
+            self.histories.answered(None, started, method, path, "")
             raise
-        took = time.monotonic() - started
-        if took > SLOW_S:
-            self.slow.append((started, took, response.status_code, method, path))
-        self.statuses[response.status_code] += 1
-        if response.status_code >= 500:
-            self.fives.append((time.monotonic(), response.status_code, method, path, response.text[:200]))
+        self.histories.answered(response.status_code, started, method, path, response.text[:200])
         return response
 
 
 @dataclass
 class Histories:
-    """What each worker saw."""
+    """What each worker saw (`lock` guards every field)."""
 
     acked: dict[str, tuple[int, int]] = field(default_factory=dict)  # body -> (queue, offset)
-    failed_sends: int = 0
-    read: dict[int, list[tuple[int, str]]] = field(default_factory=lambda: collections.defaultdict(list))
+    acked_at: collections.Counter = field(default_factory=collections.Counter)  # second of the run -> messages
+    read: set[str] = field(default_factory=set)
     skips: list[tuple[int, int, int]] = field(default_factory=list)  # queue, offset asked for, offset answered
-    popped: collections.Counter = field(default_factory=collections.Counter)  # body -> deliveries acked
+    popped: collections.Counter = field(default_factory=collections.Counter)  # body -> deliveries
+    grpc_sent: dict[str, str] = field(default_factory=dict)  # message id -> body
+    grpc_received: set[str] = field(default_factory=set)  # bodies
+    grpc_errors: list[dict] = field(default_factory=list)
     statuses: collections.Counter = field(default_factory=collections.Counter)
-    fives: list = field(default_factory=list)  # (when, status, method, path, body) of each 5xx answered
+    bugs: list = field(default_factory=list)  # (when, status, method, path, body) of each 5xx but 503
     slow: list = field(default_factory=list)  # (when, seconds, status, method, path) of answers slower than SLOW_S
     errors: list[str] = field(default_factory=list)  # what the workers' calls raised, after the SDK's retries
+    started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def check(self, stored: dict[int, list[str]]) -> None:
-        """Nothing acknowledged lost, nothing stored at an offset it was not acknowledged at, no 5xx, no skip:
-        `stored` is each queue's bodies in offset order, read after the run."""
-        assert self.fives == [], self.fives[:10]
-        assert self.skips == [], self.skips[:10]
-        where = {body: (queue, offset) for queue, bodies in stored.items() for offset, body in enumerate(bodies)}
-        lost = [body for body in self.acked if body not in where]
-        assert lost == [], f"{len(lost)} acknowledged messages not stored: {lost[:10]}"
-        moved = [(body, at, where[body]) for body, at in self.acked.items() if where[body] != at]
-        assert moved == [], f"stored elsewhere than acknowledged: {moved[:10]}"
+    def answered(self, status: int | None, started: float, method: str, path: str, body: str) -> None:
+        took = time.monotonic() - started
+        with self.lock:
+            self.statuses[status] += 1
+            if status is not None and status >= 500 and status != 503:
+                self.bugs.append((started - self.started, status, method, path, body))
+            if status is None or (took > SLOW_S and "wait_ms" not in path):
+                self.slow.append((started - self.started, round(took, 2), status, method, path))
+
+    def note(self, what: str) -> None:
+        with self.lock:
+            self.errors.append(what)
+
+    def summary(self) -> dict:
+        with self.lock:
+            return {
+                "acknowledged": len(self.acked) + len(self.grpc_sent),
+                "statuses": {str(status): n for status, n in sorted(self.statuses.items(), key=str)},
+                "bugs": len(self.bugs),
+                "skips": len(self.skips),
+                "grpc_errors": collections.Counter(e.get("code") for e in self.grpc_errors),
+                "worker_errors": len(self.errors),
+            }
 
 
 class Load:
-    """Producers, an offset consumer and a pop consumer on `topic` (queues `queues`) of the gateway at `url`, run on
-    threads until `stop`."""
+    """The workers on `topic` (`queues` queues) of the gateway at `url` (`grpc`: its gRPC proxy's host:port and the
+    credentials the clients sign with, None: no gRPC workers), run on threads and processes until `stop`; `home`
+    holds the gRPC clients' files."""
 
-    def __init__(self, url: str, topic: str, queues: int, producers: int = 2, client_options: dict | None = None):
-        self.url, self.topic, self.queues, self.producers = url, topic, queues, producers
+    def __init__(
+        self,
+        url: str,
+        topic: str,
+        queues: int,
+        home: Path,
+        grpc: tuple[str, str, str] | None = None,
+        producers: int = 2,
+    ) -> None:
+        self.url, self.topic, self.queues, self.home, self.grpc = url, topic, queues, home, grpc
+        self.producers = producers
         self.histories = Histories()
-        self.stopping = threading.Event()
-        self.producing = threading.Event()
+        self.stopping, self.producing = threading.Event(), threading.Event()
         self.producing.set()
-        self.options = {"retries": 8, "backoff_s": 0.2, "max_backoff_s": 5.0, "timeout_s": 30.0} | (
-            client_options or {}
-        )
+        self.options = {"retries": 10, "backoff_s": 0.2, "max_backoff_s": 5.0, "timeout_s": 30.0}
         self.threads: list[threading.Thread] = []
+        self.processes: list[subprocess.Popen] = []
+        self.webhook = Webhook()
 
     def client(self) -> CountingClient:
-        h = self.histories
-        return CountingClient(self.url, h.statuses, h.fives, h.slow, **self.options)
+        return CountingClient(self.url, self.histories, **self.options)
 
-    def start(self) -> None:
+    def start(self) -> Load:
+        admin = Admin(client=self.client())
+        for group in ("offsets", "pops", "pushed", "grpc"):
+            admin.create_group(group)
+        self.webhook.__enter__()
+        admin.set_push("pushed", self.topic, self.webhook.url, batch_size=32)
         workers: list[Callable[[], None]] = [self._producer(n) for n in range(self.producers)]
         workers += [self._offset_consumer, self._pop_consumer]
         for worker in workers:
-            thread = threading.Thread(target=self._guarded(worker), daemon=True)
-            thread.start()
-            self.threads.append(thread)
+            self._thread(self._guarded(worker))
+        if self.grpc is not None:
+            self._grpc_client({"role": "drain", "group": "grpc", "invisible_s": 20}, self._grpc_consumed)
+            messages = [{"body": b64(f"g-{n}"), "until_sent": True, "pause_s": 0.02} for n in range(GRPC_MESSAGES)]
+            self._grpc_client({"role": "producer", "messages": messages, "deadline_s": 3600}, self._grpc_sent)
+        return self
+
+    # ---- running ---------------------------------------------------------------------------------------------
 
     def stop_producing(self) -> None:
+        """The producers stop (the gRPC one is stopped, sending nothing more); the consumers go on."""
         self.producing.clear()
+        for process in self.processes[1:]:  # the producer
+            process.terminate()
+
+    def drained(self, timeout_s: float) -> float:
+        """Wait until every consumer has every acknowledged message; how long that took (AssertionError: not within
+        `timeout_s`, saying which consumer lacks how many)."""
+        started = time.monotonic()
+        while (missing := self.missing()) and time.monotonic() - started < timeout_s:
+            time.sleep(0.2)
+        assert not missing, f"consumers lack acknowledged messages {timeout_s} s after producing stopped: {missing}"
+        return time.monotonic() - started
+
+    def missing(self) -> dict[str, int]:
+        """How many acknowledged messages each consumer has not had yet (those that lack none left out)."""
+        h = self.histories
+        with h.lock:
+            acked, grpc = list(h.acked), list(h.grpc_sent.values())
+            lacking = {
+                "offset consumer": sum(1 for body in acked if body not in h.read),
+                "pop consumer": sum(1 for body in acked + grpc if body not in h.popped),
+                "grpc consumer": sum(1 for body in acked + grpc if body not in h.grpc_received) if self.grpc else 0,
+            }
+        pushed = set(self.webhook.bodies_received())
+        lacking["push group"] = sum(1 for body in acked + grpc if body not in pushed)
+        return {name: count for name, count in lacking.items() if count}
+
+    def recovered_after(self, cleared_at: float, baseline: float, timeout_s: float) -> float:
+        """Seconds from `cleared_at` (monotonic) to the first second in which the producers' acknowledgements came at
+        half the `baseline` rate (msg/s) or more (AssertionError: not within `timeout_s`)."""
+        deadline = cleared_at + timeout_s
+        while time.monotonic() < deadline:
+            for second in self._seconds_from(cleared_at):
+                if self.histories.acked_at[second] >= baseline / 2:
+                    return max(0.0, second - (cleared_at - self.histories.started))
+            time.sleep(0.2)
+        raise AssertionError(f"producers did not come back to half of {baseline:.0f} msg/s within {timeout_s} s")
+
+    def _seconds_from(self, since: float) -> Iterator[int]:
+        first, last = int(since - self.histories.started), int(time.monotonic() - self.histories.started)
+        return iter(range(first, last))  # whole seconds only: the current one is still counting
+
+    def rate(self, since: float, until: float) -> float:
+        """The producers' acknowledged messages a second over [since, until) (monotonic)."""
+        first, last = int(since - self.histories.started), int(until - self.histories.started)
+        return sum(self.histories.acked_at[s] for s in range(first, last)) / max(1, last - first)
 
     def stop(self, timeout_s: float = 120) -> None:
         self.stopping.set()
+        self.producing.clear()
+        for process in self.processes:
+            if process.stdin is not None:
+                process.stdin.close()  # the drain consumer stops
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
         for thread in self.threads:
             thread.join(timeout_s)
+        self.webhook.__exit__(None, None, None)
         assert not any(thread.is_alive() for thread in self.threads), "a worker did not stop"
 
+    # ---- the checks --------------------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """No 5xx but 503 answered, no gRPC client answered an internal error, no read skipped, and every
+        acknowledged message stored once where it was acknowledged (read back over HTTP after the run)."""
+        h = self.histories
+        assert h.bugs == [], h.bugs[:10]
+        assert [e for e in h.grpc_errors if e.get("code") in GRPC_BUGS] == [], h.grpc_errors[:10]
+        assert h.skips == [], h.skips[:10]
+        stored = self.stored()
+        where = {body: at for at, body in stored.items()}
+        assert len(where) == len(stored), "a message is stored twice"
+        lost = [body for body in (*h.acked, *h.grpc_sent.values()) if body not in where]
+        assert lost == [], f"{len(lost)} acknowledged messages are not stored: {lost[:10]}"
+        moved = [(body, at, where[body]) for body, at in h.acked.items() if where[body] != at]
+        assert moved == [], f"stored elsewhere than acknowledged: {moved[:10]}"
+
+    def stored(self) -> dict[tuple[int, int], str]:
+        """Every message of the topic, read from offset 0 of each queue: (queue, offset) -> body."""
+        found = {}
+        with Consumer(self.topic, client=HttpClient(self.url), stream=False) as consumer:
+            while messages := consumer.poll(max_messages=1000):
+                found.update(((m.queue, m.queue_offset), m.body.decode()) for m in messages)
+        return found
+
+    # ---- the workers -------------------------------------------------------------------------------------------
+
+    def _thread(self, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
     def _guarded(self, worker: Callable[[], None]) -> Callable[[], None]:
+        """The worker, started again after a call it made failed through the SDK's retries (an application's loop)."""
+
         def run() -> None:
             while not self.stopping.is_set():
                 try:
                     worker()
                     return
-                except Exception as error:  # the SDK gave up on a call: noted, and the worker starts again
-                    with self.histories.lock:
-                        self.histories.errors.append(
-                            f"{worker.__name__ if hasattr(worker, '__name__') else worker}: "
-                            f"{type(error).__name__}: {error}"
-                        )
+                except Exception as error:
+                    self.histories.note(f"{worker.__name__}: {type(error).__name__}: {error}")
                     time.sleep(0.5)
 
         return run
@@ -133,17 +267,13 @@ class Load:
             with Producer(self.topic, client=self.client()) as producer:
                 while not self.stopping.is_set() and self.producing.is_set():
                     n = next(sent)
-                    queue = n % self.queues
                     bodies = [f"p{number}-{n}-{k}" for k in range(PRODUCE_BATCH)]
-                    try:
-                        results = producer.send_batch([outgoing(body, queue=queue) for body in bodies])
-                    except Exception:
-                        with self.histories.lock:
-                            self.histories.failed_sends += 1
-                        raise
-                    with self.histories.lock:
+                    results = producer.send_batch([outgoing(body, queue=n % self.queues) for body in bodies])
+                    h = self.histories
+                    with h.lock:
+                        h.acked_at[int(time.monotonic() - h.started)] += len(bodies)
                         for body, result in zip(bodies, results, strict=True):
-                            self.histories.acked[body] = (result.queue, result.offset)
+                            h.acked[body] = (result.queue, result.offset)
 
         produce.__name__ = f"producer {number}"
         return produce
@@ -153,24 +283,56 @@ class Load:
             while not self.stopping.is_set():
                 before = consumer.positions
                 messages = consumer.poll(max_messages=100, wait_ms=500)
-                if messages:
-                    queue = messages[0].queue
-                    expected = before[queue]
-                    if messages[0].queue_offset != expected:
-                        with self.histories.lock:
-                            self.histories.skips.append((queue, expected, messages[0].queue_offset))
-                    with self.histories.lock:
-                        for message in messages:
-                            self.histories.read[queue].append((message.queue_offset, message.body.decode()))
+                h = self.histories
+                with h.lock:
+                    if messages and messages[0].queue_offset != before[messages[0].queue]:
+                        h.skips.append((messages[0].queue, before[messages[0].queue], messages[0].queue_offset))
+                    h.read.update(message.body.decode() for message in messages)
                 consumer.commit()
 
     def _pop_consumer(self) -> None:
-        consumer = SimpleConsumer(self.topic, "pops", client=self.client(), invisible_ms=20_000)
-        with consumer:
-            pending = []
+        with SimpleConsumer(self.topic, "pops", client=self.client(), invisible_ms=20_000) as consumer:
+            delivered = []
             while not self.stopping.is_set():
-                batch = consumer.ack_and_receive(pending, max_messages=32, wait_ms=500)
+                batch = consumer.ack_and_receive(delivered, max_messages=32, wait_ms=500)
                 with self.histories.lock:
-                    for received in batch.received:
-                        self.histories.popped[received.message.body.decode()] += 1
-                pending = list(batch.received)
+                    self.histories.popped.update(received.message.body.decode() for received in batch.received)
+                delivered = list(batch.received)
+
+    # ---- gRPC ------------------------------------------------------------------------------------------------
+
+    def _grpc_client(self, spec: dict, on_event: Callable[[dict], None]) -> None:
+        endpoint, access_key, secret_key = self.grpc
+        home = self.home / f"grpc-{len(self.processes)}"
+        home.mkdir(parents=True, exist_ok=True)
+        full = {"endpoint": endpoint, "access_key": access_key, "secret_key": secret_key, "topic": self.topic, **spec}
+        process = subprocess.Popen(
+            [sys.executable, str(CLIENT), json.dumps(full)],
+            env={**os.environ, "HOME": str(home)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.processes.append(process)
+
+        def read() -> None:
+            for line in process.stdout:
+                if line.startswith("{"):
+                    on_event(json.loads(line))
+
+        self._thread(read)
+
+    def _grpc_sent(self, event: dict) -> None:
+        h = self.histories
+        with h.lock:
+            if "sent" in event:
+                h.grpc_sent[event["sent"]] = f"g-{len(h.grpc_sent)}"
+            elif "error" in event:
+                h.grpc_errors.append(event)
+
+    def _grpc_consumed(self, event: dict) -> None:
+        with self.histories.lock:
+            if "received" in event:
+                self.histories.grpc_received.add(base64.b64decode(event["received"]["body"]).decode())
+            elif "error" in event or "ack_failed" in event:
+                self.histories.grpc_errors.append(event)

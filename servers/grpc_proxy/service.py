@@ -48,7 +48,7 @@ from shared.settings import Settings
 from tidemq_protocol import acl
 from tidemq_protocol.acl import Action
 from tidemq_protocol.api.common import MSG_ID_PATTERN
-from tidemq_protocol.errors import InvalidArgument
+from tidemq_protocol.errors import InvalidArgument, Overloaded
 from tidemq_protocol.filter import subscription_filter
 from tidemq_protocol.message import Message, MessageType
 from tidemq_protocol.names import check_name
@@ -155,6 +155,8 @@ class MessagingService:
         """`work()` as the request's caller (authenticated there: it may read the store), on the proxy's threads, or
         inline when the proxy is idle (`inline_when_idle`: the class docstring)."""
         metadata, peer = _metadata(context), context.peer()
+        if self._in_hand >= self.settings.grpc_threads + self.settings.gateway_queue:  # adapter.Handlers: bounded
+            raise Overloaded(f"{self._in_hand} calls are being served or waiting in this proxy already; send it again")
         self._in_hand += 1
         try:
             if self.inline_when_idle:

@@ -73,6 +73,13 @@ class StoreConfig(BaseSettings):
         description="Zeros kept written ahead of the commit-log writer, so an append's fdatasync persists data alone "
         "(0: off; the files grow with each append).",
     )
+    disk_reserve_bytes: int = Field(
+        default=128 * MIB,
+        ge=0,
+        description="Room kept free on the disk under the commit log: a put that would leave less is refused (a 503, "
+        "taken again once there is room), so that the indexes, offsets and acks written beside it never find the "
+        "disk full (RocketMQ's diskMaxUsedSpaceRatio; 0: no reserve).",
+    )
     max_message_bytes: int = Field(default=4 * MIB, ge=KIB, description="Largest body + properties of one message.")
     max_batch_messages: int = Field(default=1000, ge=1, description="Most messages in one put.")
     max_batch_bytes: int = Field(default=8 * MIB, ge=KIB, description="Largest encoded batch in one put.")

@@ -53,6 +53,9 @@ PASSING_REASONS = frozenset({"TransactionConflict", "ThrottlingError", "Provisio
 """Why DynamoDB cancels a transaction when the transaction itself is fine (its conditions held)."""
 DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS})
 """A write failing with one of these is the disk's fault (full, over quota, failing, read-only), not the store's."""
+ROCKSDB_DISK_FULL = "IO error: No space left on device"
+"""How a RocksDB write (rocksdict) that found the disk full fails. The embedded engine keeps `disk_reserve_bytes` free
+so that its RocksDB files never meet it; a disk another process fills meets it all the same."""
 
 
 def dependency_fault(error: BaseException) -> DependencyUnavailable | None:
@@ -68,6 +71,8 @@ def dependency_fault(error: BaseException) -> DependencyUnavailable | None:
         return DependencyUnavailable("s3", reason) if reason else None
     if isinstance(error, OSError) and error.errno in DISK_ERRORS:
         return DependencyUnavailable("disk", os.strerror(error.errno).lower(), retry_after_s=5)
+    if type(error) is Exception and str(error).startswith(ROCKSDB_DISK_FULL):  # rocksdict raises no class of its own
+        return DependencyUnavailable("disk", "no space left on device (RocksDB)", retry_after_s=5)
     return None
 
 

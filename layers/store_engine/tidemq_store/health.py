@@ -19,12 +19,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from tidemq_protocol.errors import DependencyUnavailable
+
 from .faults import DISK_ERRORS, reason_of
 
 PROBE_TIMEOUT_S = 1.0
 """How long a probe may take (to connect, and to get an answer) before it counts as failed."""
 FRESH_S = 2.0
 """How long a probe's answer stands before the next `health()` probes again."""
+FREE_FRESH_S = 0.5
+"""How long a reading of a disk's free space stands (less what was written since) before it is read again."""
 RECOVERED_BYTES = 64 * 2**20
 """A disk a write found full is taken for fine again once this much more is free than then."""
 
@@ -75,14 +79,27 @@ def probe_all(probes: Sequence[Probe]) -> list[DependencyHealth]:
 
 
 class DiskWatch:
-    """The disk under a directory the store writes: failing from a write that failed for the disk's fault (full,
-    over quota, an I/O error, read-only) until a write succeeds again, or, when the write found no room, until
-    RECOVERED_BYTES more are free than then (so that a server a load balancer took out for its full disk is taken
-    back once room is made, before any write tries); its free space as the detail."""
+    """The disk under a directory the store writes, with `reserve_bytes` kept free there (`admit` refuses a write
+    that would leave less). Failing while less than the reserve is free, and from a write that failed for the
+    disk's fault (full, over quota, an I/O error, read-only) until a write succeeds again or, when the write found
+    no room, until RECOVERED_BYTES more are free than then (so that a server a load balancer took out for its full
+    disk is taken back once room is made, before any write tries). Its free space is the detail."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, directory: Path, reserve_bytes: int = 0) -> None:
+        self.directory, self.reserve_bytes = directory, reserve_bytes
         self._failure: tuple[str, int | None] | None = None  # what failed, and the free bytes then (full disks)
+        self._free, self._free_at = 0, -FREE_FRESH_S  # free bytes as last read, less what was admitted since
+
+    def admit(self, size: int) -> None:
+        """Refuse (DependencyUnavailable) a write of `size` bytes that would leave less than the reserve free."""
+        if not self.reserve_bytes:
+            return
+        if time.monotonic() - self._free_at > FREE_FRESH_S or self._free - size < self.reserve_bytes:
+            self._free, self._free_at = _free_bytes(self.directory), time.monotonic()
+        if self._free - size < self.reserve_bytes:
+            reason = f"{_mib(self._free)} free, and {_mib(self.reserve_bytes)} are kept for the store's indexes"
+            raise DependencyUnavailable("disk", reason, retry_after_s=5)
+        self._free -= size
 
     def failed(self, error: OSError) -> bool:
         """Note a write's error; whether it was the disk's fault."""
@@ -99,8 +116,14 @@ class DiskWatch:
     def check(self) -> str:
         free, failure = _free_bytes(self.directory), self._failure
         if failure is not None and (failure[1] is None or free < failure[1] + RECOVERED_BYTES):
-            raise DiskFailing(errno.EIO, f"a write failed: {failure[0]} ({free / 2**20:.0f} MiB free)")
-        return f"{free / 2**20:.0f} MiB free"
+            raise DiskFailing(errno.EIO, f"a write failed: {failure[0]} ({_mib(free)} free)")
+        if free < self.reserve_bytes:
+            raise DiskFailing(errno.ENOSPC, f"{_mib(free)} free, less than the {_mib(self.reserve_bytes)} reserve")
+        return f"{_mib(free)} free"
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.0f} MiB"
 
 
 class DiskFailing(OSError):

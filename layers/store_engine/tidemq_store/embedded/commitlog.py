@@ -124,9 +124,10 @@ class CommitLog:
         flush_disk_type: FlushDiskType,
         flush_interval_ms: int,
         preallocate_bytes: int = 0,
+        disk_reserve_bytes: int = 0,
     ):
         self.directory = directory
-        self.disk = DiskWatch(directory)
+        self.disk = DiskWatch(directory, disk_reserve_bytes)
         """Whether the last write failed for want of room (health.py)."""
         self.probe = Probe("disk", True, self._check_disk)
         """The disk as `GET /health` reports it: failing once the log failed, or while its last write found no room."""
@@ -205,12 +206,15 @@ class CommitLog:
     def append(self, data: bytes | bytearray) -> int:
         """Write one encoded put at the end of the log and return its start position (not yet durable).
 
-        A disk with no room for it (ENOSPC, EDQUOT) refuses the put, DependencyUnavailable, and the log goes on:
+        A put that would leave less than `disk_reserve_bytes` free is refused (DependencyUnavailable: the room is
+        kept for the indexes, offsets and acks beside the log). A disk with no room for it all the same (ENOSPC,
+        EDQUOT) refuses the put too, DependencyUnavailable, and the log goes on:
         nothing of it counts (the log's end has not moved; a partial write past it is overwritten by the next
         put, or cut off by recovery), and puts are taken again as soon as there is room. Any other failed write
         fails the log, as a failed fsync does (the module docstring)."""
         if self._failure is not None:
             raise StoreFailed(self._failure)
+        self.disk.admit(len(data))
         try:
             active = self._segments[-1]
             if active.size and active.size + len(data) > self.segment_bytes:

@@ -109,6 +109,7 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
             config.flush_disk_type,
             config.flush_interval_ms,
             config.commitlog_preallocate_bytes,
+            config.disk_reserve_bytes,
         )
         self.cq = ConsumeQueueStore(home / "consumequeue")
         self.meta = MetadataStore(home / "metadata", config.metadata_sync)

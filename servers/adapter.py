@@ -198,15 +198,38 @@ async def body_or_refusal(scope, receive, send) -> bytes | None:
         return None
 
 
-class LongPolls:
+class Threads:
+    """Threads calls run on (`executor`; None: the event loop's default one), with at most `limit` calls admitted
+    at once, running or waiting for a thread: one more is refused at once (Overloaded, a 503 with Retry-After that
+    the SDK retries), so that a server with more callers than it can serve keeps its queue and memory bounded and
+    answers busy rather than letting its callers time out behind a queue that only grows."""
+
+    def __init__(self, limit: int, what: str, executor: ThreadPoolExecutor | None = None) -> None:
+        self.limit, self.what, self.executor = limit, what, executor
+        self.admitted = 0  # changed on the event loop only
+
+    def refusal(self) -> Overloaded | None:
+        """Why one more call is refused now; None while there is room."""
+        if self.admitted < self.limit:
+            return None
+        return Overloaded(f"{self.limit} {self.what} in this server already; send it again shortly")
+
+    async def run(self, call: Callable[[], T]) -> T:
+        self.admitted += 1
+        try:  # in a copy of this context, as asyncio.to_thread runs calls
+            in_context = functools.partial(contextvars.copy_context().run, call)
+            return await asyncio.get_running_loop().run_in_executor(self.executor, in_context)
+        finally:
+            self.admitted -= 1
+
+
+class LongPolls(Threads):
     """Where consumes that may wait (`wait_ms` > 0) run: threads of their own, at most `limit` at once, so that
-    however many wait, the handler threads stay free for every other route. One more is refused at once
-    (Overloaded, a 503 the SDK retries), not queued behind waits of up to TIDEMQ_MAX_GET_WAIT_MS."""
+    however many wait, the handler threads stay free for every other route. One more is refused at once, not
+    queued behind waits of up to TIDEMQ_MAX_GET_WAIT_MS."""
 
     def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.waiting = 0  # changed on the event loop only
-        self.executor = ThreadPoolExecutor(limit, thread_name_prefix="long-poll")
+        super().__init__(limit, "long polls are waiting", ThreadPoolExecutor(limit, thread_name_prefix="long-poll"))
 
     @staticmethod
     def wants(route: Route, query: str) -> bool:
@@ -216,20 +239,6 @@ class LongPolls:
             return False
         wait_ms = dict(parse_qsl(query)).get("wait_ms", "")
         return wait_ms.isdigit() and int(wait_ms) > 0
-
-    def refusal(self) -> Overloaded | None:
-        """Why one more long poll is refused now; None while there is room."""
-        if self.waiting < self.limit:
-            return None
-        return Overloaded(f"{self.limit} long polls are waiting in this gateway already; send it again shortly")
-
-    async def run(self, call: Callable[[], T]) -> T:
-        self.waiting += 1
-        try:  # in a copy of this context, as asyncio.to_thread runs handlers
-            in_context = functools.partial(contextvars.copy_context().run, call)
-            return await asyncio.get_running_loop().run_in_executor(self.executor, in_context)
-        finally:
-            self.waiting -= 1
 
 
 _long_polls: LongPolls | None = None
@@ -258,30 +267,7 @@ async def send_response(
     await send({"type": "http.response.body", "body": body})
 
 
-class Handlers:
-    """The handler threads (the running event loop's default executor), and the requests waiting for one: at most
-    `queue` wait; one more is refused at once (Overloaded, a 503 with Retry-After that the SDK retries), so that a
-    server with more callers than it can serve keeps its queue and memory bounded and answers busy rather than
-    letting its callers time out behind a queue that only grows."""
-
-    def __init__(self, threads: int, queue: int) -> None:
-        self.limit = threads + queue
-        self.admitted = 0  # running or waiting for a thread; changed on the event loop only
-
-    def refusal(self) -> Overloaded | None:
-        if self.admitted < self.limit:
-            return None
-        return Overloaded(f"{self.limit} requests are being served or waiting in this server already; send it again")
-
-    async def run(self, call: Callable[[], T]) -> T:
-        self.admitted += 1
-        try:
-            return await asyncio.to_thread(call)
-        finally:
-            self.admitted -= 1
-
-
-_handlers: Handlers | None = None
+_handlers: Threads | None = None
 
 
 def start_pools() -> None:
@@ -291,7 +277,7 @@ def start_pools() -> None:
     asyncio.get_running_loop().set_default_executor(
         ThreadPoolExecutor(settings.gateway_threads, thread_name_prefix="handler")
     )
-    _handlers = Handlers(settings.gateway_threads, settings.gateway_queue)
+    _handlers = Threads(settings.gateway_threads + settings.gateway_queue, "requests are being served or waiting")
     _long_polls = LongPolls(settings.gateway_long_polls)
 
 

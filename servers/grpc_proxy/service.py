@@ -155,7 +155,7 @@ class MessagingService:
         """`work()` as the request's caller (authenticated there: it may read the store), on the proxy's threads, or
         inline when the proxy is idle (`inline_when_idle`: the class docstring)."""
         metadata, peer = _metadata(context), context.peer()
-        if self._in_hand >= self.settings.grpc_threads + self.settings.gateway_queue:  # adapter.Handlers: bounded
+        if self._in_hand >= self.settings.grpc_threads + self.settings.gateway_queue:  # as adapter.Threads: bounded
             raise Overloaded(f"{self._in_hand} calls are being served or waiting in this proxy already; send it again")
         self._in_hand += 1
         try:

@@ -39,10 +39,6 @@ GRPC_MESSAGES = 100_000  # more than a run sends: the producer is stopped when t
 GRPC_BUGS = ("INTERNAL_SERVER_ERROR", "INTERNAL_ERROR")  # what a gRPC client must never be answered
 
 
-def b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
 class CountingClient(HttpClient):
     """The SDK's client, counting every answer it gets by status (and answers that never came, as None)."""
 
@@ -144,8 +140,8 @@ class Load:
             self._thread(self._guarded(worker))
         if self.grpc is not None:
             self._grpc_client({"role": "drain", "group": "grpc", "invisible_s": 20}, self._grpc_consumed)
-            messages = [{"body": b64(f"g-{n}"), "until_sent": True, "pause_s": 0.02} for n in range(GRPC_MESSAGES)]
-            self._grpc_client({"role": "producer", "messages": messages, "deadline_s": 3600}, self._grpc_sent)
+            messages = {"prefix": "g-", "count": GRPC_MESSAGES, "until_sent": True, "pause_s": 0.02}
+            self._grpc_client({"role": "producer", "numbered": messages, "deadline_s": 3600}, self._grpc_sent)
         return self
 
     # ---- running ---------------------------------------------------------------------------------------------
@@ -162,7 +158,10 @@ class Load:
         started = time.monotonic()
         while (missing := self.missing()) and time.monotonic() - started < timeout_s:
             time.sleep(0.2)
-        assert not missing, f"consumers lack acknowledged messages {timeout_s} s after producing stopped: {missing}"
+        assert not missing, (
+            f"consumers lack acknowledged messages {timeout_s} s after producing stopped: {missing}; "
+            f"{self.histories.summary()}; the workers' last errors: {self.histories.errors[-5:]}"
+        )
         return time.monotonic() - started
 
     def missing(self) -> dict[str, int]:

@@ -5,6 +5,8 @@
                                        "group": ..., "delay_s": s, "recall": true, "transaction": "commit",
                                        "after_line": true, "until_sent": true}, ...],
      "checker": {"<base64 body>": "COMMIT" | "ROLLBACK"}, "await_checks": n}
+        (or, for "messages", "numbered": {"prefix": p, "count": n, ...}: n messages whose bodies are p0, p1, ..., each
+        with the rest of the fields given)
         -> {"sent": <message id>, "offset": n, "transaction_id": ..., "recall_handle": ...} per message, or
            {"error": <class>, "code": <RocketMQ code>}; {"recalled": <message id>} after a recall; with a "checker",
            messages with a "transaction" ("commit", "rollback", or "none": left for the server's check) are half
@@ -38,6 +40,7 @@ import select
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 from rocketmq import (
     ClientConfiguration,
@@ -104,7 +107,7 @@ def produce(config: ClientConfiguration, spec: dict) -> None:
     producer = Producer(config, (spec["topic"],), checker)
     producer.startup()
     try:
-        for item in spec["messages"]:
+        for item in spec["messages"] if "messages" in spec else numbered(spec["numbered"]):
             if item.get("after_line"):  # the test says when, by writing a line
                 sys.stdin.readline()
             while True:
@@ -124,6 +127,13 @@ def produce(config: ClientConfiguration, spec: dict) -> None:
         time.sleep(0.5 if checker else 0)  # the last check's answer on its way (the client answers asynchronously)
     finally:
         producer.shutdown()
+
+
+def numbered(spec: dict) -> Iterator[dict]:
+    """`count` messages whose bodies are `prefix` and their number (the rest of `spec` is each message's)."""
+    for number in range(spec["count"]):
+        body = base64.b64encode(f"{spec['prefix']}{number}".encode()).decode()
+        yield {key: value for key, value in spec.items() if key not in ("count", "prefix")} | {"body": body}
 
 
 def send_one(producer: Producer, topic: str, item: dict) -> None:

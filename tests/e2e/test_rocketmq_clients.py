@@ -28,6 +28,7 @@ from servers.grpc_proxy.protocol import definition_pb2 as pb
 from servers.grpc_proxy.protocol import service_pb2 as rpc
 from servers.process import free_port
 from tests.gateways import gateway_as_admin
+from tidemq import HttpClient, SimpleConsumer
 from tidemq.credentials import read_profile
 from tidemq.httpx_auth import signed_client
 
@@ -41,6 +42,7 @@ class Proxy(NamedTuple):
     access_key: str
     secret_key: str
     home: Path
+    url: str | None = None  # the gateway's HTTP API (None: a container's, not used)
 
 
 @pytest.fixture(scope="module", params=["embedded", "serverless"])
@@ -57,7 +59,7 @@ def proxy(request, tmp_path_factory) -> Iterator[Proxy]:
     }
     with gateway_as_admin(home, **env) as url, signed_client(url, timeout=60) as http:
         admin = read_profile(home / "credentials")
-        yield Proxy(f"127.0.0.1:{port}", http, admin.access_key, admin.secret_key, home)
+        yield Proxy(f"127.0.0.1:{port}", http, admin.access_key, admin.secret_key, home, url)
 
 
 def run_client(proxy: Proxy, spec: dict, tmp_path: Path, **credentials: str) -> list[dict]:
@@ -144,6 +146,17 @@ def test_producer_sends_are_stored_byte_for_byte(proxy, tmp_path):
             event["offset"],
         )
         assert view["properties"] | message["properties"] == view["properties"]
+
+
+def test_what_a_rocketmq_client_sent_is_received_by_the_sdks_pop_consumer_with_its_id(proxy, tmp_path):
+    create(proxy, "g-mixed", "g-mixed-pop")
+    sent = send(proxy, "g-mixed", [{"body": b64(b"from rocketmq %d" % i)} for i in range(3)], tmp_path)
+    with SimpleConsumer("g-mixed", "g-mixed-pop", client=HttpClient(proxy.url)) as consumer:
+        received = consumer.receive(10)
+        assert consumer.ack_all(received) == ["acked"] * 3
+    assert sorted((r.message.msg_id, r.message.body) for r in received) == sorted(
+        (event["sent"], b"from rocketmq %d" % i) for i, event in enumerate(sent)
+    )
 
 
 def test_fifo_messages_go_to_their_group_queue_in_send_order(proxy, tmp_path):

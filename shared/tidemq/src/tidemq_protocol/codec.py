@@ -49,7 +49,9 @@ Pop receive response body (POST /v1/groups/{group}/topics/{topic}/receive/batch,
     then `count` delivery heads, in order:
         u32 attempt              which delivery of the message this is: 1 the first, more after retries
         u64 invisible_until_ms   held for this consumer until then (epoch milliseconds)
-        12  msg_id               the message id's bytes (`record.ids`: physical offset, size; big-endian)
+        12  msg_id               the message id's bytes (`record.ids`: physical offset, size; big-endian); all
+                                 zero (no record has size 0) when the id is not one of those but a client's own
+                                 (a RocketMQ client's message id), which the record then carries (MESSAGE_ID)
         u8  handle_size          then the receipt handle, ASCII: opaque to clients, sent back to ack
     then `count` records back to back, the i-th delivery's message (format: `tidemq_protocol.record`).
 
@@ -83,6 +85,7 @@ from .record import (
     message_group_of,
     parse_message_id,
     view_records,
+    with_message_id,
 )
 
 CONTENT_TYPE = "application/vnd.tidemq.batch"
@@ -104,6 +107,9 @@ _FRAME_FIELDS = _PRODUCE.size - 4 + _PROPERTIES.size  # queue, key size, propert
 _CONSUME_HEAD = struct.Struct("<QQQI")
 _COUNTS = struct.Struct("<II")
 _DELIVERY_HEAD = struct.Struct("<IQ12sB")
+ID_BYTES = 12
+CLIENTS_ID = bytes(ID_BYTES)
+"""A delivery head's id when the message's id is a client's own, carried by its record (the module docstring)."""
 _COUNT = struct.Struct("<I")
 _SENT_HEAD = struct.Struct("<iqQBH")
 
@@ -313,15 +319,18 @@ def encode_receive(deliveries: Iterable[HeldMessage], acks: Sequence[str] = ()) 
         message = delivery.message
         if message.topic != topic:
             topic, raw_topic = message.topic, message.topic.encode()
-        physical, _ = parse_message_id(message.msg_id)
+        properties = encode_properties(message.keys, message.tag, message.properties)
+        if len(message.msg_id) == 2 * ID_BYTES:  # a record's (or a timer's) id: it travels in the head
+            physical, _ = parse_message_id(message.msg_id)
+            head_id = bytes.fromhex(message.msg_id)
+        else:  # a client's own: the record carries it
+            physical, head_id = 0, CLIENTS_ID
+            properties = with_message_id(properties, message.msg_id)
         handle = delivery.receipt_handle.encode("ascii")
         heads += (
-            _DELIVERY_HEAD.pack(
-                delivery.attempt, delivery.invisible_until_ms, bytes.fromhex(message.msg_id), len(handle)
-            ),
+            _DELIVERY_HEAD.pack(delivery.attempt, delivery.invisible_until_ms, head_id, len(handle)),
             handle,
         )
-        properties = encode_properties(message.keys, message.tag, message.properties)
         records.append(
             encode_stored(
                 raw_topic,
@@ -352,7 +361,7 @@ def decode_receive(data: bytes) -> ReceiveBatch:
             handle = data[position : position + handle_size].decode("ascii")
             if len(handle) != handle_size:
                 raise CorruptStore("a pop receive's body is cut short")
-            heads.append((attempt, until, msg_id.hex(), handle))
+            heads.append((attempt, until, None if msg_id == CLIENTS_ID else msg_id.hex(), handle))
             position += handle_size
     except (struct.error, UnicodeDecodeError, IndexError):
         raise CorruptStore("a pop receive's body is malformed") from None
@@ -361,6 +370,7 @@ def decode_receive(data: bytes) -> ReceiveBatch:
         raise CorruptStore(f"a pop receive announced {count} messages and holds {len(messages)}")
     received = []
     for message, (attempt, until, msg_id, handle) in zip(messages, heads, strict=True):
-        message.msg_id = msg_id
+        if msg_id is not None:  # else a client's id, which the record carried
+            message.msg_id = msg_id
         received.append(Received(message, handle, attempt, until))
     return ReceiveBatch(acks, received)

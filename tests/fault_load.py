@@ -33,6 +33,7 @@ from tidemq.client import HttpClient, Response
 from tidemq.producer import outgoing
 
 PRODUCE_BATCH = 5
+PRODUCE_PAUSE_S = 0.05  # between a producer's batches: ~100 msg/s each, which every consumer here keeps up with
 SLOW_S = 5.0  # an answer (beyond its long poll) slower than this is kept in the history
 CLIENT = Path(__file__).resolve().parent / "rocketmq_client.py"
 GRPC_MESSAGES = 100_000  # more than a run sends: the producer is stopped when the run stops producing
@@ -268,6 +269,7 @@ class Load:
                     n = next(sent)
                     bodies = [f"p{number}-{n}-{k}" for k in range(PRODUCE_BATCH)]
                     results = producer.send_batch([outgoing(body, queue=n % self.queues) for body in bodies])
+                    time.sleep(PRODUCE_PAUSE_S)
                     h = self.histories
                     with h.lock:
                         h.acked_at[int(time.monotonic() - h.started)] += len(bodies)

@@ -53,7 +53,6 @@ def test_a_body_cut_short_or_damaged_is_refused(cut):
         codec.decode_receive(bytes(damaged))
 
 
-
 def test_a_message_with_a_clients_own_id_is_received_with_it():
     """A RocketMQ client's message id (34 hexadecimal digits) says where no record is: the record carries it."""
     client_id = "0102FC0000000141DB0B28756200000006"

@@ -37,7 +37,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Route as ResolverRou
 
 from functions.api import bounds
 from functions.api.auth import Call, authenticated_call, calling_as
-from functions.api.errors import client_error_response, handled_error_response
+from functions.api.errors import handled_error_response
 from functions.api.resolver import HttpApiResolver
 from functions.consume import handler as consume
 from functions.observability import metrics_of_one_call
@@ -192,8 +192,11 @@ def serve(hot: HotRoute, request: LeanRequest) -> Result | None:
         return None
     try:
         who = authenticated_call(request.call())
-    except ClientError as error:  # as the functions' entry point answers it (functions/api/resolver.py)
-        return _result(client_error_response(error))
+    except Exception as error:  # as the functions' entry point answers it (functions/api/resolver.py)
+        response = handled_error_response(error, {})
+        if response is None:
+            raise
+        return _result(response)
     try:
         with calling_as(who), metrics_of_one_call():
             return _result(hot.translate(request, arguments))

@@ -2,7 +2,10 @@
 keeping a history that `Load.check` reads afterwards.
 
     HTTP (the SDK):  two producers (batches of 5, each with its idempotency key, as the SDK sends them), an offset
-                     consumer (poll, commit), a pop consumer (receive, ack), and a push group to a webhook
+                     consumer (poll, commit), a pop consumer (receive, ack), and a push group to a webhook; a
+                     producer of delay messages (a DELAY topic), one of transactions (half messages committed, every
+                     fifth rolled back, a checker answering the check-backs of those whose end was not answered),
+                     and a KV writer (compare-and-set puts of a few keys)
     gRPC:            the unmodified RocketMQ 5 client (tests/rocketmq_client.py, in processes of their own): a
                      producer, and a simple consumer that receives and acks
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import itertools
 import json
 import os
 import subprocess
@@ -28,12 +32,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.push_targets import Webhook
-from tidemq import Admin, Consumer, Producer, SimpleConsumer
+from tidemq import KV, Admin, Consumer, Producer, Resolution, SimpleConsumer, TransactionProducer
 from tidemq.client import HttpClient, Response
 from tidemq.producer import outgoing
 
 PRODUCE_BATCH = 5
-PRODUCE_PAUSE_S = 0.05  # between a producer's batches: ~100 msg/s each, which every consumer here keeps up with
+DELAY_MS = 1000  # the delay messages' delay
+POP_INVISIBLE_MS = 4000
+"""The pop consumers' invisible time (the gateway's TIDEMQ_POP_MIN_INVISIBLE_MS must allow it): a message whose
+delivery's answer a fault lost comes back this long after."""
+KV_KEYS = 8
+SIDE_PAUSE_S = 0.2  # between the delay producer's, the transaction producer's and the KV writer's calls
+PRODUCE_PAUSE_S = 0.1  # between a producer's batches: at most 50 msg/s each, which every consumer here keeps up with
 SLOW_S = 5.0  # an answer (beyond its long poll) slower than this is kept in the history
 CLIENT = Path(__file__).resolve().parent / "rocketmq_client.py"
 GRPC_MESSAGES = 100_000  # more than a run sends: the producer is stopped when the run stops producing
@@ -67,7 +77,13 @@ class Histories:
     read: set[str] = field(default_factory=set)
     skips: list[tuple[int, int, int]] = field(default_factory=list)  # queue, offset asked for, offset answered
     popped: collections.Counter = field(default_factory=collections.Counter)  # body -> deliveries
+    delayed: set[str] = field(default_factory=set)  # bodies of acknowledged delay messages
+    committed: set[str] = field(default_factory=set)  # bodies of transactions whose commit was answered
+    rolled_back: set[str] = field(default_factory=set)  # ... whose rollback was answered
+    kv: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> (value, version) of its last answered put
     grpc_sent: dict[str, str] = field(default_factory=dict)  # message id -> body
+    acked_when: dict[str, float] = field(default_factory=dict)  # body -> when acknowledged (monotonic), HTTP
+    grpc_when: dict[str, float] = field(default_factory=dict)  # ... gRPC
     grpc_received: set[str] = field(default_factory=set)  # bodies
     grpc_errors: list[dict] = field(default_factory=list)
     statuses: collections.Counter = field(default_factory=collections.Counter)
@@ -125,6 +141,7 @@ class Load:
         self.threads: list[threading.Thread] = []
         self.processes: list[subprocess.Popen] = []
         self.webhook = Webhook()
+        self.delay_topic, self.tx_topic = f"{topic}-delay", f"{topic}-tx"
 
     def client(self) -> CountingClient:
         return CountingClient(self.url, self.histories, **self.options)
@@ -133,15 +150,19 @@ class Load:
         admin = Admin(client=self.client())
         for group in ("offsets", "pops", "pushed", "grpc"):
             admin.create_group(group)
+        admin.create_topic(self.delay_topic, queues=2, message_type="DELAY")
+        admin.create_topic(self.tx_topic, queues=2, message_type="TRANSACTION")
+        KV(client=self.client()).create_namespace(self.topic)
         self.webhook.__enter__()
         admin.set_push("pushed", self.topic, self.webhook.url, batch_size=32)
         workers: list[Callable[[], None]] = [self._producer(n) for n in range(self.producers)]
-        workers += [self._offset_consumer, self._pop_consumer]
+        workers += [self._offset_consumer, self._pop_consumer, self._delay_producer, self._transactions, self._kv]
         for worker in workers:
             self._thread(self._guarded(worker))
         if self.grpc is not None:
-            self._grpc_client({"role": "drain", "group": "grpc", "invisible_s": 20}, self._grpc_consumed)
-            messages = {"prefix": "g-", "count": GRPC_MESSAGES, "until_sent": True, "pause_s": 0.02}
+            spec = {"role": "drain", "group": "grpc", "invisible_s": 20}
+            self._grpc_client(spec, self._grpc_consumed)
+            messages = {"prefix": "g-", "count": GRPC_MESSAGES, "until_sent": True, "pause_s": 0.1}
             self._grpc_client({"role": "producer", "numbered": messages, "deadline_s": 3600}, self._grpc_sent)
         return self
 
@@ -165,18 +186,31 @@ class Load:
         )
         return time.monotonic() - started
 
-    def missing(self) -> dict[str, int]:
-        """How many acknowledged messages each consumer has not had yet (those that lack none left out)."""
+    def caught_up(self, since: float, timeout_s: float) -> float:
+        """Wait until the HTTP consumers have every message acknowledged before `since` (monotonic); how long after
+        `since` that was (AssertionError: not within `timeout_s`, saying which consumer lacks how many). The gRPC
+        consumer, which acks one message a call and is the slowest here, is waited for at the end (`drained`)."""
+        while (missing := self.missing(since, grpc=False)) and time.monotonic() - since < timeout_s:
+            time.sleep(0.2)
+        assert not missing, f"consumers lack messages acknowledged before a fault ended, {timeout_s} s on: {missing}"
+        return time.monotonic() - since
+
+    def missing(self, before: float | None = None, grpc: bool = True) -> dict[str, int]:
+        """How many acknowledged messages (`before`: acknowledged before that moment) each consumer (`grpc`: the
+        gRPC one too) has not had yet (those that lack none left out)."""
         h = self.histories
         with h.lock:
-            acked, grpc = list(h.acked), list(h.grpc_sent.values())
+            acked = [body for body, at in h.acked_when.items() if before is None or at < before]
+            sent = [body for body, at in h.grpc_when.items() if before is None or at < before]
             lacking = {
                 "offset consumer": sum(1 for body in acked if body not in h.read),
-                "pop consumer": sum(1 for body in acked + grpc if body not in h.popped),
-                "grpc consumer": sum(1 for body in acked + grpc if body not in h.grpc_received) if self.grpc else 0,
+                "pop consumer": sum(1 for body in acked + sent if body not in h.popped),
+                "grpc consumer": sum(1 for body in acked + sent if body not in h.grpc_received)
+                if self.grpc and grpc
+                else 0,
             }
         pushed = set(self.webhook.bodies_received())
-        lacking["push group"] = sum(1 for body in acked + grpc if body not in pushed)
+        lacking["push group"] = sum(1 for body in acked + sent if body not in pushed)
         return {name: count for name, count in lacking.items() if count}
 
     def recovered_after(self, cleared_at: float, baseline: float, timeout_s: float) -> float:
@@ -230,11 +264,19 @@ class Load:
         assert lost == [], f"{len(lost)} acknowledged messages are not stored: {lost[:10]}"
         moved = [(body, at, where[body]) for body, at in h.acked.items() if where[body] != at]
         assert moved == [], f"stored elsewhere than acknowledged: {moved[:10]}"
+        delayed = set(self.stored(self.delay_topic).values())
+        assert h.delayed - delayed == set(), f"delay messages acknowledged and never delivered: {h.delayed - delayed}"
+        transactions = set(self.stored(self.tx_topic).values())
+        assert h.committed - transactions == set(), f"committed and not delivered: {h.committed - transactions}"
+        assert h.rolled_back & transactions == set(), f"rolled back and delivered: {h.rolled_back & transactions}"
+        kv = KV(client=HttpClient(self.url))
+        now = {key: (entry.value.decode(), entry.version) for key, entry in ((k, kv.get(self.topic, k)) for k in h.kv)}
+        assert now == h.kv, "a KV key is not as its last answered put left it"
 
-    def stored(self) -> dict[tuple[int, int], str]:
-        """Every message of the topic, read from offset 0 of each queue: (queue, offset) -> body."""
+    def stored(self, topic: str | None = None) -> dict[tuple[int, int], str]:
+        """Every message of the topic (or `topic`), read from offset 0 of each queue: (queue, offset) -> body."""
         found = {}
-        with Consumer(self.topic, client=HttpClient(self.url), stream=False) as consumer:
+        with Consumer(topic or self.topic, client=HttpClient(self.url), stream=False) as consumer:
             while messages := consumer.poll(max_messages=1000):
                 found.update(((m.queue, m.queue_offset), m.body.decode()) for m in messages)
         return found
@@ -272,9 +314,11 @@ class Load:
                     time.sleep(PRODUCE_PAUSE_S)
                     h = self.histories
                     with h.lock:
-                        h.acked_at[int(time.monotonic() - h.started)] += len(bodies)
+                        now = time.monotonic()
+                        h.acked_at[int(now - h.started)] += len(bodies)
                         for body, result in zip(bodies, results, strict=True):
                             h.acked[body] = (result.queue, result.offset)
+                            h.acked_when[body] = now
 
         produce.__name__ = f"producer {number}"
         return produce
@@ -292,13 +336,65 @@ class Load:
                 consumer.commit()
 
     def _pop_consumer(self) -> None:
-        with SimpleConsumer(self.topic, "pops", client=self.client(), invisible_ms=20_000) as consumer:
+        with SimpleConsumer(self.topic, "pops", client=self.client(), invisible_ms=POP_INVISIBLE_MS) as consumer:
             delivered = []
             while not self.stopping.is_set():
                 batch = consumer.ack_and_receive(delivered, max_messages=32, wait_ms=500)
                 with self.histories.lock:
                     self.histories.popped.update(received.message.body.decode() for received in batch.received)
                 delivered = list(batch.received)
+
+    def _delay_producer(self) -> None:
+        with Producer(self.delay_topic, client=self.client()) as producer:
+            while not self.stopping.is_set() and self.producing.is_set():
+                body = f"d-{len(self.histories.delayed)}-{time.monotonic_ns()}"
+                producer.send(body, delay=DELAY_MS)
+                with self.histories.lock:
+                    self.histories.delayed.add(body)
+                time.sleep(SIDE_PAUSE_S)
+
+    def _transactions(self) -> None:
+        h = self.histories
+
+        def checker(check) -> Resolution:  # an end that was not answered is asked about: answer as it meant
+            return Resolution.ROLLBACK if check.message.body.endswith("-rollback") else Resolution.COMMIT
+
+        with TransactionProducer(self.tx_topic, "faults", checker, client=self.client(), check_wait_ms=500) as producer:
+            while not self.stopping.is_set() and self.producing.is_set():
+                n = time.monotonic_ns()
+                body = f"t-{n}-rollback" if n % 5 == 0 else f"t-{n}-commit"
+                half = producer.send(body)
+                if body.endswith("-rollback"):
+                    half.rollback()
+                    with h.lock:
+                        h.rolled_back.add(body)
+                else:
+                    half.commit()
+                    with h.lock:
+                        h.committed.add(body)
+                time.sleep(SIDE_PAUSE_S)
+
+    def _kv(self) -> None:
+        kv, h = KV(client=self.client()), self.histories
+        for n in itertools.count():
+            if self.stopping.is_set() or not self.producing.is_set():
+                return
+            key = f"k{n % KV_KEYS}"
+            with h.lock:
+                version = h.kv.get(key, (None, None))[1]
+            value = f"v{n}"
+            try:
+                if version is None:
+                    written = kv.put(self.topic, key, value, create_only=True)
+                else:
+                    written = kv.put(self.topic, key, value, if_version=version)
+            except Exception as error:  # unanswered, through the SDK's retries: it may have landed; look
+                self.histories.note(f"kv put: {type(error).__name__}: {error}")
+                entry = kv.get(self.topic, key)
+                value, written = entry.value.decode(), entry
+            with h.lock:
+                h.kv[key] = (value, written.version)
+            time.sleep(SIDE_PAUSE_S)
 
     # ---- gRPC ------------------------------------------------------------------------------------------------
 
@@ -327,7 +423,8 @@ class Load:
         h = self.histories
         with h.lock:
             if "sent" in event:
-                h.grpc_sent[event["sent"]] = f"g-{len(h.grpc_sent)}"
+                body = h.grpc_sent[event["sent"]] = f"g-{len(h.grpc_sent)}"
+                h.grpc_when[body] = time.monotonic()
             elif "error" in event:
                 h.grpc_errors.append(event)
 

@@ -15,11 +15,10 @@ from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Rou
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 
 from functions.observability import Handler, instrumented
-from tidemq_protocol.errors import ClientError
 
 from . import bounds
 from .auth import authenticated, calling_as
-from .errors import client_error_response, install_error_handlers, unsupported_media_type
+from .errors import handled_error_response, install_error_handlers, unsupported_media_type
 
 FORMS = ("multipart/", "application/x-www-form-urlencoded")
 
@@ -123,8 +122,10 @@ def resolve(app: HttpApiResolver, event: dict[str, Any], context: Any) -> dict[s
     if response is None:
         try:
             who = authenticated(event)
-        except ClientError as error:  # Unauthenticated, or a body that is not what it claims (bad base64)
-            response = client_error_response(error)
+        except Exception as error:  # Unauthenticated, a body not what it claims (bad base64), the store failing
+            response = handled_error_response(error, {})
+            if response is None:
+                raise
     content_type = (event.get("headers") or {}).get("content-type", "")
     if response is None and event.get("body") and content_type.strip().lower().startswith(FORMS):
         response = unsupported_media_type(content_type)

@@ -13,6 +13,7 @@ says what was wrong; nothing is changed by a refused request.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -45,8 +46,18 @@ def sessions() -> Sessions:
 
 
 def handle(event: dict[str, Any], _context: Any) -> dict[str, Any]:
-    settings = get_settings()
     request = parse(event, event.get("rawPath", "/console"))
+    try:
+        return _handle(request)
+    except Exception as error:  # the store, or a service under it, failing while the session or user was read
+        answer = unavailable(error, lambda status, **fields: render(request, "error.html", status, **fields))
+        if answer is None:
+            raise
+        return answer.result()
+
+
+def _handle(request: ConsoleRequest) -> dict[str, Any]:
+    settings = get_settings()
     if not settings.console_enabled:
         return render(
             request, "error.html", 404, message="the console is switched off (TIDEMQ_CONSOLE_ENABLED)"
@@ -97,12 +108,20 @@ def answer(visit: Visit, page) -> Answer:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in error.errors())
         return visit.page("error.html", 422, message=problems, error="InvalidInput")
     except Exception as error:
-        unavailable = error if isinstance(error, StoreFailed | StoreUnavailable) else dependency_fault(error)
-        if unavailable is None:
+        answer = unavailable(error, lambda status, **fields: visit.page("error.html", status, **fields))
+        if answer is None:
             raise
-        answer = visit.page("error.html", 503, message=str(unavailable), error=type(unavailable).__name__)
-        answer.headers["retry-after"] = str(getattr(unavailable, "retry_after_s", 1))
         return answer
+
+
+def unavailable(error: Exception, page: Callable[..., Answer]) -> Answer | None:
+    """The 503 page (with Retry-After) of a store, or a service under it, that cannot serve now; None for a bug."""
+    cause = error if isinstance(error, StoreFailed | StoreUnavailable) else dependency_fault(error)
+    if cause is None:
+        return None
+    answer = page(503, message=str(cause), error=type(cause).__name__)
+    answer.headers["retry-after"] = str(getattr(cause, "retry_after_s", 1))
+    return answer
 
 
 def named_in_request(visit: Visit) -> dict[str, str]:

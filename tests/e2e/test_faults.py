@@ -6,8 +6,10 @@ network (devtools/aws_faults.py, between the gateway and the moto server), and a
 store, filled and emptied: tests/small_disk.py). On both backends, with a cold tier on S3.
 
 From the histories: every acknowledged message stored once where it was acknowledged and delivered to every
-consumer, no answer a 5xx but 503 (no gRPC call an internal error), no read that skipped, the producers back to half
-their rate before the faults within RECOVERY_S of each fault's end, and the tier complete afterwards.
+consumer, no answer a 5xx but 503 (no gRPC call an internal error), no read that skipped, within RECOVERY_S of each
+fault's end the producers back to half their rate before the faults and every consumer (pop ones included: no
+receive left hanging) holding every message acknowledged before that end, and the tier complete afterwards; delay
+messages, transactions and KV keys as their last answered calls left them.
 `make test` runs a short version (a few seconds of each fault, at high rates); `make test-long` the long one
 (a minute of each at 5-20% of calls, stalls of 30 s, one disk-full episode), whose JSON line the issue's note quotes.
 """
@@ -23,7 +25,7 @@ import pytest
 
 from devtools.aws_faults import Fault
 from servers.process import free_port
-from tests.fault_load import Load
+from tests.fault_load import POP_INVISIBLE_MS, Load
 from tests.gateways import gateway_as_admin
 from tests.small_disk import SmallDisk
 from tidemq import Admin
@@ -71,7 +73,7 @@ def test_every_acknowledged_message_reaches_every_consumer_through_every_fault_a
     backend, length, local_aws, fault_proxy, tmp_path
 ):
     long = length == "long"
-    fault_s, clean_s = (60, 20) if long else (4, 3)
+    fault_s, clean_s = (60, 20) if long else (3, 2)
     fault_proxy.reset()
     env = {
         **local_aws.env,
@@ -82,11 +84,12 @@ def test_every_acknowledged_message_reaches_every_consumer_through_every_fault_a
         "TIDEMQ_MAINTENANCE_INTERVAL_S": "1",
         "TIDEMQ_GRPC_PORT": str(grpc_port := free_port()),
         "TIDEMQ_GRPC_MIN_LONG_POLLING_MS": "1000",
+        "TIDEMQ_POP_MIN_INVISIBLE_MS": str(POP_INVISIBLE_MS),
         "TIDEMQ_PUSH_ALLOWED_HOSTS": "127.0.0.1",
         "TIDEMQ_COMMITLOG_PREALLOCATE_BYTES": "0",  # so that a full disk is met at once, not past 8 MiB of zeros
         "TIDEMQ_DISK_RESERVE_BYTES": str(RESERVE),
     }
-    recovered, injected = {}, {}
+    recovered, caught_up, injected = {}, {}, {}
     with SmallDisk(tmp_path / "disk", 256 * MIB) as disk, gateway_as_admin(disk.directory / "data", **env) as url:
         admin = read_profile(disk.directory / "data" / "credentials")
         Admin(url).create_topic("faults", queues=QUEUES)
@@ -105,6 +108,7 @@ def test_every_acknowledged_message_reaches_every_consumer_through_every_fault_a
                 disk.empty()
                 cleared_at = time.monotonic()
                 recovered[window.name] = round(load.recovered_after(cleared_at, baseline, RECOVERY_S), 1)
+                caught_up[window.name] = round(load.caught_up(cleared_at, RECOVERY_S), 1)
                 time.sleep(max(0.0, clean_s - (time.monotonic() - cleared_at)))
             injected = fault_proxy.counts()
             load.stop_producing()
@@ -125,6 +129,7 @@ def test_every_acknowledged_message_reaches_every_consumer_through_every_fault_a
                 "faults_injected": injected,
                 "lost": 0,
                 "recovered_s": recovered,
+                "consumers_caught_up_s": caught_up,
                 "drained_s": round(drained_s, 1),
                 "tier_complete_s": round(tiered_s, 1),
             }

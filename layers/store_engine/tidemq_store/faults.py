@@ -82,7 +82,7 @@ def reason_of(error: BaseException) -> str:
         return error.reason
     cause = error.cause if _is_pynamodb(error) and error.cause is not None else error
     if _is_botocore(cause):
-        code = getattr(cause, "response", {}).get("Error", {}).get("Code", "")
+        code = (getattr(cause, "response", None) or {}).get("Error", {}).get("Code", "")
         return _passing(cause) or code or type(cause).__name__
     if isinstance(error, OSError) and error.strerror:
         return error.strerror

@@ -398,7 +398,7 @@ class ProxyServer:
         elif exchange.request.method == b"PUT":
             try:
                 specs = json.loads(exchange.body)
-                self.plan.set([Fault(**{**spec, "operations": tuple(spec["operations"])}) for spec in specs])
+                self.plan.set([Fault(**{**spec, "operations": tuple(spec.get("operations", ()))}) for spec in specs])
             except (TypeError, ValueError, KeyError) as error:
                 return 400, [(b"content-type", b"text/plain")], str(error).encode()
         return 200, [(b"content-type", b"application/json")], json.dumps(dict(self.plan.counts)).encode()

@@ -115,6 +115,8 @@ class Histories:
                 "skips": len(self.skips),
                 "grpc_errors": collections.Counter(e.get("code") for e in self.grpc_errors),
                 "worker_errors": len(self.errors),
+                "worker_errors_seen": self.errors[:3],
+                "unanswered_or_slow": self.slow[:5],
             }
 
 
@@ -222,7 +224,11 @@ class Load:
                 if self.histories.acked_at[second] >= baseline / 2:
                     return max(0.0, second - (cleared_at - self.histories.started))
             time.sleep(0.2)
-        raise AssertionError(f"producers did not come back to half of {baseline:.0f} msg/s within {timeout_s} s")
+        seconds = [self.histories.acked_at[s] for s in self._seconds_from(cleared_at)]
+        raise AssertionError(
+            f"producers did not come back to half of {baseline:.0f} msg/s within {timeout_s} s: {seconds} msg/s; "
+            f"{self.missing(cleared_at, grpc=False)} lacking; the workers' last errors: {self.histories.errors[-3:]}"
+        )
 
     def _seconds_from(self, since: float) -> Iterator[int]:
         first, last = int(since - self.histories.started), int(time.monotonic() - self.histories.started)

@@ -16,10 +16,14 @@ messages, transactions and KV keys as their last answered calls left them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -67,7 +71,10 @@ def windows(backend: str, long: bool) -> list[Window]:
     return network
 
 
-@pytest.mark.parametrize("length", ["short", pytest.param("long", marks=[pytest.mark.long, pytest.mark.moto])])
+LONG = [pytest.mark.long, pytest.mark.moto, pytest.mark.timeout(3600)]  # moto: too long to run again on LocalStack
+
+
+@pytest.mark.parametrize("length", ["short", pytest.param("long", marks=LONG)])
 @pytest.mark.parametrize("backend", ["embedded", "serverless"])
 def test_every_acknowledged_message_reaches_every_consumer_through_every_fault_and_none_is_answered_a_500(
     backend, length, local_aws, fault_proxy, tmp_path
@@ -82,6 +89,7 @@ def test_every_acknowledged_message_reaches_every_consumer_through_every_fault_a
         "TIDEMQ_TIER": "s3",
         "TIDEMQ_TIER_BUCKET": f"faults-{uuid.uuid4().hex[:12]}",
         "TIDEMQ_MAINTENANCE_INTERVAL_S": "1",
+        "TIDEMQ_EFS_HOT_MS": "600000",  # consumers read the shared directory, not S3 (the moto server is one process)
         "TIDEMQ_GRPC_PORT": str(grpc_port := free_port()),
         "TIDEMQ_GRPC_MIN_LONG_POLLING_MS": "1000",
         "TIDEMQ_POP_MIN_INVISIBLE_MS": str(POP_INVISIBLE_MS),
@@ -90,7 +98,11 @@ def test_every_acknowledged_message_reaches_every_consumer_through_every_fault_a
         "TIDEMQ_DISK_RESERVE_BYTES": str(RESERVE),
     }
     recovered, caught_up, injected = {}, {}, {}
-    with SmallDisk(tmp_path / "disk", 256 * MIB) as disk, gateway_as_admin(disk.directory / "data", **env) as url:
+    with (
+        SmallDisk(tmp_path / "disk", 256 * MIB) as disk,
+        kept_log(disk, tmp_path),
+        gateway_as_admin(disk.directory / "data", **env) as url,
+    ):
         admin = read_profile(disk.directory / "data" / "credentials")
         Admin(url).create_topic("faults", queues=QUEUES)
         load = Load(url, "faults", QUEUES, tmp_path, (f"127.0.0.1:{grpc_port}", admin.access_key, admin.secret_key))
@@ -135,6 +147,16 @@ def test_every_acknowledged_message_reaches_every_consumer_through_every_fault_a
             }
         )
     )
+
+
+@contextlib.contextmanager
+def kept_log(disk: SmallDisk, tmp_path: Path) -> Iterator[None]:
+    """The gateway's log, copied out of the small disk before it goes (to read what a failed run did)."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.copy(disk.directory / "data" / "gateway.log", tmp_path / "gateway.log")
 
 
 def wait_tiered(admin: Admin, topic: str, timeout_s: float) -> float:

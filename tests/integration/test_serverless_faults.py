@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from devtools.aws_faults import Fault
+from tidemq_protocol.kv import NamespaceConfig
 from tidemq_protocol.message import Message
 from tidemq_store import TopicConfig
 
@@ -51,3 +52,15 @@ def test_a_lease_whose_answer_was_lost_is_not_left_held_and_the_queue_is_uploade
     state = store.index.state("t", 0)
     assert (state.hot_offset, first.messages + second.messages) == (10, 10)  # uploaded once, not held for 900 s
     assert [m.body for m in store.get("t", 0, 0, 10).messages] == [b"%d" % i for i in range(10)]
+
+
+def test_a_kv_write_whose_answer_was_lost_is_answered_as_written_not_as_a_conflict(serverless, faulty_aws):
+    kv = serverless().open_kv()
+    kv.create_namespace(NamespaceConfig(name="n"))
+    first = kv.put("n", "k", b"one")
+    faulty_aws.set(lost_answers("TransactWriteItems", body_has="kv", times=2))
+    second = kv.put("n", "k", b"two", expected_version=first.version)  # landed, its answer lost: sent again
+    assert faulty_aws.counts().get("dynamodb reset_after") == 2
+    faulty_aws.clear()
+    now = kv.get("n", "k").entry
+    assert (now.value, now.version) == (b"two", second.version) and second.version > first.version

@@ -24,7 +24,8 @@ kv_entries     namespace (hash) | key (range)
             expires, so expired keys are removed too (they read as absent from `expires_at_ms` on)
 kv_changes     namespace (hash) | revision (range)
          -> previous, kind, key, value, version, expires_at_ms: the change that made the revision, for
-            watches; `purge_at` (DynamoDB TTL, epoch s): the namespace's history_ms after the change
+            watches; `purge_at` (DynamoDB TTL, epoch s): the namespace's history_ms after the change; `writer`: the
+            token of the write that made it (absent for a restore's)
 pop_ledger     "group#topic" (hash) | slot (range)
          -> a pop group's ledger of a topic's queues (serverless/pop.py): slot "queue" (10 digits) holds the
             queue's cursor (and group, topic: the sparse indexes `by_group` (group | topic) and `by_topic`
@@ -207,6 +208,7 @@ class Tables:
             version = NumberAttribute()
             expires_at_ms = NumberAttribute(null=True)
             purge_at = TTLAttribute()
+            writer = UnicodeAttribute(null=True)  # the write's own token (kv/keys.py: a lost answer knows its own)
 
         class PopLedgersByGroup(GlobalSecondaryIndex):
             Meta = _index("by_group")

@@ -18,7 +18,9 @@ backoff, a bounded number of times (then StoreUnavailable, nothing written). A f
 caller's: read the key (strongly) and, unless it has meanwhile become what the write asks for, raise
 VersionMismatch with its version, or KeyNotFound (also when 3 failed too: the key refuses the write as it is now).
 A request the SDK resends never writes twice: each attempt carries its own ClientRequestToken, so DynamoDB
-answers a resent one as it answered the first.
+answers a resent one as it answered the first. The token is also the change item's `writer`: a transaction that
+landed and whose answer was lost, sent again by botocore where no token is honoured (the moto server), fails its
+conditions, finds its own change at its revision, and answers as written, not as a conflict.
 
 Why a namespace's writes are serialized: they take revisions one at a time, so revisions are dense, and a change
 item r exists exactly when the namespace's revision is r or more (one transaction makes both or neither). A watch

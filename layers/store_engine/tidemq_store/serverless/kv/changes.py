@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from pynamodb.exceptions import DoesNotExist
+
 from tidemq_protocol import clock
 from tidemq_protocol.errors import InvalidArgument, RevisionCompacted
 from tidemq_protocol.kv import (
@@ -105,11 +107,20 @@ class Changes:
             raise RevisionCompacted(namespace, first, last + 1)
         return changes, previous + 1
 
-    def item(self, namespace: str, change: Change, purge_at: datetime):
-        """The change's item, to be written (the write's transaction, or a restore's batch)."""
+    def made_by(self, namespace: str, revision: int, writer: str) -> bool:
+        """Whether the namespace's change at `revision` was made by the write whose token is `writer` (strongly
+        consistent): a write whose answer was lost, and that botocore sent again, finds it landed so."""
+        try:
+            return self._changes.get(namespace, revision, consistent_read=True).writer == writer
+        except DoesNotExist:
+            return False
+
+    def item(self, namespace: str, change: Change, purge_at: datetime, writer: str | None = None):
+        """The change's item, to be written (the write's transaction, with its token, or a restore's batch)."""
         return self._changes(
             namespace,
             change.revision,
+            writer=writer,
             previous=change.previous,
             kind=change.kind.value,
             key=change.key,

@@ -129,16 +129,15 @@ class Keys:
                     expires = None if ttl_ms is None else now + ttl_ms
                     change = Change(revision, previous, ChangeKind.PUT, key, value, revision, expires)
                 purge_at = purge_time(now + config_of(item).history_ms)
+                token = uuid.uuid4().hex  # DynamoDB applies a transaction sent again with its token once
                 try:
-                    with TransactWrite(
-                        connection=self.tables.connection, client_request_token=uuid.uuid4().hex
-                    ) as transaction:
+                    with TransactWrite(connection=self.tables.connection, client_request_token=token) as transaction:
                         if value is None:
                             transaction.delete(entries(namespace, key), condition=condition)
                         else:
                             entry = Entry(key, value, revision, change.expires_at_ms)
                             transaction.save(self.item(namespace, entry), condition=condition)
-                        transaction.save(self.changes.item(namespace, change, purge_at))
+                        transaction.save(self.changes.item(namespace, change, purge_at, writer=token))
                         transaction.update(
                             namespaces(NAMESPACE, namespace),
                             [namespaces.revision.set(revision)],
@@ -147,6 +146,8 @@ class Keys:
                     return Written(key, revision, revision)
                 except TransactWriteError as error:
                     reasons = [reason.code if reason else None for reason in error.cancellation_reasons or []]
+                    if reasons and self.changes.made_by(namespace, revision, token):  # landed, its answer lost
+                        return Written(key, revision, revision)
                     if len(reasons) == 3 and reasons[ENTRY_ITEM] == CONDITION_FAILED:
                         self._refuse(namespace, key, expected, create_only, must_exist=value is None)
                     if not raced(error):

@@ -411,3 +411,34 @@ def test_only_5xx_answers_are_retried(statuses, requests, outcome):
     finally:
         server.shutdown()
         server.server_close()
+
+
+class ClosingHandler(BaseHTTPRequestHandler):
+    """Answers each GET on a kept-alive connection (HTTP/1.1, no `connection: close`), then closes it, as a server
+    does with a connection left idle past its keep-alive timeout."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        body = b'{"topics": [], "next_after": null}'
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_kept_alive_connection_the_server_closed_is_no_failed_attempt():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ClosingHandler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        with HttpClient(f"http://127.0.0.1:{server.server_address[1]}", retries=0) as client:
+            admin = Admin(client=client)
+            assert [admin.list_topics().topics for _ in range(3)] == [[], [], []]  # no retry was needed, nor left
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -157,14 +157,38 @@ class HttpClient:
     ) -> Response:
         """One attempt, signed anew (so no retry is a replay): the answer whatever its status; OSError or
         http.client.HTTPException when there is none. The body is `json` (sent as JSON) or `content`; `params` go
-        in the query string; `timeout_s` replaces the client's for this request."""
+        in the query string; `timeout_s` replaces the client's for this request.
+
+        A kept-alive connection the server closed while it was idle (uvicorn closes one after 5 s: a client waiting
+        out a Retry-After meets it) fails the request before the server read any of it; that is no attempt: it is
+        sent again at once on a new connection."""
         target = self._base_path + path
         if params:
             target += "?" + urlencode({name: _param(value) for name, value in params.items()}, quote_via=quote)
         body = content if content is not None else b""
-        sent = dict(headers or {})
         if json is not None:
             body = jsonlib.dumps(json, separators=(",", ":")).encode()
+        for fresh in (False, True):
+            reused = getattr(self._local, "connection", None) is not None and self._connection().sock is not None
+            try:
+                return self._exchange(method, target, body, json is not None, headers, timeout_s)
+            except (ConnectionResetError, BrokenPipeError):  # RemoteDisconnected is a ConnectionResetError
+                if fresh or not reused:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _exchange(
+        self,
+        method: str,
+        target: str,
+        body: bytes,
+        is_json: bool,
+        headers: Mapping[str, str] | None,
+        timeout_s: float | None,
+    ) -> Response:
+        """Send the request on this thread's connection and read the answer whole."""
+        sent = dict(headers or {})
+        if is_json:
             sent.setdefault("content-type", "application/json")
         if self.credentials is not None:
             sent.update(signature_headers(self.credentials, method, target, body))

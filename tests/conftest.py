@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     so one Spark session serves them all. Units holding slow tests are handed out first, so the two workers end
     together instead of one finishing a long crash test alone."""
     for item in items:
-        if events_on_serverless(item):
+        if events_on_serverless(item) or long_on_serverless(item):
             item.add_marker(pytest.mark.long)
     left_out = [item for item in items if not in_this_run(item)]
     if left_out:
@@ -49,6 +49,13 @@ def events_on_serverless(item: pytest.Item) -> bool:
     make test-long on both, to keep make test's time."""
     params = item.callspec.params if hasattr(item, "callspec") else {}
     return params.get("dispatch") == "events" and "serverless" in params.values()
+
+
+def long_on_serverless(item: pytest.Item) -> bool:
+    """Whether a test marked `serverless_long` runs on the serverless backend: make test runs it on the embedded
+    one (a large acceptance run, whose backend the serverless tests cover), make test-long on both."""
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    return item.get_closest_marker("serverless_long") is not None and "serverless" in params.values()
 
 
 def in_this_run(item: pytest.Item) -> bool:

@@ -63,6 +63,7 @@ def total_row(table: str) -> list[str]:
     return next(line.split() for line in table.splitlines() if line.startswith("total"))
 
 
+@pytest.mark.serverless_long
 def test_acceptance_100k_lines_produced_with_two_tags_come_back_once_each_through_a_tag_filtered_group(
     tidemq, gateway, tmp_path
 ):

@@ -68,7 +68,7 @@ def answers(url: str) -> list[httpx.Response]:
         Fault("reset_before", service="dynamodb"),
         Fault("reset_after", service="dynamodb"),
         Fault("cut", service="dynamodb"),
-        Fault("conflict", service="dynamodb"),
+        pytest.param(Fault("conflict", service="dynamodb"), marks=pytest.mark.long),  # KV tries for ~16 s first
     ],
     ids=lambda fault: fault.kind + ("-503" if fault.status == 503 else ""),
 )

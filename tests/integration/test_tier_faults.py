@@ -6,6 +6,7 @@ import random
 import threading
 import time
 
+import pytest
 from botocore.awsrequest import AWSResponse
 
 from tidemq_protocol.message import Message
@@ -55,6 +56,7 @@ class FlakyS3:
         return None
 
 
+@pytest.mark.long  # the fault tests (tests/e2e/test_faults.py) run S3's faults through a gateway in make test
 def test_a_flaky_s3_loses_nothing_and_never_stops_produce(aws_env, open_test_store):
     store = open_test_store(**tier_options(tier_upload_age_ms=50, tier_upload_messages=200))
     store.create_topic(TopicConfig(name="t", queues=4))

@@ -45,9 +45,13 @@ test: $(INSTALLED) $(CHROMIUM)
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 -m "not long"
 
-## test-long: the longest crash and scale tests (marked `long`: minutes each), which make test leaves out; CI runs both
+## test-long: the longest crash and scale tests (marked `long`: minutes each), which make test leaves out; CI runs both.
+## The long fault runs go first, on their own: each checks that throughput comes back after every fault, which a
+## neighbour test loading the same two cores would blur
+FAULT_RUNS := tests/e2e/test_faults.py
 test-long: $(INSTALLED)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=5 -m long
+	$(PY) -m pytest -n $(TEST_WORKERS) --durations=5 -m long $(FAULT_RUNS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=5 -m long --ignore=$(FAULT_RUNS)
 
 ## test-localstack: the tests that use S3 or DynamoDB (tier, serverless backend, push, maintenance, Spark jobs), on
 ## LocalStack instead of moto; installs LocalStack on first use (into .venv-localstack and .localstack: ~2 min)

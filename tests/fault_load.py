@@ -190,13 +190,15 @@ class Load:
         )
         return time.monotonic() - started
 
-    def caught_up(self, since: float, timeout_s: float) -> float:
+    def caught_up(self, since: float, timeout_s: float, fault: str = "") -> float:
         """Wait until the HTTP consumers have every message acknowledged before `since` (monotonic); how long after
         `since` that was (AssertionError: not within `timeout_s`, saying which consumer lacks how many). The gRPC
         consumer, which acks one message a call and is the slowest here, is waited for at the end (`drained`)."""
         while (missing := self.missing(since, grpc=False)) and time.monotonic() - since < timeout_s:
             time.sleep(0.2)
-        assert not missing, f"consumers lack messages acknowledged before a fault ended, {timeout_s} s on: {missing}"
+        assert not missing, (
+            f"consumers lack messages acknowledged before {fault or 'a fault'} ended, {timeout_s} s on: {missing}"
+        )
         return time.monotonic() - since
 
     def missing(self, before: float | None = None, grpc: bool = True) -> dict[str, int]:
@@ -215,7 +217,7 @@ class Load:
         lacking["push group"] = sum(1 for body in acked if body not in pushed)
         return {name: count for name, count in lacking.items() if count}
 
-    def recovered_after(self, cleared_at: float, baseline: float, timeout_s: float) -> float:
+    def recovered_after(self, cleared_at: float, baseline: float, timeout_s: float, fault: str = "") -> float:
         """Seconds from `cleared_at` (monotonic) to the first second in which the producers' acknowledgements came at
         half the `baseline` rate (msg/s) or more (AssertionError: not within `timeout_s`)."""
         deadline = cleared_at + timeout_s
@@ -226,7 +228,8 @@ class Load:
             time.sleep(0.2)
         seconds = [self.histories.acked_at[s] for s in self._seconds_from(cleared_at)]
         raise AssertionError(
-            f"producers did not come back to half of {baseline:.0f} msg/s within {timeout_s} s: {seconds} msg/s; "
+            f"producers did not come back to half of {baseline:.0f} msg/s within {timeout_s} s after "
+            f"{fault or 'a fault'}: {seconds} msg/s; "
             f"{self.missing(cleared_at, grpc=False)} lacking; the workers' last errors: {self.histories.errors[-3:]}"
         )
 

@@ -4,8 +4,10 @@ to its file once it is settled. `ConsumerProcesses` runs a few of them for a tes
 
     python -m tests.pop_consumer URL TOPIC GROUP NUMBER OUT STOP [--time-out-one-in 10] [--through-restarts] ...
 
-It signs as the credentials the environment names (TIDEMQ_CREDENTIALS_FILE). Without `--through-restarts`, anything
-but a 2xx answer ends it with the error (the test fails); with it, a request that gets no answer is sent again until
+It signs as the credentials the environment names (TIDEMQ_CREDENTIALS_FILE). A 503 (a dependency or the gateway busy:
+the moto server under a loaded machine can take longer than the store waits) is sent again after its Retry-After, as
+the docs tell clients to. Without `--through-restarts`, any other answer but a 2xx ends it with the error (the test
+fails); with it, a request that gets no answer is sent again until
 one comes (the gateway is being killed and restarted), except an ack that no attempt could even connect for: nothing
 was sent, so its messages are `abandoned` (held at a crash: they must come back once their invisible time ends). An
 ack goes on a new connection, so that one to a gateway killed meanwhile is refused (not sent), not cut (maybe sent).
@@ -24,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.pop_deliveries import Delivery, append, now_ms, read
-from tidemq.client import HttpClient, Response
+from tidemq.client import HttpClient, Response, retry_after_s
 from tidemq_protocol.api.pop import AckResponse, ReceivedMessage, ReceiveResponse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,8 +47,8 @@ class PopConsumer:
         self.rng = random.Random(args.number)
 
     def post(self, route: str, body: dict, abandon_unsent: bool = False) -> tuple[Response, int]:
-        """POST until answered (one try without --through-restarts): the answer and how many tries it took; any
-        answer but a 2xx ends the process."""
+        """POST until answered (one try without --through-restarts; a 503 again after its Retry-After): the answer
+        and how many tries it took; any other answer but a 2xx ends the process."""
         tries, reached = 0, False
         while True:
             tries += 1
@@ -62,6 +64,9 @@ class PopConsumer:
                     raise
                 reached = True  # it may have been applied, its answer lost: only an answer settles it
             else:
+                if response.status_code == 503:
+                    time.sleep(max(RECONNECT_S, retry_after_s(response.headers)))
+                    continue
                 if not response.is_success:
                     sys.exit(f"consumer {self.args.number}: {route} answered {response.status_code}: {response.text}")
                 return response, tries

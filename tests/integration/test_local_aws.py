@@ -5,6 +5,7 @@ AWS_ENDPOINT_URL, else AWS itself, and no credentials for it a start-up error th
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,55 @@ def test_a_gateway_that_cannot_reach_aws_refuses_to_start_saying_why(nowhere):
         pass
     log = str(refused.value)
     assert "TideMQ cannot start: S3 or DynamoDB is needed" in log and "Traceback" not in log
+
+
+def test_a_cancelled_transaction_changes_no_item_it_named(aws_env):
+    """The moto server undoes a cancelled TransactWriteItems item by item (devtools/moto_server.py, instead of moto's
+    copy of whole tables): what the transaction had already applied before the entry that failed is put back, an
+    item it had made is gone again, and nothing else is touched. On LocalStack, the same of the real thing."""
+    import boto3
+
+    dynamodb = boto3.client("dynamodb", region_name=os.environ.get("AWS_REGION", "us-east-1"))
+    table = f"undo-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    keys = [{"AttributeName": "k", "KeyType": "HASH"}, {"AttributeName": "n", "KeyType": "RANGE"}]
+    types = [{"AttributeName": "k", "AttributeType": "S"}, {"AttributeName": "n", "AttributeType": "N"}]
+    dynamodb.create_table(TableName=table, KeySchema=keys, AttributeDefinitions=types, BillingMode="PAY_PER_REQUEST")
+    dynamodb.get_waiter("table_exists").wait(TableName=table)
+    for n in (1, 2, 3):
+        dynamodb.put_item(TableName=table, Item={"k": {"S": "q"}, "n": {"N": str(n)}, "v": {"S": f"before {n}"}})
+
+    def key(n: int) -> dict:
+        return {"k": {"S": "q"}, "n": {"N": str(n)}}
+
+    with pytest.raises(dynamodb.exceptions.TransactionCanceledException):
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": key(1),
+                        "UpdateExpression": "SET v = :v",
+                        "ExpressionAttributeValues": {":v": {"S": "after"}},
+                    }
+                },
+                {"Put": {"TableName": table, "Item": {**key(4), "v": {"S": "new"}}}},
+                {"Delete": {"TableName": table, "Key": key(2)}},
+                {
+                    "ConditionCheck": {
+                        "TableName": table,
+                        "Key": key(3),
+                        "ConditionExpression": "v = :no",
+                        "ExpressionAttributeValues": {":no": {"S": "something else"}},
+                    }
+                },
+            ]
+        )
+    items = dynamodb.query(
+        TableName=table, KeyConditionExpression="k = :k", ExpressionAttributeValues={":k": {"S": "q"}}
+    )["Items"]
+    assert {(int(item["n"]["N"]), item["v"]["S"]) for item in items} == {
+        (1, "before 1"),
+        (2, "before 2"),
+        (3, "before 3"),
+    }
+    dynamodb.delete_table(TableName=table)

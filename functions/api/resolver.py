@@ -130,7 +130,7 @@ def resolve(app: HttpApiResolver, event: dict[str, Any], context: Any) -> dict[s
     if response is None and event.get("body") and content_type.strip().lower().startswith(FORMS):
         response = unsupported_media_type(content_type)
     if response is not None:
-        headers = {"Content-Type": response.content_type}
+        headers = {**response.headers, "Content-Type": response.content_type}  # a 503's Retry-After too
         return {"statusCode": response.status_code, "headers": headers, "body": response.body, "isBase64Encoded": False}
     with calling_as(who):
         return app.resolve(event, context)

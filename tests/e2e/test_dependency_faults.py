@@ -16,6 +16,8 @@ import pytest
 from devtools.aws_faults import Fault
 from tests.gateways import gateway_as_admin, signed_http
 from tests.small_disk import SmallDisk
+from tidemq.credentials import Credentials
+from tidemq.httpx_auth import signed_client
 from tidemq_store.config import MIB
 from tidemq_store.health import FREE_FRESH_S
 
@@ -85,7 +87,7 @@ def test_every_route_answers_503_with_retry_after_while_dynamodb_fails_and_serve
             assert answer.status_code == 200  # DynamoDB answers a conflict with a transaction to writes only
             continue
         assert answer.status_code == 503, (method, path, answer.status_code, answer.text)
-        assert answer.headers["retry-after"] == "1"
+        assert answer.headers.get("retry-after") == "1", (method, path, answer.text)
         error = answer.json()
         if error["error"] == "StoreUnavailable":  # a KV write whose transactions all met conflicts: too busy
             assert fault.kind == "conflict" and path.startswith("/v1/kv/"), error
@@ -93,6 +95,22 @@ def test_every_route_answers_503_with_retry_after_while_dynamodb_fails_and_serve
             assert error["error"] == "DependencyUnavailable" and "dynamodb" in error["message"], error
     after = answers(gateway)
     assert [answer.status_code < 500 for answer in after] == [True] * len(ROUTES), [a.text for a in after]
+
+
+@pytest.mark.parametrize("fault", [Fault("throttle", service="dynamodb"), Fault("reset_after", service="dynamodb")])
+def test_a_caller_the_gateway_has_not_looked_up_yet_gets_the_503_with_retry_after_too(gateway, fault_proxy, fault):
+    """The caller's own lookup (authentication, before any route) meeting the fault answers as a route does: 503,
+    `Retry-After`, DynamoDB named (a caller already looked up is served from the gateway's cache: a new user here)."""
+    user = signed_http().post(gateway + "/v1/users", json={"name": f"late-{uuid.uuid4().hex[:8]}"}).json()
+    late = signed_client(gateway, Credentials(user["name"], user["secret_key"]), timeout=60)
+    fault_proxy.set(fault)
+    try:
+        answer = late.get("/v1/topics")
+    finally:
+        fault_proxy.clear()
+    assert answer.status_code == 503, answer.text
+    assert answer.headers.get("retry-after") == "1" and "dynamodb" in answer.json()["message"], answer.headers
+    assert late.get("/v1/whoami").status_code == 200
 
 
 @pytest.mark.parametrize(

@@ -261,6 +261,7 @@ def one_round(call: Caller, name: str) -> None:
     assert call("GET", "/openapi.json").json()["info"]["title"]
 
 
+@pytest.mark.serverless_long
 def test_every_route_from_many_threads_at_once_answers_each_request_its_own_response(gateway):
     hit: set[str] = set()
     start = threading.Barrier(THREADS)

@@ -26,17 +26,27 @@ CONFIG = ROOT / "tests" / "schemathesis.toml"
 EXAMPLES = {"embedded": 25, "serverless": 10}
 """Per operation and phase. The serverless backend on moto takes seconds for a topic of 1024 queues (a request per
 queue), which the fuzzer creates often: its run takes minutes (3-5 on two cores), so make test-long runs it."""
+QUICK_EXAMPLES = 8
+"""make test's run on the embedded backend (a minute at 25 examples; make test-long runs those)."""
 LONGEST_ANSWER_S = 120
 """A hang, not a speed: the machine is shared, and the API's longest answer is a long poll (1 s here)."""
 
 
-@pytest.fixture(params=["embedded", pytest.param("serverless", marks=pytest.mark.long)])
-def served(request, tmp_path, monkeypatch) -> Iterator[tuple[str, str]]:
+@pytest.fixture(
+    params=[
+        pytest.param(("embedded", QUICK_EXAMPLES), id="embedded-quick"),
+        pytest.param(("embedded", EXAMPLES["embedded"]), marks=pytest.mark.long, id="embedded"),
+        pytest.param(("serverless", EXAMPLES["serverless"]), marks=pytest.mark.long, id="serverless"),
+    ]
+)
+def served(request, tmp_path, monkeypatch) -> Iterator[tuple[str, int]]:
     """A gateway whose long polls wait at most 1 s (its document says so), seeded through the SDK, with this
     process (and so Schemathesis, which inherits its environment) signing as its super user, and a webhook on
-    loopback (which the gateway allows) for the subscriptions Schemathesis sets."""
+    loopback (which the gateway allows) for the subscriptions Schemathesis sets; yields its URL and how many
+    examples to try."""
+    backend, examples = request.param
     settings = {
-        "TIDEMQ_BACKEND": request.param,
+        "TIDEMQ_BACKEND": backend,
         "TIDEMQ_MAX_GET_WAIT_MS": "1000",
         "TIDEMQ_GRPC_ENABLED": "false",  # the HTTP API's contract
         **push_targets.ALLOWED,
@@ -48,7 +58,7 @@ def served(request, tmp_path, monkeypatch) -> Iterator[tuple[str, str]]:
             admin.create_group("g")
         with Producer("orders", url=url) as producer:
             producer.send("hello", keys=["k"], tag="A")
-        yield url, request.param
+        yield url, examples
 
 
 def schemathesis(base_url: str, examples: int, workdir: Path) -> subprocess.CompletedProcess[str]:
@@ -65,6 +75,6 @@ def schemathesis(base_url: str, examples: int, workdir: Path) -> subprocess.Comp
 
 
 def test_schemathesis_with_every_check_finds_nothing(served, tmp_path):
-    url, backend = served
-    run = schemathesis(url, EXAMPLES[backend], tmp_path)
+    url, examples = served
+    run = schemathesis(url, examples, tmp_path)
     assert run.returncode == 0, run.stdout[-40_000:] + run.stderr[-5_000:]

@@ -311,6 +311,7 @@ def wait_for(condition, what: str, deadline_s: float = 240) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.serverless_long
 def test_fifo_groups_popped_by_8_consumers_with_failures_keep_order_exclusion_and_go_on(http):
     fifo_run(http, groups_count=50, per_group=4)
 

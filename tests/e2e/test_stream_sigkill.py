@@ -23,6 +23,7 @@ def patient_client(url: str) -> HttpClient:
     return HttpClient(url, timeout_s=60, retries=120, backoff_s=0.1, max_backoff_s=1.0)
 
 
+@pytest.mark.serverless_long
 @pytest.mark.parametrize("backend", ["embedded", "serverless"])
 def test_a_streaming_consumer_through_gateway_sigkills_receives_every_acknowledged_message_once(
     request, tmp_path, backend

@@ -108,8 +108,8 @@ def test_every_acknowledged_message_reaches_every_consumer_through_every_fault_a
         load = Load(url, "faults", QUEUES, tmp_path, (f"127.0.0.1:{grpc_port}", admin.access_key, admin.secret_key))
         load.start()
         try:
-            warmed = time.monotonic() + 6
-            time.sleep(6)
+            warmed = time.monotonic() + 4
+            time.sleep(4)
             baseline = load.rate(warmed - 3, warmed)
             for window in windows(backend, long):
                 # What the producers are to come back to: their rate before the first fault in the short run (a

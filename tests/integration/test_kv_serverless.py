@@ -27,7 +27,7 @@ from tidemq_protocol.kv import MAX_PAGE, MAX_PAGE_BYTES, MAX_VALUE_BYTES, Change
 from tidemq_store.aws import aws_region
 from tidemq_store.serverless.kv.namespaces import BUSY_ABANDONED_MS, DELETING, NAMESPACE
 
-WRITERS, INCREMENTS = 6, 30
+WRITERS, INCREMENTS = 4, 25  # each writer a store of its own, all racing on one key
 
 
 @pytest.fixture

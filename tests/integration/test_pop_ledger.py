@@ -24,7 +24,7 @@ from tidemq_store.serverless.tables import Tables
         "embedded",
         "embedded, known",
         pytest.param("serverless", marks=pytest.mark.local_aws),
-        pytest.param("serverless, known", marks=pytest.mark.local_aws),
+        pytest.param("serverless, known", marks=[pytest.mark.local_aws, pytest.mark.long]),  # embedded's "known" stays
     ]
 )
 def open_ledger(request, tmp_path):

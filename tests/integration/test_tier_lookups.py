@@ -284,6 +284,7 @@ def delete_segment_files(store) -> None:
         store.maintenance().run()
 
 
+@pytest.mark.long  # 50 topics through the tier: 20 s on the moto server
 def test_serverless_lookups_by_id_and_key_cost_the_same_s3_requests_with_50_topics_as_with_2(serverless):
     store = serverless(efs_segment_grace_s=0.5)
     for n in range(50):

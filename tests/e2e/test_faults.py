@@ -166,7 +166,9 @@ def kept_log(disk: SmallDisk, tmp_path: Path) -> Iterator[None]:
 def wait_tiered(admin: Admin, topic: str, timeout_s: float) -> float:
     """Wait until the topic's every message is in the cold tier; how long that took."""
     started = time.monotonic()
-    while any(queue.upload_lag_messages for queue in admin.tier_status(topic).queues):
-        assert time.monotonic() - started < timeout_s, f"the tier of {topic} is still behind after {timeout_s} s"
+    while lagging := [queue for queue in admin.tier_status(topic).queues if queue.upload_lag_messages]:
+        assert time.monotonic() - started < timeout_s, (
+            f"the tier of {topic} is still behind after {timeout_s} s: {lagging}"
+        )
         time.sleep(0.5)
     return time.monotonic() - started

@@ -56,6 +56,7 @@ from tidemq_protocol.record import (
 from ..config import FlushDiskType
 from ..health import DiskFailing, DiskWatch, Probe
 from ..threads import background_thread
+from .files import cut, fsync_directory, pwrite_all, raise_again
 
 log = logging.getLogger("tidemq.store")
 SCAN_WINDOW = 8 * 1024 * 1024
@@ -85,30 +86,6 @@ class Segment:
     @property
     def end(self) -> int:
         return self.start + self.size
-
-
-def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
-    view, written = memoryview(data), 0
-    while written < len(view):
-        written += os.pwrite(fd, view[written:], offset + written)
-
-
-def _cut(fd: int, length: int) -> None:
-    """Cut the file at `length` and fsync it, its size included."""
-    os.ftruncate(fd, length)
-    os.fsync(fd)
-
-
-def _raise(error: OSError) -> None:
-    raise error
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class CommitLog:
@@ -226,7 +203,7 @@ class CommitLog:
                 self.disk.failed(error)
                 reason = f"a write to the commit log failed: {error.strerror}; nothing was stored"
                 raise DependencyUnavailable("disk", reason, retry_after_s=5) from error
-            self._sync(partial(_raise, error), f"a write to the commit log in {self.directory}")
+            self._sync(partial(raise_again, error), f"a write to the commit log in {self.directory}")
             raise  # unreachable: _sync raised StoreFailed
         self.disk.wrote()
         return start
@@ -259,10 +236,10 @@ class CommitLog:
         overwrite the other)."""
         end = active.size + len(data)
         if end <= self._allocated:
-            _pwrite_all(active.fd, data, active.size)
+            pwrite_all(active.fd, data, active.size)
         else:
             with self._prealloc_lock:
-                _pwrite_all(active.fd, data, active.size)
+                pwrite_all(active.fd, data, active.size)
                 self._allocated = end
         active.size = end
         self._written = active.end
@@ -272,7 +249,7 @@ class CommitLog:
     def _create_segment(self, start: int) -> Segment:
         path = self.directory / f"{start:020d}"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self._sync(partial(_fsync_dir, self.directory), f"the commit-log directory {self.directory}")
+        self._sync(partial(fsync_directory, self.directory), f"the commit-log directory {self.directory}")
         return Segment(start, path, fd, 0)
 
     def _sync(self, fsync: Callable[[], None], what: str) -> None:
@@ -291,7 +268,7 @@ class CommitLog:
         old = self._segments[-1]
         with self._prealloc_lock:
             if os.fstat(old.fd).st_size > old.size:  # a sealed segment's file ends where its data does (docstring)
-                self._sync(partial(_cut, old.fd, old.size), f"commit-log segment {old.path}")
+                self._sync(partial(cut, old.fd, old.size), f"commit-log segment {old.path}")
             else:  # the flusher syncs the active one
                 self._sync(partial(os.fdatasync, old.fd), f"commit-log segment {old.path}")
             segment = self._take_spare(old.end) or self._create_segment(old.end)
@@ -310,7 +287,7 @@ class CommitLog:
         (fd, self._allocated), self._spare = self._spare, None
         path = self.directory / f"{start:020d}"
         os.rename(self.directory / SPARE, path)
-        self._sync(partial(_fsync_dir, self.directory), f"the commit-log directory {self.directory}")
+        self._sync(partial(fsync_directory, self.directory), f"the commit-log directory {self.directory}")
         return Segment(start, path, fd, 0)
 
     def _preallocate(self) -> None:
@@ -346,7 +323,7 @@ class CommitLog:
                 length = min(PREALLOCATE_CHUNK, min(self.segment_bytes, active.size + self.preallocate_bytes) - start)
                 if length <= 0:
                     return False
-                _pwrite_all(active.fd, memoryview(ZEROS)[:length], start)
+                pwrite_all(active.fd, memoryview(ZEROS)[:length], start)
                 self._allocated = start + length
             self._sync(partial(os.fdatasync, active.fd), f"commit-log segment {active.path}")
             return True
@@ -359,7 +336,7 @@ class CommitLog:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             for start in range(0, self.preallocate_bytes, PREALLOCATE_CHUNK):
-                _pwrite_all(fd, memoryview(ZEROS)[: min(PREALLOCATE_CHUNK, self.preallocate_bytes - start)], start)
+                pwrite_all(fd, memoryview(ZEROS)[: min(PREALLOCATE_CHUNK, self.preallocate_bytes - start)], start)
             os.fsync(fd)
         except OSError:
             os.close(fd)
@@ -473,7 +450,7 @@ class CommitLog:
                 os.ftruncate(last.fd, position - last.start)
                 last.size = self._allocated = position - last.start
             self._sync(partial(os.fsync, last.fd), f"commit-log segment {last.path}")
-            self._sync(partial(_fsync_dir, self.directory), f"the commit-log directory {self.directory}")
+            self._sync(partial(fsync_directory, self.directory), f"the commit-log directory {self.directory}")
             self._segments, self._starts = keep, [s.start for s in keep]
             self._written = self._flushed = position
 
@@ -493,7 +470,7 @@ class CommitLog:
         self._starts = [s.start for s in self._segments]
         for segment in doomed:
             segment.path.unlink()
-        _fsync_dir(self.directory)
+        fsync_directory(self.directory)
         return [SegmentRange(s.start, s.end) for s in doomed]
 
     def close(self) -> None:
@@ -508,7 +485,7 @@ class CommitLog:
             self.flush()
             active = self._segments[-1]
             if os.fstat(active.fd).st_size > active.size:
-                self._sync(partial(_cut, active.fd, active.size), f"commit-log segment {active.path}")
+                self._sync(partial(cut, active.fd, active.size), f"commit-log segment {active.path}")
         if self._spare is not None:
             os.close(self._spare[0])
             (self.directory / SPARE).unlink()

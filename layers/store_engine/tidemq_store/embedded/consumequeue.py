@@ -33,6 +33,7 @@ from ..cq_entry import CqEntries, CqEntry, pack_entry, unpack_entry
 from ..hot import QueueExtent, StoredBatch
 from ..rocks import Families
 from ..sends import SentBatch
+from .files import fsync_directory
 from .send_records import SEND_FAMILIES, SendRecords
 
 QUEUE = struct.Struct(">I")
@@ -219,8 +220,4 @@ class Checkpoint:
             file.flush()
             os.fsync(file.fileno())
         os.replace(temp, self.path)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_directory(self.path.parent)

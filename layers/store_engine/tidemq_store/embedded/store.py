@@ -19,11 +19,12 @@ A batch is all or nothing, over any number of queues: its records are one append
 END_OF_BATCH record, and recovery keeps only whole batches. A failed fsync fails the commit log for good
 (commitlog.py): puts raise `StoreFailed` and `check_health` reports it.
 
-This module holds the data path: puts, reads (chosen from ConsumeQueue entries, reads.py), lookups, and what a
+This module holds the data path: puts, reads (chosen from ConsumeQueue entries, reads.py), and what a
 cold tier asks of its hot store (`HotStore`, hot.py). The class's other jobs each have a module, over the parts
 they share (parts.py):
 
     admin.py        topics, groups and consumer offsets, users (under the same write lock)
+    lookups.py      messages by id and by key
     retention.py    expiry, segment deletion and release, the background round (checkpoints and retention)
     recovery.py     checkpoints, and the replay of the log into the ConsumeQueue when the store opens
     timers.py       a DELAY topic's messages sent for later, and the mover that puts them on their topic when due
@@ -44,23 +45,15 @@ from tidemq_protocol import clock
 from tidemq_protocol.errors import (
     CorruptStore,
     InvalidArgument,
-    MessageNotFound,
-    MessagePlace,
     OffsetOutOfRange,
     StoreFailed,
     TopicNotFound,
 )
-from tidemq_protocol.message import Message, MessageType, StoredMessage
+from tidemq_protocol.message import Message, MessageType
 from tidemq_protocol.record import (
     SEND_KEY,
-    SEND_KEY_HEAD,
-    decode_message,
     encode_record,
     flag_record,
-    is_send_key,
-    is_timer_id,
-    parse_message_id,
-    read_by_id,
 )
 
 from ..api import MessageStore
@@ -71,7 +64,7 @@ from ..errors import StoreLocked
 from ..health import Probe
 from ..hot import HotStore, PutListener, QueueExtent, StoredBatch
 from ..kv.api import KeyValueStore
-from ..model import PutResult, QueueOffsets, TopicConfig, check_page_limit, check_queue
+from ..model import PutResult, QueueOffsets, TopicConfig, check_queue
 from ..pop.api import PopLedger
 from ..reads import ReadRequest, RunsRead, check_read
 from ..selection import bytes_may_cut, likely_scan_end, scan_size, select_runs
@@ -82,14 +75,15 @@ from ..timer.plan import put_delayed
 from .admin import MetadataOperations
 from .commitlog import CommitLog
 from .consumequeue import Checkpoint, ConsumeQueueStore
+from .lookups import Lookups
 from .metadata import MetadataStore
 from .recovery import Recovery
 from .replication import Replication
 from .retention import Retention
-from .transactions import TX_ID_BASE, RocksTransactionLog
+from .transactions import RocksTransactionLog
 
 
-class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication, HotStore):
+class EmbeddedMessageStore(MetadataOperations, Lookups, Retention, Recovery, Replication, HotStore):
     """`MessageStore` over local files; one instance per process and home directory. Its jobs beside the data path
     are its bases', a module each (see the module docstring)."""
 
@@ -367,71 +361,6 @@ class EmbeddedMessageStore(MetadataOperations, Retention, Recovery, Replication,
             raise InvalidArgument(f"timestamp must be an integer (ms since the epoch), got {timestamp_ms!r}")
         low, high = self.cq.min_offset(topic, queue), self.max_offset(topic, queue)
         return self.cq.first_offset(topic, queue, low, high, lambda e: e.store_timestamp >= timestamp_ms)
-
-    def message_by_id(self, msg_id: str) -> StoredMessage:
-        if is_timer_id(msg_id):
-            return self.timers.message(msg_id.lower())
-        position, size = parse_message_id(msg_id)
-        if position >= TX_ID_BASE:  # a half message's id, which its committed message keeps
-            return self.transactions.committed_message(msg_id)
-        if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
-            raise MessageNotFound(f"with id {msg_id}")
-        message = read_by_id(msg_id, self.config.max_message_bytes, self.commitlog.read)
-        if is_send_key(self.commitlog.read(position, SEND_KEY_HEAD)):
-            raise MessageNotFound(f"with id {msg_id}")  # a batch's idempotency key, not a message
-        if not self._is_live(message):
-            raise MessageNotFound(f"with id {msg_id}", self._expired_from(message))
-        return message
-
-    def record_queue(self, msg_id: str) -> tuple[str, int] | None:
-        try:
-            position, size = parse_message_id(msg_id)
-            if position < self.commitlog.min_position or position + size > self.commitlog.readable_position:
-                return None
-            message = read_by_id(msg_id, self.config.max_message_bytes, self.commitlog.read)
-        except MessageNotFound:
-            return None
-        return message.topic, message.queue
-
-    def messages_by_key(self, topic: str, key: str, limit: int = 32) -> list[StoredMessage]:
-        self.get_topic(topic)
-        if not isinstance(key, str) or not key:
-            raise InvalidArgument("key must be a non-empty string")
-        limit = check_page_limit(limit)
-        readable = self.commitlog.readable_position
-        starts = [segment.start for segment in self.commitlog.segments()]
-        found = [(p, s) for p, s in self.cq.key_lookup(starts, topic, key) if p + s <= readable]
-        messages = []
-        for position, size in reversed(found):
-            message = self._read_at(position, size)
-            if message is not None and message.topic == topic and key in message.keys:
-                messages.append(message)
-                if len(messages) == limit:
-                    break
-        return messages[::-1]
-
-    def _read_at(self, position: int, size: int) -> StoredMessage | None:
-        """The live message stored at `position`, or None if it is damaged, expired or of a deleted topic."""
-        try:
-            message = decode_message(self.commitlog.read(position, size))
-        except CorruptStore:
-            return None
-        return message if self._is_live(message) else None
-
-    def _is_live(self, message: StoredMessage) -> bool:
-        """Whether a message read from the log is still there to read: its topic (not a deleted one of the same
-        name) holds it, and retention has not passed it."""
-        config = self.meta.get_topic(message.topic)
-        if config is None or message.store_timestamp < config.created_at:
-            return False
-        return message.queue_offset >= self.cq.min_offset(message.topic, message.queue)
-
-    def _expired_from(self, message: StoredMessage) -> MessagePlace | None:
-        """Where a message that is not live was, if retention passed it (None: its topic is gone)."""
-        config = self.meta.get_topic(message.topic)
-        if config is None or message.store_timestamp < config.created_at:
-            return None
-        return MessagePlace(message.topic, message.queue, message.queue_offset)
 
     # ---- queue bookkeeping -----------------------------------------------------------------------
 

@@ -52,8 +52,9 @@ from ..cq_entry import CqEntries
 from ..tiered.container import TieredQueue
 from ..tiered.directory import expire_directories
 from .cold import ColdTier
+from .conditions import is_conditional
 from .metadata import Metadata
-from .queue_index import QueueIndex, QueueState, is_conditional, queue_key, state_of
+from .queue_index import QueueIndex, QueueState, queue_key, state_of
 from .segments import newest_write, read_segment, read_segment_at
 from .tables import DIRTY, Tables
 

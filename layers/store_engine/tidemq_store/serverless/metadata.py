@@ -26,7 +26,7 @@ from tidemq_protocol.names import check_name
 from ..acl import UserRecord
 from ..api import UNSET, updated_topic
 from ..model import GroupConfig, Page, TopicConfig, check_page_limit, take_page, validated
-from .queue_index import is_conditional
+from .conditions import is_conditional
 from .tables import Tables
 
 CONFIG_CACHE_S = 5.0

@@ -18,8 +18,9 @@ from pynamodb.transactions import TransactWrite
 from tidemq_protocol.errors import GroupNotFound, InvalidArgument, OffsetConflict, OffsetOutOfRange
 
 from ..model import check_queue
+from .conditions import raced
 from .metadata import Metadata
-from .queue_index import BACKOFF_S, MAX_BACKOFF_S, QueueIndex, raced
+from .queue_index import BACKOFF_S, MAX_BACKOFF_S, QueueIndex
 from .tables import Tables
 
 COMMIT_QUEUES = 99  # offsets in one commit transaction (DynamoDB's limit of 100 items, less the group's condition)

@@ -56,7 +56,8 @@ from pynamodb.transactions import TransactWrite
 from tidemq_protocol.errors import InvalidArgument
 
 from ..pop.api import Claim, Entry, PopLedger, QueueLedger, Settled, Settlement
-from .queue_index import BACKOFF_S, MAX_BACKOFF_S, raced
+from .conditions import raced
+from .queue_index import BACKOFF_S, MAX_BACKOFF_S
 from .tables import Tables
 
 log = logging.getLogger("tidemq.serverless")

@@ -70,6 +70,7 @@ from pynamodb.transactions import TransactWrite
 
 from tidemq_protocol.errors import DependencyUnavailable, StoreUnavailable
 
+from .conditions import failed_beyond, is_conditional, raced
 from .known_queues import KnownQueue, KnownQueues
 from .tables import DIRTY, Tables
 
@@ -244,7 +245,7 @@ class QueueIndex:
                 queue, batch = next(iter(parts.items()))  # all or nothing: one part there is the whole batch there
                 if self._landed(topic, queue, batch, states[queue], firsts[queue]) is not None:
                     return firsts  # an attempt whose answer was lost had landed, and botocore sent it again
-                if also is not None and _failed_beyond(error, len(parts)):
+                if also is not None and failed_beyond(error, len(parts)):
                     raise ItemChanged() from None
                 if not raced(error):
                     raise
@@ -492,28 +493,3 @@ def _ref(item) -> BatchRef:
         int(item.store_timestamp),
         bool(item.keys),
     )
-
-
-def raced(error: TransactWriteError) -> bool:
-    """Whether a transaction failed because another writer got there first (so reading again and retrying is
-    right), not for a fault."""
-    reasons = [reason.code for reason in error.cancellation_reasons or [] if reason is not None]
-    return any(code in ("ConditionalCheckFailed", "TransactionConflict") for code in reasons) or (
-        getattr(error, "cause_response_code", None) == "TransactionConflictException"
-    )
-
-
-def _failed_beyond(error: TransactWriteError, first: int) -> bool:
-    """Whether the condition of one of a transaction's items from index `first` on failed."""
-    reasons = (error.cancellation_reasons or [])[first:]
-    return any(reason is not None and reason.code == "ConditionalCheckFailed" for reason in reasons)
-
-
-def is_conditional_transaction(error: TransactWriteError) -> bool:
-    """Whether a transaction was cancelled by a failed condition of one of its items (not a fault, nor a race)."""
-    return _failed_beyond(error, 0)
-
-
-def is_conditional(error: Exception) -> bool:
-    """Whether a pynamodb error is a failed condition (the outcome a conditional write expects), not a fault."""
-    return getattr(error, "cause_response_code", None) == "ConditionalCheckFailedException"

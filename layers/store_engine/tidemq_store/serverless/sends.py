@@ -102,7 +102,7 @@ class SendRecords:
         """Save the item of the topic's send of `key` in `transaction`, unless an item younger than the window (and
         the topic) holds it: an update (an upsert), not a put, so that pynamodb sends it after the transaction's
         puts and deletions, in the order made (a failed condition is told apart by its place: queue_index
-        `_failed_beyond`)."""
+        `conditions.failed_beyond`)."""
         sends = self.tables.sends
         actions = [
             sends.sent.set(encode_sent(sent)),

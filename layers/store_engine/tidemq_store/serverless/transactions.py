@@ -46,8 +46,9 @@ from ..transactions.api import (
     half_sent,
     listing_key,
 )
+from .conditions import is_conditional, is_conditional_transaction
 from .kv.changes import purge_time
-from .queue_index import BatchRef, ItemChanged, is_conditional, is_conditional_transaction
+from .queue_index import BatchRef, ItemChanged
 from .segments import physical_offset, read_segment
 
 if TYPE_CHECKING:

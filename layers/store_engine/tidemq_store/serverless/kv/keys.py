@@ -27,7 +27,8 @@ from tidemq_protocol.kv import (
     check_limit,
 )
 
-from ..queue_index import BACKOFF_S, MAX_BACKOFF_S, raced
+from ..conditions import raced
+from ..queue_index import BACKOFF_S, MAX_BACKOFF_S
 from ..tables import Tables
 from .changes import Changes, purge_time
 from .namespaces import NAMESPACE, Namespaces, config_of

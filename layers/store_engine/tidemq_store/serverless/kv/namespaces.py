@@ -16,7 +16,7 @@ from tidemq_protocol.errors import NamespaceExists, NamespaceNotFound, StoreUnav
 from tidemq_protocol.kv import NamespaceConfig, NamespaceStatus, check_config, check_limit, check_namespace
 
 from ...model import Page
-from ..queue_index import is_conditional
+from ..conditions import is_conditional
 from ..tables import Tables
 
 NAMESPACE = "namespace"  # the hash key of every `kv_namespaces` item: one partition, listed in name order

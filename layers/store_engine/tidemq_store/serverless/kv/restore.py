@@ -15,7 +15,7 @@ from tidemq_protocol import clock
 from tidemq_protocol.errors import NamespaceExists, NamespaceNotEmpty, NamespaceNotFound, StoreUnavailable
 from tidemq_protocol.kv import Change, ChangeKind, Snapshot, check_config, check_namespace, restorable
 
-from ..queue_index import is_conditional
+from ..conditions import is_conditional
 from ..tables import Tables
 from .changes import Changes, purge_time
 from .keys import Keys

@@ -54,6 +54,29 @@ def test_a_lease_whose_answer_was_lost_is_not_left_held_and_the_queue_is_uploade
     assert [m.body for m in store.get("t", 0, 0, 10).messages] == [b"%d" % i for i in range(10)]
 
 
+# Every attempt botocore makes at taking the lease is applied and its answer lost; or every attempt at giving it back
+# (the run's own, then the one after its failure) fails: either way the run fails, the lease taken.
+LEASE_FAULTS = {
+    "taken-answers-lost": Fault("reset_after", service="dynamodb", operations=("UpdateItem",), body_has="uploading"),
+    "release-failing": Fault("throttle", service="dynamodb", operations=("UpdateItem",), body_has="REMOVE"),
+}
+
+
+@pytest.mark.parametrize("fault", LEASE_FAULTS.values(), ids=LEASE_FAULTS.keys())
+def test_a_lease_a_failing_run_took_is_not_left_held_and_the_next_run_uploads(serverless, faulty_aws, fault):
+    store = serverless()
+    store.create_topic(TopicConfig(name="t", queues=1))
+    store.put("t", [Message(b"%d" % i) for i in range(10)])
+    faulty_aws.set(fault)
+    first = store.maintenance().run()
+    assert faulty_aws.counts().get(fault.label, 0) >= 3 and first.failed == ["t|0"]
+    faulty_aws.clear()
+    second = store.maintenance().run()  # the next run, not one 900 s later
+    assert second.failed == [] and store.index.state("t", 0).hot_offset == 10
+    assert store.tier_status("t")[0].upload_lag_messages == 0
+    assert [m.body for m in store.get("t", 0, 0, 10).messages] == [b"%d" % i for i in range(10)]
+
+
 def test_a_kv_write_whose_answer_was_lost_is_answered_as_written_not_as_a_conflict(serverless, faulty_aws):
     kv = serverless().open_kv()
     kv.create_namespace(NamespaceConfig(name="n"))

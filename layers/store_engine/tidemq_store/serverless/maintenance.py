@@ -3,7 +3,7 @@
 
 1. Upload. The queues holding messages not yet in the cold tier are exactly those whose item carries
    `dirty` (every sequencing sets it), and the sparse index `dirty` lists only those. For each, under a
-   lease on its queue item (`uploading`: one maintenance run per queue at a time, however runs overlap):
+   lease on its queue item (leases.py: one maintenance run per queue at a time, however runs overlap):
    - index its pending entries (queue_index.py, step 3), so every batch on the shared directory is
      findable through a `batches` item, and so through the `by_file` index;
    - append [tier end, next_offset) to the queue's tier files (tiered/container.py) in uploads of at most
@@ -39,8 +39,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from pynamodb.exceptions import UpdateError
-
 from tidemq_protocol import clock
 from tidemq_protocol.errors import CorruptStore
 from tidemq_protocol.record import rebase
@@ -52,14 +50,13 @@ from ..cq_entry import CqEntries
 from ..tiered.container import TieredQueue
 from ..tiered.directory import expire_directories
 from .cold import ColdTier
-from .conditions import is_conditional
+from .leases import Leases
 from .metadata import Metadata
-from .queue_index import QueueIndex, QueueState, queue_key, state_of
+from .queue_index import QueueIndex, QueueState, queue_key
 from .segments import newest_write, read_segment, read_segment_at
 from .tables import DIRTY, Tables
 
 log = logging.getLogger("tidemq.maintenance")
-LEASE_S = 900.0  # a Lambda invocation's longest life: a run that held a queue this long is gone
 SKIP_MARGIN_S = 120.0  # a put is sequenced within a minute of its append, and `dirty` is listed within seconds
 COMMIT_ATTEMPTS = 5
 
@@ -107,6 +104,7 @@ class Maintenance:
         self.queues, self.batches, self.timers = tables.queues, tables.batches, tables.timers
         self.skip_margin_s = skip_margin_s
         self.marker = config.efs_directory / "maintenance.json"
+        self.leases = Leases(self.queues, config.efs_directory / "leases")
 
     # ---- the scheduled run -----------------------------------------------------------------------
 
@@ -114,7 +112,7 @@ class Maintenance:
         """Upload, then delete unreferenced files; nothing at all when nothing changed (module docstring)."""
         started = time.time()
         last = self._read_marker()
-        idle = last is not None and not last["left_work"] and time.time() < last["gc_at"]
+        idle = last is not None and not last["left_work"] and time.time() < last["gc_at"] and not self.leases.left()
         if idle and newest_write(self.segments) < last["started"] - self.skip_margin_s:
             return RunReport(skipped=True)
         report = self.upload()
@@ -131,6 +129,7 @@ class Maintenance:
         else:
             queues = [(topic, queue) for queue in range(self.metadata.get_topic(topic).queues)]
         report = RunReport()
+        self.leases.give_back_left()
         for name, queue in queues:
             self.upload_queue(name, queue, report)
         return report
@@ -150,7 +149,7 @@ class Maintenance:
             report.failed.append(queue_key(topic, queue))
 
     def _upload_queue(self, topic: str, queue: int, report: RunReport) -> None:
-        leased = self._lease(topic, queue)
+        leased = self.leases.take(topic, queue)
         if leased is None:  # held by another run, or the queue is gone
             report.left_work = True
             return
@@ -167,13 +166,13 @@ class Maintenance:
                 report.messages += self._upload_to_tier(topic, queue, state, end, report)
                 hot = self._hot_boundary(topic, queue, state, end)
                 report.left_work |= hot < end  # kept hot for efs_hot_ms: a later run moves it
-            self._release(topic, queue, lease, hot, end, clean=self.tier is None or hot >= end)
+            self.leases.give_back(topic, queue, lease, hot, end, clean=self.tier is None or hot >= end)
             lease = None
             if hot > state.hot_offset:
                 self.index.drop_below(topic, queue, hot)
         finally:
             if lease is not None:
-                self._release(topic, queue, lease, state.hot_offset, end, clean=False)
+                self.leases.release(topic, queue, lease, state.hot_offset)
 
     def _upload_to_tier(self, topic: str, queue: int, state: QueueState, end: int, report: RunReport) -> int:
         """Append [tier end, end) to the queue's tier files; return how many messages went. The first batch
@@ -239,35 +238,6 @@ class Maintenance:
             hot = ref.end_offset
         return hot
 
-    # ---- the lease -------------------------------------------------------------------------------
-
-    def _lease(self, topic: str, queue: int) -> tuple[float, QueueState] | None:
-        """Hold the queue for this run: (the lease, the queue's state), or None when another run holds it. The
-        lease is its end time, unique to the run: a write of it whose answer was lost, sent again by botocore,
-        finds the lease its own (it would otherwise take it for another run's and leave it held for LEASE_S)."""
-        queues, item, now = self.queues, self.queues(queue_key(topic, queue)), time.time()
-        lease = now + LEASE_S
-        free = queues.uploading.does_not_exist() | (queues.uploading < now) | (queues.uploading == lease)
-        try:
-            item.update(actions=[queues.uploading.set(lease)], condition=queues.next_offset.exists() & free)
-        except UpdateError as error:
-            if is_conditional(error):
-                return None
-            raise
-        return lease, state_of(item)
-
-    def _release(self, topic: str, queue: int, lease: float, hot: int, end: int, clean: bool) -> None:
-        """Move the hot boundary and release the lease; clear `dirty` when `clean` and nothing arrived. A release
-        whose answer was lost and that botocore sent again finds it done: the lease gone, the boundary moved."""
-        queues, item = self.queues, self.queues(queue_key(topic, queue))
-        held = (queues.uploading == lease) | (queues.uploading.does_not_exist() & (queues.hot_offset == hot))
-        actions = [queues.hot_offset.set(hot), queues.uploading.remove()]
-        if clean:
-            with contextlib.suppress(UpdateError):
-                item.update(actions=[*actions, queues.dirty.remove()], condition=held & (queues.next_offset == end))
-                return
-        item.update(actions=actions, condition=held)
-
     # ---- files -----------------------------------------------------------------------------------
 
     def delete_unreferenced_files(self, spared: set[str]) -> tuple[int, float]:
@@ -318,6 +288,7 @@ class Maintenance:
         now = clock.now_ms() if now_ms is None else now_ms
         segments = messages = 0
         longest: int | None = 0  # the longest retention of any topic (None: one keeps its messages forever)
+        self.leases.give_back_left()
         for config in self.metadata.all_topics():
             if config.retention_ms is None:
                 longest = None
@@ -340,7 +311,7 @@ class Maintenance:
         """Step 3 for one queue, under its lease: delete the cold segments wholly stored before `cutoff` and move
         `min_offset` past every expired message; None when another run holds the queue (the next run takes it).
         The Spark retention job runs it for many queues at once."""
-        leased = self._lease(topic, queue)
+        leased = self.leases.take(topic, queue)
         if leased is None:
             return None
         lease, state = leased
@@ -365,7 +336,7 @@ class Maintenance:
                 )
                 self.index.drop_below(topic, queue, low)
         finally:
-            self._release(topic, queue, lease, max(state.hot_offset, low), state.next_offset, clean=False)
+            self.leases.release(topic, queue, lease, max(state.hot_offset, low))
         return CleanReport(segments, low - state.min_offset)
 
     # ---- the marker ------------------------------------------------------------------------------

@@ -55,7 +55,9 @@ A TTLAttribute names the table's DynamoDB TTL attribute: pynamodb enables TTL on
 from __future__ import annotations
 
 import os
+import threading
 
+import botocore.session
 from pynamodb.attributes import (
     BinaryAttribute,
     BooleanAttribute,
@@ -73,6 +75,9 @@ from pynamodb.signals import pre_dynamodb_send
 from ..aws import aws_region
 from ..faults import CONNECT_TIMEOUT_S, RETRIES
 from ..health import PROBE_TIMEOUT_S
+
+_session: botocore.session.Session | None = None  # the process's one, made on first use
+_SESSION_LOCK = threading.Lock()
 
 DIRTY = "dirty"  # the one value of `queues.dirty`: the sparse index holds only queues that have it
 
@@ -334,6 +339,25 @@ class Tables:
             read_timeout_seconds=PROBE_TIMEOUT_S,
             max_retry_attempts=0,
         )
+        self._share_one_session()
+
+    def models(self) -> tuple[type[Model], ...]:
+        messages = (self.topics, self.groups, self.users, self.offsets, self.queues, self.batches)
+        kv = (self.kv_namespaces, self.kv_entries, self.kv_changes)
+        later = (self.pop_ledger, self.timers, self.timer_outcomes, self.transactions, self.sends)
+        return (*messages, *kv, *later)
+
+    def _share_one_session(self) -> None:
+        """Make every table's client now, from the process's one botocore session. pynamodb would make a session a
+        table, each parsing DynamoDB's service model again: 14 tables took 1.8 s of CPU, most of a store's start
+        (a Lambda's cold start). A client, once made, serves every thread."""
+        global _session
+        with _SESSION_LOCK:  # botocore makes clients of one session one at a time
+            _session = _session or botocore.session.get_session()
+            connections = [model._get_connection().connection for model in self.models()]
+            for connection in (*connections, self.connection, self._prober):
+                connection._local.session = _session  # pynamodb's session of this thread, until the client is made
+                connection.client  # noqa: B018 (made now)
 
     def probe(self) -> str:
         """One strongly consistent GetItem of a topic nobody can name, on a connection of its own that gives up
@@ -347,9 +371,6 @@ class Tables:
             self.requests += 1
 
     def create_missing(self) -> None:
-        messages = (self.topics, self.groups, self.users, self.offsets, self.queues, self.batches)
-        kv = (self.kv_namespaces, self.kv_entries, self.kv_changes)
-        later = (self.pop_ledger, self.timers, self.timer_outcomes, self.transactions, self.sends)
-        for model in (*messages, *kv, *later):
+        for model in self.models():
             if not model.exists():
                 model.create_table(wait=True)

@@ -97,6 +97,26 @@ def test_every_route_answers_503_with_retry_after_while_dynamodb_fails_and_serve
     assert [answer.status_code < 500 for answer in after] == [True] * len(ROUTES), [a.text for a in after]
 
 
+CONSUMER_TIMEOUT_S = 20  # what a consumer waits for an answer; a DynamoDB call gives up within ~10 s (faults.py)
+
+
+@pytest.mark.parametrize("wait_ms", [0, 2000], ids=["receive", "long-poll"])
+def test_a_pop_receive_while_dynamodb_stalls_is_answered_503_before_its_consumer_gives_up_then_served(
+    gateway, fault_proxy, wait_ms
+):
+    """DynamoDB accepts connections and does not answer (each call held 60 s): a receive is answered a 503 with
+    Retry-After within a consumer's timeout, not left to time out and sent again behind itself (the receives that
+    hung for ~100 s after the faults ended), and once DynamoDB answers again the next receive is served."""
+    http, path = signed_http(), f"{gateway}/v1/groups/g/topics/t/receive?wait_ms={wait_ms}"
+    fault_proxy.set(Fault("stall", service="dynamodb", seconds=60))
+    try:
+        stalled = http.post(path, json={"max_messages": 1}, timeout=CONSUMER_TIMEOUT_S)
+    finally:
+        fault_proxy.clear()
+    assert stalled.status_code == 503 and stalled.headers.get("retry-after") == "1", stalled.text
+    assert http.post(path, json={"max_messages": 1}, timeout=CONSUMER_TIMEOUT_S).status_code == 200
+
+
 @pytest.mark.parametrize("fault", [Fault("throttle", service="dynamodb"), Fault("reset_after", service="dynamodb")])
 def test_a_caller_the_gateway_has_not_looked_up_yet_gets_the_503_with_retry_after_too(gateway, fault_proxy, fault):
     """The caller's own lookup (authentication, before any route) meeting the fault answers as a route does: 503,

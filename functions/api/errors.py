@@ -12,8 +12,9 @@ for it: 404 when what the URL names does not exist (the topic of `/v1/topics/ord
 `.../queues/5/messages`), 409 when the request conflicts with the current state: a topic or queue named in the body
 that does not exist (a commit on topic `orders` before it is created), an offset outside the queue's range, fewer
 queues than the topic has, the push subscription of a group that pulls, a receipt handle that names no current
-delivery, a message that does not fit its topic's message type, a recall of a delay message delivered already. A
-client that validates against the document before sending gets nothing else.
+delivery (or one of a message dead-lettered since), a message that does not fit its topic's message type, a recall
+of a delay message delivered already. A client that validates against the document before sending gets nothing
+else.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from tidemq_protocol.errors import (
     InvalidFilterExpression,
     InvalidReceiptHandle,
     KeyNotFound,
+    MessageDeadLettered,
     MessageNotFound,
     MessageTooLarge,
     MessageTypeMismatch,
@@ -101,6 +103,7 @@ STATUS: dict[type[ClientError | Overloaded], int] = {
     PolicyConflict: 409,
     OffsetOutOfRange: 409,
     InvalidReceiptHandle: 409,
+    MessageDeadLettered: 409,
     NamespaceExists: 409,
     BrokerExists: 409,
     BrokerReadOnly: 409,

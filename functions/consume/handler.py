@@ -223,7 +223,8 @@ def change_invisible(
     group: GroupInPath, topic: TopicInPath, request: ChangeInvisibleRequest
 ) -> ChangeInvisibleResponse:
     """Hold a delivery for `invisible_ms` from now, under a new receipt handle (the one sent is spent; a handle
-    that names no current delivery is a 400, InvalidReceiptHandle)."""
+    that names no current delivery is a 409, InvalidReceiptHandle, or MessageDeadLettered if its message went to the
+    group's dead letters)."""
     require((acl.group(group), Action.SUB), (acl.topic(topic), Action.SUB))
     held = pop.change_invisible(get_store(), LIMITS, group, topic, request.receipt_handle, request.invisible_ms)
     return ChangeInvisibleResponse.model_construct(**held._asdict())

@@ -150,7 +150,12 @@ def ack_and_receive(
         time.sleep(pause)
 
 
-ACK_STATUS = {Settled.DONE: "acked", Settled.ALREADY_ACKED: "already_acked", Settled.STALE: "invalid_receipt_handle"}
+ACK_STATUS = {
+    Settled.DONE: "acked",
+    Settled.ALREADY_ACKED: "already_acked",
+    Settled.STALE: "invalid_receipt_handle",
+    Settled.DEAD_LETTERED: "dead_lettered",
+}
 
 
 def ack(store: MessageStore, settings: Settings, group: str, topic: str, handles: Sequence[str]) -> list[str]:
@@ -180,9 +185,10 @@ def change_invisible(
     invisible_ms: int,
     shortest_ms: int | None = None,
 ) -> Held:
-    """Hold the delivery `handle` names for `invisible_ms` from now (InvalidReceiptHandle if it names none), at
-    least `shortest_ms` (default: TIDEMQ_POP_MIN_INVISIBLE_MS, as a receive; RocketMQ 5 clients nack by a change,
-    to their backoff's first delays of a second or so)."""
+    """Hold the delivery `handle` names for `invisible_ms` from now (InvalidReceiptHandle if it names none:
+    MessageDeadLettered if its message went to the dead letters), at least `shortest_ms` (default:
+    TIDEMQ_POP_MIN_INVISIBLE_MS, as a receive; RocketMQ 5 clients nack by a change, to their backoff's first delays
+    of a second or so)."""
     invisible_ms = invisible_time(settings, invisible_ms, shortest_ms)
     pop = consumption(store, settings, store.cached_group(group))
     now = now_ms()

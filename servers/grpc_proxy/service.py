@@ -66,7 +66,13 @@ from .status import OK, Code, Refused, about, status, status_of
 R = TypeVar("R")
 ANSWER_MARGIN_MS = 500
 """Time kept from a receive's deadline to answer in after its poll."""
-ACK_CODES = {"acked": Code.OK, "already_acked": Code.OK, "invalid_receipt_handle": Code.INVALID_RECEIPT_HANDLE}
+ACK_CODES = {
+    "acked": Code.OK,
+    "already_acked": Code.OK,
+    "invalid_receipt_handle": Code.INVALID_RECEIPT_HANDLE,
+    "dead_lettered": Code.INVALID_RECEIPT_HANDLE,  # a RocketMQ proxy's answer to a handle no longer ackable
+}
+"""An ack's outcome (functions/logic/pop.py) -> its entry's code; the status message is the outcome's name."""
 TOGETHER_S = 1.0
 """How long after calls were last in hand together the proxy serves none inline (`inline_when_idle`)."""
 RESOLUTIONS = {pb.COMMIT: "commit", pb.ROLLBACK: "rollback", pb.TRANSACTION_RESOLUTION_UNSPECIFIED: "unknown"}

@@ -30,6 +30,7 @@ from tidemq_protocol.errors import (
     InvalidBatch,
     InvalidName,
     InvalidReceiptHandle,
+    MessageDeadLettered,
     MessageNotFound,
     MessageTooLarge,
     MessageTypeMismatch,
@@ -63,6 +64,7 @@ CODES: dict[type[Exception], int] = {
     MessageTypeMismatch: Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
     SendConflict: Code.ILLEGAL_MESSAGE_ID,  # the id was sent before with another message: not retried by clients
     InvalidReceiptHandle: Code.INVALID_RECEIPT_HANDLE,
+    MessageDeadLettered: Code.INVALID_RECEIPT_HANDLE,  # as a RocketMQ proxy answers a handle past its hold
     OffsetOutOfRange: Code.ILLEGAL_OFFSET,
     Unauthenticated: Code.UNAUTHORIZED,
     UserNotFound: Code.UNAUTHORIZED,

@@ -1,11 +1,13 @@
 """The pop ledgers, each test on both: the embedded one on real RocksDB files and the serverless one on DynamoDB (a
 moto server over HTTP, or LocalStack): claims and settlements hold their conditions (one claim of two that read the
-same state wins; a handle names one delivery), concurrent receivers never claim one offset twice, and what was
-written is there after the ledger is opened again."""
+same state wins; a handle names one delivery; a dead-lettered message's handles say so, within MARK_SLOTS marks a
+queue), concurrent receivers never claim one offset twice, and what was written is there after the ledger is opened
+again."""
 
 from __future__ import annotations
 
 import math
+import struct
 import threading
 import uuid
 
@@ -13,8 +15,9 @@ import pytest
 
 from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle
 from tidemq_store.embedded.pop import RocksPopLedger
-from tidemq_store.pop.api import Claim, Entry, PopLedger, QueueLedger, Receipt, Settled, Settlement
+from tidemq_store.pop.api import MARK_SLOTS, Claim, Entry, PopLedger, QueueLedger, Receipt, Settled, Settlement
 from tidemq_store.pop.known import KnownLedgers
+from tidemq_store.rocks import Families
 from tidemq_store.serverless.pop import MOST_DELIVERED, DynamoDbPopLedger
 from tidemq_store.serverless.tables import Tables
 
@@ -112,6 +115,55 @@ def test_settlements_name_one_delivery(ledger):
     assert ledger.settle("g", "t", [Settlement(Receipt(0, 0, 11), held(0, 5))]) == [Settled.STALE]  # acked
     assert ledger.settle("g", "t", [Settlement(Receipt(0, 1, 22))]) == [Settled.DONE]
     assert ledger.read("g", "t", 0) == QueueLedger(4, (held(3, 13),))
+
+
+def test_a_dead_lettering_marks_its_offset_until_a_message_mark_slots_further_takes_the_slot(ledger):
+    far = MARK_SLOTS  # its mark's slot is offset 0's
+    ledger.claim("g", "t", 0, Claim(0, 2, (held(0, 11), held(1, 12))))
+    ledger.claim("g", "t", 0, Claim(2, far + 1, (held(far, 13),)))  # 2 .. far - 1 filtered out
+    lettered = Settlement(Receipt(0, 0, 11), dead_lettered=True)
+    acks = [Settlement(Receipt(0, 0, 11)), Settlement(Receipt(0, 1, 12))]
+    assert ledger.settle("g", "t", [lettered, *acks]) == [Settled.DONE, Settled.DEAD_LETTERED, Settled.DONE]
+    assert ledger.read("g", "t", 0) == QueueLedger(far + 1, (held(far, 13),))  # a mark is no entry
+    assert ledger.was_dead_lettered("g", "t", 0, 0) and not ledger.was_dead_lettered("g", "t", 0, 1)
+    assert not ledger.was_dead_lettered("h", "t", 0, 0) and not ledger.was_dead_lettered("g", "t", 1, 0)
+    after = [Settlement(Receipt(0, 0, 99)), Settlement(Receipt(0, 0, 5), held(0, 6)), Settlement(Receipt(0, 1, 12))]
+    assert ledger.settle("g", "t", after) == [Settled.DEAD_LETTERED, Settled.DEAD_LETTERED, Settled.ALREADY_ACKED]
+    assert ledger.settle("g", "t", [Settlement(Receipt(0, far, 13), dead_lettered=True)]) == [Settled.DONE]
+    acks = [Settlement(Receipt(0, 0, 11)), Settlement(Receipt(0, far, 13))]
+    assert ledger.settle("g", "t", acks) == [Settled.ALREADY_ACKED, Settled.DEAD_LETTERED]  # offset 0 forgotten
+    assert ledger.read("g", "t", 0) == QueueLedger(far + 1)
+
+
+def test_marks_are_there_after_reopening_and_go_with_their_group_or_topic(open_ledger):
+    ledger = open_ledger()
+    ledgers = [("g", "t"), ("g", "t2"), ("h", "t")]
+    for group, topic in ledgers:
+        ledger.claim(group, topic, 1, Claim(0, 1, (held(0, 1),)))
+        ledger.settle(group, topic, [Settlement(Receipt(1, 0, 1), dead_lettered=True)])
+    ledger.close()
+    ledger = open_ledger()
+    assert all(ledger.was_dead_lettered(group, topic, 1, 0) for group, topic in ledgers)
+    ledger.forget_topic("t")
+    assert [ledger.was_dead_lettered(group, topic, 1, 0) for group, topic in ledgers] == [False, True, False]
+    ledger.forget_group("g")
+    assert not ledger.was_dead_lettered("g", "t2", 1, 0)
+    ledger.close()
+
+
+def test_a_rocksdb_ledger_written_before_there_were_marks_reads_and_settles_as_it_did(tmp_path):
+    """Its cursor and entry as an older version wrote them, byte for byte (pop ledgers have no golden file)."""
+    rocks = Families(tmp_path / "pop", ("ledger",))
+    key = b"g\x00t\x00" + struct.pack(">I", 0)
+    rocks.views["ledger"][key] = struct.pack("<Q", 2)
+    rocks.views["ledger"][key + struct.pack(">Q", 1)] = struct.pack("<IQQ", 1, 12, 10_000)
+    rocks.close()
+    ledger = RocksPopLedger(tmp_path / "pop", sync=False)
+    assert ledger.read("g", "t", 0) == QueueLedger(2, (held(1, 12),))
+    acks = [Settlement(Receipt(0, 0, 11)), Settlement(Receipt(0, 1, 12))]
+    assert ledger.settle("g", "t", acks) == [Settled.ALREADY_ACKED, Settled.DONE]
+    assert not ledger.was_dead_lettered("g", "t", 0, 0)
+    ledger.close()
 
 
 def test_receipt_handles_round_trip_and_anything_else_is_refused():

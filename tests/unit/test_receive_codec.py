@@ -27,8 +27,9 @@ def delivered(messages) -> list[codec.Received]:
 @pytest.mark.parametrize("encode", [encode_batch, encode_v1_batch], ids=["v2", "v1"])
 def test_a_receive_decodes_to_what_was_delivered_and_acked(encode):
     deliveries = delivered(stored(encode))
-    data = codec.encode_receive(deliveries, ["acked", "invalid_receipt_handle", "already_acked"])
-    assert codec.decode_receive(data) == (["acked", "invalid_receipt_handle", "already_acked"], deliveries)
+    acks = ["acked", "invalid_receipt_handle", "dead_lettered", "already_acked"]
+    data = codec.encode_receive(deliveries, acks)
+    assert codec.decode_receive(data) == (acks, deliveries)
 
 
 def test_a_version_2_record_is_sent_as_stored_but_its_end_of_batch_flag():

@@ -2,16 +2,21 @@
 
 One family, `ledger`, holds each group's ledger of each queue under one prefix, so a queue's ledger is one seek:
 
-    group 0x00 topic 0x00 queue:u32            ->  cursor:u64                                 (the cursor)
-    group 0x00 topic 0x00 queue:u32 offset:u64 ->  attempt:u32 nonce:u64 visible_at_ms:u64    (an entry)
-                                                   [message_group: UTF-8, the rest of the value]
+    group 0x00 topic 0x00 queue:u32                  ->  cursor:u64                               (the cursor)
+    group 0x00 topic 0x00 queue:u32 offset:u64       ->  attempt:u32 nonce:u64 visible_at_ms:u64  (an entry)
+                                                         [message_group: UTF-8, the rest of the value]
+    group 0x00 topic 0x00 queue:u32 0xff*9 slot:u16  ->  offset:u64                               (a dead-letter mark)
 
 all integers big-endian in keys (so entries sort by offset after their cursor) and little-endian in values. An
 entry's message group (FIFO) follows its 20 bytes; an entry written before there were groups is those 20 bytes
-alone, and reads as an entry without one. Names
-cannot contain 0x00, so the separators are unambiguous. Every claim and settlement is one WriteBatch, synced as the
-store's flush mode says, made under the lock of its queue: the conditions are checked and the batch written while
-no other change to that queue can come between.
+alone, and reads as an entry without one. A dead-letter mark (pop/api.py: the mark of `offset`, in slot offset %
+MARK_SLOTS) sorts after all its queue's entries (an entry's key is the queue's and 8 bytes), past the end of the
+range a read of the queue's ledger scans (the queue's key and 9 bytes 0xff), so a read never steps over one, and a
+ledger written before there were marks, which has none, reads as before (as one with marks reads to an older
+version, which never sees them); a group's or a topic's deletion deletes its marks with the rest of its prefix.
+Names cannot contain 0x00, so the separators are unambiguous. Every claim and settlement is one WriteBatch (a
+dead-lettering's deleted entry and its mark in one), synced as the store's flush mode says, made under the lock of
+its queue: the conditions are checked and the batch written while no other change to that queue can come between.
 """
 
 from __future__ import annotations
@@ -23,13 +28,16 @@ from pathlib import Path
 
 from rocksdict import ReadOptions, WriteBatch, WriteOptions
 
-from ..pop.api import Claim, Entry, PopLedger, QueueLedger, Settled, Settlement
+from ..pop.api import MARK_SLOTS, Claim, Entry, PopLedger, QueueLedger, Settled, Settlement
 from ..rocks import Families
 
 QUEUE = struct.Struct(">I")
 OFFSET = struct.Struct(">Q")
 CURSOR = struct.Struct("<Q")
 ENTRY = struct.Struct("<IQQ")
+PAST_ENTRIES = b"\xff" * 9  # after a queue's key: past every entry's key, where its marks are
+SLOT = struct.Struct(">H")
+MARK = struct.Struct("<Q")
 LOCK_STRIPES = 64
 
 
@@ -64,7 +72,7 @@ class RocksPopLedger(PopLedger):
 
     def _read(self, key: bytes) -> QueueLedger:
         cursor, entries = 0, []
-        for found, value in self._scan(key, key + b"\xff" * 9):
+        for found, value in self._scan(key, key + PAST_ENTRIES):
             if len(found) == len(key):
                 (cursor,) = CURSOR.unpack(value)
             else:
@@ -104,14 +112,15 @@ class RocksPopLedger(PopLedger):
         for stripe in stripes:
             self._locks[stripe].acquire()
         try:
-            outcomes, batch, settled = [], WriteBatch(raw_mode=True), set()
-            for key, (receipt, then) in zip(keys, settlements, strict=True):
+            outcomes, batch = [], WriteBatch(raw_mode=True)
+            settled: dict[bytes, bool] = {}  # settled in this call, and whether dead-lettered
+            for key, settlement in zip(keys, settlements, strict=True):
+                receipt, then = settlement.receipt, settlement.then
                 entry_key = key + OFFSET.pack(receipt.offset)
                 raw = None if entry_key in settled else self._ledger.get(entry_key)
-                if raw is None:
-                    cursor = self._ledger.get(key)
-                    acked = cursor is not None and receipt.offset < CURSOR.unpack(cursor)[0]
-                    outcomes.append(Settled.ALREADY_ACKED if acked and then is None else Settled.STALE)
+                if raw is None:  # a second settlement of one settled in this call names a nonce now gone
+                    marked = settled[entry_key] if entry_key in settled else self._marked(key, receipt.offset)
+                    outcomes.append(Settled.DEAD_LETTERED if marked else self._absent(key, settlement))
                 elif ENTRY.unpack_from(raw)[1] != receipt.nonce:
                     outcomes.append(Settled.STALE)
                 else:
@@ -119,7 +128,9 @@ class RocksPopLedger(PopLedger):
                         batch.delete(entry_key, self._handle)
                     else:
                         batch.put(entry_key, _pack(then), self._handle)
-                    settled.add(entry_key)  # a second settlement of it in this call names a nonce now gone
+                    if settlement.dead_lettered:
+                        batch.put(_mark_key(key, receipt.offset), MARK.pack(receipt.offset), self._handle)
+                    settled[entry_key] = settlement.dead_lettered
                     outcomes.append(Settled.DONE)
             if settled:
                 self._rocks.db.write(batch, self._write)
@@ -127,6 +138,21 @@ class RocksPopLedger(PopLedger):
         finally:
             for stripe in stripes:
                 self._locks[stripe].release()
+
+    def _absent(self, key: bytes, settlement: Settlement) -> Settled:
+        """What a settlement whose entry is gone, and whose offset is not marked, is: an ack of an offset below the
+        cursor is one of an acked message; anything else names no delivery."""
+        cursor = self._ledger.get(key)
+        acked = cursor is not None and settlement.receipt.offset < CURSOR.unpack(cursor)[0]
+        ack = settlement.then is None and not settlement.dead_lettered
+        return Settled.ALREADY_ACKED if acked and ack else Settled.STALE
+
+    def _marked(self, key: bytes, offset: int) -> bool:
+        raw = self._ledger.get(_mark_key(key, offset))
+        return raw is not None and MARK.unpack(raw)[0] == offset
+
+    def was_dead_lettered(self, group: str, topic: str, queue: int, offset: int) -> bool:
+        return self._marked(_prefix(group, topic) + QUEUE.pack(queue), offset)
 
     def forget_group(self, group: str) -> None:
         prefix = group.encode() + b"\x00"
@@ -148,6 +174,10 @@ class RocksPopLedger(PopLedger):
     def close(self) -> None:
         del self._ledger, self._handle  # references to the database: RocksDB closes when none is left
         self._rocks.close()
+
+
+def _mark_key(key: bytes, offset: int) -> bytes:
+    return key + PAST_ENTRIES + SLOT.pack(offset % MARK_SLOTS)
 
 
 def _pack(entry: Entry) -> bytes:

@@ -20,9 +20,12 @@ The protocol. Every change to a queue's ledger is conditional, and each is one a
   read the same state, one claim wins and the other reads again. A message is therefore held by one delivery at
   a time: its entry names one nonce, and only a claim that saw the entry expire replaces it.
 - a **settlement** names an entry by (queue, offset, nonce): an ack deletes it, a change of invisible time or a
-  release gives it a new nonce and visible time, each on condition that the nonce is still the one named. A
-  handle whose entry is gone and whose offset is below the cursor names a message already acked (an ack of it
-  again succeeds and changes nothing); any other mismatch is a stale or forged handle, refused, changing nothing.
+  release gives it a new nonce and visible time, and a dead-lettering (its message put to the group's dead
+  letters) deletes it and marks its offset, each on condition that the nonce is still the one named. A handle
+  whose entry is gone names a message that went to the dead letters without an ack if its offset is marked
+  (DEAD_LETTERED, to an ack and to a change alike: the work is not settled, the message waits in `%DLQ%<group>`),
+  else, if its offset is below the cursor, a message already acked (an ack of it again succeeds and changes
+  nothing); any other mismatch is a stale or forged handle, refused, changing nothing.
 
 FIFO (receive.py says what a FIFO receive takes). A message group is held while one of its entries is delivered
 and not yet visible again, and the cursor may pass a held group's messages, leaving a **waiting** entry for each.
@@ -45,6 +48,22 @@ their visible time ends, whether or not the consumer lived. A receive whose clai
 lost is the same as a consumer that died holding its messages. An ack answered has deleted its entry, so the
 message is never delivered again. Nonces are 63 random bits: a handle cannot be guessed, and one that named an
 earlier delivery never matches the entry's current nonce.
+
+Dead-letter marks. Apart from its entries, a queue's ledger has MARK_SLOTS mark slots: the mark of offset o is in
+slot o % MARK_SLOTS and names o. A dead-lettering puts its mark unconditionally, taking the slot from any mark that
+held it, so a mark is kept until a message of its queue a multiple of MARK_SLOTS offsets away is dead-lettered
+after it, or the group's ledger of the topic is deleted (which deletes marks as it deletes entries): a queue never
+has more than MARK_SLOTS marks, whatever its traffic, and they need no sweep. A read of a queue's ledger does not
+see them and a claim does not write them: they cost a dead-lettering's write one more item, and a settlement
+refused for a gone entry one more point read. A message whose mark was taken by a later one is answered as one
+whose entry retention dropped is: ALREADY_ACKED to an ack below the cursor (the ledger no longer knows it).
+Ledgers written before there were marks have none, and read as before. The order makes marks crash-safe: a
+dead-lettering (receive.py `_dead_letter`) first holds the entry on the nonce the consumer's handle names, then
+puts the message to the dead letters, then deletes the entry and writes its mark in one write, on the nonce it
+held the entry with. So no crash leaves a message marked that is not among the dead letters (the put came first),
+an entry deleted without its mark (one write), or a message both acked and marked: an ack and the hold condition
+on the same nonce, and whichever is written first makes the other's condition fail (an ack refused so is STALE
+while the entry is held, DEAD_LETTERED once it is marked).
 
 Compared with RocketMQ's pop (a checkpoint per popped batch with an ack bitmap in a revive topic, acks matched
 against checkpoints by a revive service, unacked messages copied into `%RETRY%<group>` with a reconsume count):
@@ -113,18 +132,24 @@ class Claim:
 class Settled(Enum):
     """What became of one settlement."""
 
-    DONE = "done"  # the entry was deleted (ack) or given its new nonce and visible time
+    DONE = "done"  # the entry was deleted (ack, dead-lettering) or given its new nonce and visible time
     ALREADY_ACKED = "already_acked"  # no entry, offset below the cursor: acked before (an ack again changes nothing)
+    DEAD_LETTERED = "dead_lettered"  # no entry, offset marked: gone to the dead letters without an ack
     STALE = "stale"  # the handle names no current delivery: delivered again since, changed, or forged
 
 
 class Settlement(NamedTuple):
     """An ack (`then` None: delete the entry) or a change (`then`: the entry's new state) of the delivery
-    `receipt` names."""
+    `receipt` names; with `dead_lettered`, the deletion of an entry whose message was put to the dead letters, which
+    marks its offset (`then` None)."""
 
     receipt: Receipt
     then: Entry | None = None
+    dead_lettered: bool = False
 
+
+MARK_SLOTS = 4096
+"""Dead-letter marks one queue's ledger keeps at most: the mark of offset o is in slot o % MARK_SLOTS."""
 
 HANDLE = struct.Struct(">BIQQ")
 """A receipt handle's bytes: format version (1), queue, offset, nonce; sent as URL-safe base64 (28 characters)."""
@@ -168,6 +193,11 @@ class PopLedger(ABC):
     @abstractmethod
     def settle(self, group: str, topic: str, settlements: Sequence[Settlement]) -> list[Settled]:
         """Apply each settlement whose receipt names its entry's current nonce; say what became of each."""
+
+    @abstractmethod
+    def was_dead_lettered(self, group: str, topic: str, queue: int, offset: int) -> bool:
+        """Whether the queue's dead-letter mark says the message at `offset` went to the dead letters (see the module
+        docstring)."""
 
     @abstractmethod
     def forget_group(self, group: str) -> None:

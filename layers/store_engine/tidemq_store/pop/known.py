@@ -75,10 +75,10 @@ class KnownLedgers(PopLedger):
         outcomes = self.ledger.settle(group, topic, settlements)
         changes: dict[Key, dict[int, Entry | None]] = {}  # per queue: each settled entry's new state (None: acked)
         stale: set[Key] = set()
-        for (receipt, then), settled in zip(settlements, outcomes, strict=True):
-            key = (group, topic, receipt.queue)
+        for settlement, settled in zip(settlements, outcomes, strict=True):
+            key = (group, topic, settlement.receipt.queue)
             if settled is Settled.DONE:
-                changes.setdefault(key, {})[receipt.offset] = then
+                changes.setdefault(key, {})[settlement.receipt.offset] = settlement.then
             else:  # what is known of the queue may be stale: read it again
                 stale.add(key)
         with self._lock:
@@ -92,6 +92,9 @@ class KnownLedgers(PopLedger):
                 entries.update((offset, then) for offset, then in changed.items() if then is not None)
                 self._known[key] = (known[0], _ledger(known[1].cursor, entries))
         return outcomes
+
+    def was_dead_lettered(self, group: str, topic: str, queue: int, offset: int) -> bool:
+        return self.ledger.was_dead_lettered(group, topic, queue, offset)  # asked when a handle is refused: not kept
 
     def forget_group(self, group: str) -> None:
         self._forget(lambda key: key[0] == group)

@@ -22,6 +22,9 @@ visible again; its other messages wait. From one queue a FIFO receive takes, in 
   the held group's. Passing is bounded: a claim writes at most FIFO_CLAIM_ENTRIES entries, and a queue holds at
   most FIFO_WAITING_MOST waiting entries, past which the cursor waits for a held group (RocketMQ's lock, then).
 A message dead-lettered after its last attempt, or gone from the queue, leaves the ledger and its group goes on.
+
+A settlement of a message that went to the dead letters without an ack says so (api.py's dead-letter marks): an
+ack answers DEAD_LETTERED, and a change of invisible time, a release or a forward raises MessageDeadLettered.
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from tidemq_protocol import filter as filters
-from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle, OffsetOutOfRange
+from tidemq_protocol.errors import InvalidArgument, InvalidReceiptHandle, MessageDeadLettered, OffsetOutOfRange
 from tidemq_protocol.filter import MessageFilter
 from tidemq_protocol.message import MessageType, StoredMessage
 from tidemq_protocol.record import addressed_to, message_group_of
@@ -284,7 +288,8 @@ class PopConsumption:
     def dead_letter(self, group: str, topic: str, handle: str, hold_ms: int, now: int | None = None) -> None:
         """Put the message of the delivery `handle` names to the dead letters now, its consumer having given up on
         it (RocketMQ's ForwardMessageToDeadLetterQueue), and settle the delivery, as a spent entry is
-        (`_dead_letter`: held for `hold_ms` meanwhile); InvalidReceiptHandle if the handle names no current one."""
+        (`_dead_letter`: held for `hold_ms` meanwhile); InvalidReceiptHandle if the handle names no current one
+        (MessageDeadLettered if its message is among the dead letters already)."""
         if self.dead_letters is None:
             raise InvalidArgument("this pop consumption has no dead letters to forward a message to")
         receipt = Receipt.of(handle)
@@ -295,29 +300,43 @@ class PopConsumption:
         if message is None:  # gone from the queue (retention): nothing to letter
             self.ledger.settle(group, topic, [Settlement(receipt)])
         elif not self._dead_letter(asked, current, message, current.attempt):
-            raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
+            self._refuse(group, topic, receipt, handle, Settled.STALE)
 
     def _current(self, group: str, topic: str, receipt: Receipt, handle: str) -> Entry:
-        """The entry `receipt` names, if it is the delivery the handle was given for (InvalidReceiptHandle if not)."""
+        """The entry `receipt` names, if it is the delivery the handle was given for (MessageDeadLettered if its
+        message went to the dead letters, else InvalidReceiptHandle, if not)."""
         ledger = self.ledger.read(group, topic, receipt.queue)
         current = next((entry for entry in ledger.entries if entry.offset == receipt.offset), None)
         if current is None or current.nonce != receipt.nonce:
-            raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
+            self._refuse(group, topic, receipt, handle, Settled.STALE)
         return current
+
+    def _refuse(self, group: str, topic: str, receipt: Receipt, handle: str, settled: Settled) -> NoReturn:
+        """Refuse a handle that names no current delivery: MessageDeadLettered if the ledger says its message went to
+        the dead letters (`settled`, or its mark read now), else InvalidReceiptHandle."""
+        lettered = settled is Settled.DEAD_LETTERED
+        if lettered or self.ledger.was_dead_lettered(group, topic, receipt.queue, receipt.offset):
+            raise MessageDeadLettered(
+                f"receipt handle {handle!r} names a message that went to the dead letters of group {group!r} "
+                "without an ack: it is no longer the group's to settle"
+            )
+        raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
 
     def _dead_letter(self, asked: Asked, entry: Entry, message: StoredMessage, attempts: int | None = None) -> bool:
         """Put a spent entry's message to the dead letters (as delivered `attempts` times, default the most), once,
-        and delete the entry; False (nothing done) if another receive does it. First the entry is held for this
-        receive, on its nonce (of receives that read it spent, one wins), then the message is put, then the entry
-        deleted on the nonce it was held with. A crash between leaves the entry held: when its hold ends it is
-        lettered again (at least once, never lost)."""
+        and delete the entry, marking its offset; False (nothing done) if another receive does it. First the entry
+        is held for this receive, on its nonce (of receives that read it spent, one wins; an ack after this is
+        refused as stale), then the message is put, then the entry deleted and its offset marked in one write, on
+        the nonce it was held with. A crash between leaves the entry held, unmarked: when its hold ends it is
+        lettered again (at least once, never lost), and never marked before it was put (api.py says why)."""
         assert self.dead_letters is not None and self.max_attempts is not None  # _spent, or dead_letter, said so
         mine = Entry(entry.offset, entry.attempt, new_nonce(), asked.until, entry.group)
         held = Settlement(Receipt(asked.queue, entry.offset, entry.nonce), mine)
         if self.ledger.settle(asked.group, asked.topic, [held]) != [Settled.DONE]:
             return False
         self.dead_letters(asked.group, [message], attempts or self.max_attempts)
-        self.ledger.settle(asked.group, asked.topic, [Settlement(Receipt(asked.queue, entry.offset, mine.nonce))])
+        lettered = Settlement(Receipt(asked.queue, entry.offset, mine.nonce), dead_lettered=True)
+        self.ledger.settle(asked.group, asked.topic, [lettered])
         return True
 
     def _message_at(self, asked: Asked, offset: int) -> StoredMessage | None:
@@ -343,7 +362,8 @@ class PopConsumption:
         return [m for m in result.messages if addressed_to(m.properties, asked.group)], result.next_offset
 
     def ack(self, group: str, topic: str, handles: Sequence[str]) -> list[Settled]:
-        """Ack each delivery a handle names: what became of each (an ack of an acked message succeeds again)."""
+        """Ack each delivery a handle names: what became of each (an ack of an acked message succeeds again; one of
+        a message that went to the dead letters unacked answers DEAD_LETTERED, changing nothing)."""
         return self.ledger.settle(group, topic, [Settlement(Receipt.of(handle)) for handle in handles])
 
     def change_invisible(self, group: str, topic: str, handle: str, invisible_ms: int, now: int | None = None) -> str:
@@ -368,7 +388,7 @@ class PopConsumption:
         then = Entry(receipt.offset, current.attempt, new_nonce(), until, current.group)
         (settled,) = self.ledger.settle(group, topic, [Settlement(receipt, then)])
         if settled is not Settled.DONE:
-            raise InvalidReceiptHandle(f"receipt handle {handle!r} names no message the group holds")
+            self._refuse(group, topic, receipt, handle, settled)
         return Receipt(receipt.queue, receipt.offset, then.nonce).handle()
 
 

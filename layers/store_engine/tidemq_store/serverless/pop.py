@@ -6,11 +6,14 @@ tidemq_protocol/names.py), and each queue of it a run of sort keys there:
     slot "qqqqqqqqqq"                         ->  cursor, group, topic               (the cursor)
     slot "qqqqqqqqqq/oooooooooooooooooooo"    ->  attempt, nonce, visible_at_ms      (an entry)
                                                   [message_group: a FIFO entry's; absent in others and older ones]
+    slot "marks/qqqqqqqqqq/ssss"              ->  dead_lettered: an offset           (a dead-letter mark)
 
 queue and offset zero-padded (10 and 20 digits), so a queue's entries sort by offset after its cursor and one
-Query (strongly consistent, `begins_with` the queue's slot) reads its whole ledger. Only cursor items carry
-group and topic: the sparse indexes `by_group` and `by_topic` list ledgers (one row per queue that has a
-cursor), not entries, and a cursor item's later writes leave them unchanged, so they cost no index writes.
+Query (strongly consistent, `begins_with` the queue's slot) reads its whole ledger, and never its dead-letter marks
+(pop/api.py: the mark of offset o in slot o % MARK_SLOTS, 4 digits), whose slots begin otherwise; a ledger written
+before there were marks has none, and an older version never reads them. Only cursor items carry group and topic:
+the sparse indexes `by_group` and `by_topic` list ledgers (one row per queue that has a cursor), not entries or
+marks, and a cursor item's later writes leave them unchanged, so they cost no index writes.
 
 - A **claim** is one TransactWriteItems: the cursor item put on condition that its cursor is still the one read
   (or, read as 0, that it has none or 0), each entry below that cursor put or deleted on condition that its nonce
@@ -20,14 +23,17 @@ cursor), not entries, and a cursor item's later writes leave them unchanged, so 
   receives ask for 32 by default, a FIFO claim writes at most 64): more is refused with InvalidArgument.
   Dropped entries past what fits in that transaction are deleted after it, each on its nonce (a crash between
   leaves entries whose message is gone, which the next receive drops again: a state the protocol already has).
-- A **settle** is one TransactWriteItems of conditional deletes (acks) and puts (changes), each on the nonce
-  its receipt names, for up to 100 settlements. When conditions fail, the cancellation reasons say which; one
-  BatchGetItem (strongly consistent) of those entries and their queues' cursors classifies them (no entry and
-  the offset below the cursor: ALREADY_ACKED for an ack, else STALE) and the rest go again in one more
+- A **settle** is one TransactWriteItems of conditional deletes (acks, dead-letterings) and puts (changes), each
+  on the nonce its receipt names, and a dead-lettering's mark put after them (unconditional: its entry's
+  condition decides), for up to 100 items. When conditions fail, the cancellation reasons say which (the
+  settlements' items come first, in their order); one BatchGetItem (strongly consistent) of those entries, their
+  marks and their queues' cursors classifies them (no entry and the offset marked: DEAD_LETTERED; no entry and
+  the offset below the cursor: ALREADY_ACKED for an ack; else STALE) and the rest go again in one more
   transaction. DynamoDB refuses two operations on one item in a transaction, so each transaction settles an
-  entry once: a later settlement of an entry settled DONE in this call names a nonce now gone (ALREADY_ACKED
-  for an ack, else STALE: its entry was below its cursor), and one after a refused settlement waits for the
-  next transaction, as the RocksDB ledger evaluates them in order.
+  entry, and puts a mark slot, once: a later settlement of an entry settled DONE in this call names a nonce now
+  gone (DEAD_LETTERED if it was dead-lettered, else ALREADY_ACKED for an ack, else STALE: its entry was below its
+  cursor), and one after a refused settlement waits for the next transaction, as the RocksDB ledger evaluates
+  them in order.
 - **forget_group / forget_topic**: the ledgers from the index (one Query), each ledger's items (one Query each,
   keys only) deleted with BatchWriteItem (25 a request). The indexes are eventually consistent: a group's
   first claim made within a second or so of its deletion may outlive it (as the committed offsets do,
@@ -55,7 +61,7 @@ from pynamodb.transactions import TransactWrite
 
 from tidemq_protocol.errors import InvalidArgument
 
-from ..pop.api import Claim, Entry, PopLedger, QueueLedger, Settled, Settlement
+from ..pop.api import MARK_SLOTS, Claim, Entry, PopLedger, QueueLedger, Settled, Settlement
 from .conditions import raced
 from .queue_index import BACKOFF_S, MAX_BACKOFF_S
 from .tables import Tables
@@ -78,6 +84,10 @@ def cursor_slot(queue: int) -> str:
 
 def entry_slot(queue: int, offset: int) -> str:
     return f"{queue:010d}/{offset:020d}"
+
+
+def mark_slot(queue: int, offset: int) -> str:
+    return f"marks/{queue:010d}/{offset % MARK_SLOTS:04d}"
 
 
 class DynamoDbPopLedger(PopLedger):
@@ -161,11 +171,12 @@ class DynamoDbPopLedger(PopLedger):
     def settle(self, group: str, topic: str, settlements: Sequence[Settlement]) -> list[Settled]:
         key = ledger_key(group, topic)
         outcomes: list[Settled | None] = [None] * len(settlements)
-        settled: set[tuple[int, int]] = set()
+        settled: dict[tuple[int, int], bool] = {}  # settled in this call, and whether dead-lettered
         for attempt in itertools.count():
-            for index, (receipt, then) in enumerate(settlements):
+            for index, settlement in enumerate(settlements):
+                receipt = settlement.receipt
                 if outcomes[index] is None and (receipt.queue, receipt.offset) in settled:
-                    outcomes[index] = Settled.ALREADY_ACKED if then is None else Settled.STALE
+                    outcomes[index] = _settled_before(settlement, settled[receipt.queue, receipt.offset])
             batch = _next_transaction(settlements, outcomes)
             if not batch:
                 return outcomes  # type: ignore[return-value] (every one has its outcome)
@@ -183,38 +194,60 @@ class DynamoDbPopLedger(PopLedger):
                 continue
             for index in batch:
                 outcomes[index] = Settled.DONE
-                settled.add((settlements[index].receipt.queue, settlements[index].receipt.offset))
+                receipt = settlements[index].receipt
+                settled[receipt.queue, receipt.offset] = settlements[index].dead_lettered
         raise AssertionError("unreachable")
 
     def _settle(self, key: str, settlements: list[Settlement]) -> None:
-        """One transaction: acks first, then changes (the order pynamodb sends them in, so the cancellation reasons
-        come in `settlements`' order)."""
+        """One transaction: acks and dead-letterings first, then changes, then the dead-letterings' marks (the order
+        pynamodb sends them in: deletes, then puts in the order saved, so the cancellation reasons of the
+        settlements come first, in `settlements`' order)."""
         items = self._items
         with TransactWrite(connection=self.tables.connection) as transaction:
-            for receipt, then in settlements:
+            for receipt, then, _ in settlements:
                 named = items.nonce == receipt.nonce
                 if then is None:
                     transaction.delete(items(key, entry_slot(receipt.queue, receipt.offset)), named)
                 else:
                     entry = Entry(receipt.offset, then.attempt, then.nonce, then.visible_at_ms, then.group)
                     transaction.save(self._entry_item(key, receipt.queue, entry), condition=named)
+            for receipt, _, dead_lettered in settlements:
+                if dead_lettered:
+                    slot = mark_slot(receipt.queue, receipt.offset)
+                    transaction.save(items(key, slot, dead_lettered=receipt.offset))
 
     def _refused(self, key: str, settlements: list[Settlement]) -> list[Settled]:
-        """What became of settlements whose condition failed: their entries and their queues' cursors as they
-        are now, read with one BatchGetItem (see the module docstring)."""
-        slots = {entry_slot(r.queue, r.offset) for r, _ in settlements} | {cursor_slot(r.queue) for r, _ in settlements}
+        """What became of settlements whose condition failed: their entries, their marks and their queues' cursors
+        as they are now, read with BatchGetItem (see the module docstring)."""
+        receipts = [settlement.receipt for settlement in settlements]
+        keys = sorted(
+            {entry_slot(r.queue, r.offset) for r in receipts}
+            | {mark_slot(r.queue, r.offset) for r in receipts}
+            | {cursor_slot(r.queue) for r in receipts}
+        )
         found = {}
-        keys = sorted(slots)
         for start in range(0, len(keys), BATCH_GET_KEYS):
             chunk = [(key, slot) for slot in keys[start : start + BATCH_GET_KEYS]]
             found |= {item.slot: item for item in self._items.batch_get(chunk, consistent_read=True)}
         outcomes = []
-        for receipt, then in settlements:
-            mark = found.get(cursor_slot(receipt.queue))
-            below = mark is not None and receipt.offset < int(mark.cursor)
-            absent = entry_slot(receipt.queue, receipt.offset) not in found
-            outcomes.append(Settled.ALREADY_ACKED if absent and below and then is None else Settled.STALE)
+        for settlement in settlements:
+            receipt = settlement.receipt
+            cursor, mark = found.get(cursor_slot(receipt.queue)), found.get(mark_slot(receipt.queue, receipt.offset))
+            if entry_slot(receipt.queue, receipt.offset) in found:
+                outcomes.append(Settled.STALE)
+            elif mark is not None and mark.dead_lettered == receipt.offset:
+                outcomes.append(Settled.DEAD_LETTERED)
+            else:
+                below = cursor is not None and receipt.offset < int(cursor.cursor)
+                outcomes.append(_settled_before(settlement, False) if below else Settled.STALE)
         return outcomes
+
+    def was_dead_lettered(self, group: str, topic: str, queue: int, offset: int) -> bool:
+        try:
+            mark = self._items.get(ledger_key(group, topic), mark_slot(queue, offset), consistent_read=True)
+        except self._items.DoesNotExist:
+            return False
+        return mark.dead_lettered == offset
 
     # ---- deletion --------------------------------------------------------------------------------
 
@@ -260,17 +293,32 @@ def _failed_conditions(error: TransactWriteError) -> bool:
     return CONDITION_FAILED in _reasons(error)
 
 
+def _settled_before(settlement: Settlement, dead_lettered: bool) -> Settled:
+    """What a settlement is whose entry is gone and below its cursor, settled before (`dead_lettered`: by a
+    dead-lettering, so marked): an ack's is ALREADY_ACKED, unless the message was dead-lettered; anything else
+    names no delivery."""
+    if dead_lettered:
+        return Settled.DEAD_LETTERED
+    ack = settlement.then is None and not settlement.dead_lettered
+    return Settled.ALREADY_ACKED if ack else Settled.STALE
+
+
 def _next_transaction(settlements: Sequence[Settlement], outcomes: list[Settled | None]) -> list[int]:
     """The settlements to send next: the first one not yet settled of each entry (DynamoDB takes one operation on
-    an item a transaction), up to TRANSACTION_ITEMS."""
-    batch, entries = [], set()
-    for index, (receipt, _) in enumerate(settlements):
-        entry = (receipt.queue, receipt.offset)
-        if outcomes[index] is None and entry not in entries:
-            batch.append(index)
-            entries.add(entry)
-            if len(batch) == TRANSACTION_ITEMS:
+    an item a transaction, an entry's or a mark slot's), up to TRANSACTION_ITEMS items (a dead-lettering is two)."""
+    batch, items, slots = [], 0, set()
+    for index, (receipt, _, dead_lettered) in enumerate(settlements):
+        if outcomes[index] is not None:
+            continue
+        taken = {entry_slot(receipt.queue, receipt.offset)}
+        if dead_lettered:
+            taken.add(mark_slot(receipt.queue, receipt.offset))
+        if not taken & slots:
+            if items + len(taken) > TRANSACTION_ITEMS:
                 break
+            batch.append(index)
+            items += len(taken)
+        slots |= taken  # a later settlement of its entry waits for it, even if it waits itself
     return batch
 
 

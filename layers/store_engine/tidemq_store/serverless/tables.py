@@ -30,7 +30,8 @@ pop_ledger     "group#topic" (hash) | slot (range)
          -> a pop group's ledger of a topic's queues (serverless/pop.py): slot "queue" (10 digits) holds the
             queue's cursor (and group, topic: the sparse indexes `by_group` (group | topic) and `by_topic`
             (topic | group) list a group's or a topic's ledgers), slot "queue/offset" (20 digits) an entry:
-            attempt, nonce, visible_at_ms, and message_group in a FIFO receive's entries (absent otherwise)
+            attempt, nonce, visible_at_ms, and message_group in a FIFO receive's entries (absent otherwise), slot
+            "marks/queue/slot" a dead-letter mark: dead_lettered, the offset it marks
 timers         topic (hash) | id (range)
          -> file, position, length, scheduled_ms: a DELAY topic's message not yet due (serverless/timers.py), its
             record on the shared directory; ids start with their due time, so the due ones are a range of the topic's.
@@ -236,6 +237,7 @@ class Tables:
             nonce = NumberAttribute(null=True)
             visible_at_ms = NumberAttribute(null=True)
             message_group = UnicodeAttribute(null=True)  # a FIFO entry's (not `group`: the indexes' key)
+            dead_lettered = NumberAttribute(null=True)  # a dead-letter mark's: the offset it marks (serverless/pop.py)
             by_group = PopLedgersByGroup()
             by_topic = PopLedgersByTopic()
 

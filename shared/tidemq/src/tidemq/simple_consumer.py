@@ -8,7 +8,9 @@ received from any of its queues, each held for this consumer for an invisible ti
 
 A message neither acked nor given back (`release`, `nack`) is delivered again, to this consumer or another, with
 its `attempt` + 1 once its invisible time ends; `change_invisible` holds it longer; `nack` gives it back to be
-delivered again after the group's backoff. After the group's max_delivery_attempts it goes to `%DLQ%<group>`.
+delivered again after the group's backoff. After the group's max_delivery_attempts it goes to `%DLQ%<group>`, and
+from then on its handles are refused with MessageDeadLettered (an ack's status: `dead_lettered`): the work is not
+settled, the message waits among the dead letters.
 Many consumers of one group share a topic without assigning queues, and the group holds each message for one of
 them at a time. The group must exist (`Admin().create_group`).
 
@@ -23,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from tidemq_protocol import codec
 from tidemq_protocol.api.pop import AckResponse, ChangeInvisibleResponse
 from tidemq_protocol.codec import ReceiveBatch, Received
-from tidemq_protocol.errors import InvalidReceiptHandle
+from tidemq_protocol.errors import InvalidReceiptHandle, MessageDeadLettered
 from tidemq_protocol.filter import subscription_filter
 
 from .api_client import ApiClient
@@ -93,20 +95,28 @@ class SimpleConsumer(ApiClient):
 
     def ack(self, delivery: Delivery) -> None:
         """Ack one delivery: the message is done for the group. InvalidReceiptHandle if the handle names no current
-        delivery (the message was delivered again or its invisible time changed since); an ack of a message acked
-        before succeeds."""
+        delivery (the message was delivered again or its invisible time changed since); its subclass
+        MessageDeadLettered if the message went to the group's dead letters without an ack (its work is not
+        settled: catch it first to tell the two apart); an ack of a message acked before succeeds."""
         (status,) = self.ack_all([delivery])
+        if status == "dead_lettered":
+            raise MessageDeadLettered(
+                f"receipt handle {handle_of(delivery)!r} names a message that went to the group's dead letters"
+            )
         if status == "invalid_receipt_handle":
             raise InvalidReceiptHandle(f"receipt handle {handle_of(delivery)!r} names no current delivery")
 
     def ack_all(self, deliveries: Iterable[Delivery]) -> list[str]:
-        """Ack deliveries in one request; what each became: acked, already_acked or invalid_receipt_handle."""
+        """Ack deliveries in one request; what each became: acked, already_acked, invalid_receipt_handle or
+        dead_lettered (the message went to the group's dead letters without an ack: not settled)."""
         handles = [handle_of(delivery) for delivery in deliveries]
         response = self._client.request("POST", f"{self._path}/ack", json={"receipt_handles": handles})
         return [result.status for result in AckResponse.model_validate_json(response.content).results]
 
     def change_invisible(self, delivery: Delivery, invisible_ms: int) -> str:
-        """Hold a delivery for `invisible_ms` from now; its new receipt handle (the one it had is spent)."""
+        """Hold a delivery for `invisible_ms` from now; its new receipt handle (the one it had is spent).
+        InvalidReceiptHandle if the handle names no current delivery (MessageDeadLettered: its message went to the
+        dead letters), as for `release` and `nack`."""
         body = {"receipt_handle": handle_of(delivery), "invisible_ms": invisible_ms}
         response = self._client.request("POST", f"{self._path}/change-invisible", json=body)
         return ChangeInvisibleResponse.model_validate_json(response.content).receipt_handle

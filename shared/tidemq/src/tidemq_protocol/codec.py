@@ -45,7 +45,7 @@ Pop receive response body (POST /v1/groups/{group}/topics/{topic}/receive/batch,
 
     u32 count, u32 acks
     then `acks` bytes: what became of each receipt handle the request acked first (`ack`), in order, as an index
-        into ACK_STATUSES (acked, already_acked, invalid_receipt_handle)
+        into ACK_STATUSES (acked, already_acked, invalid_receipt_handle, dead_lettered)
     then `count` delivery heads, in order:
         u32 attempt              which delivery of the message this is: 1 the first, more after retries
         u64 invisible_until_ms   held for this consumer until then (epoch milliseconds)
@@ -92,7 +92,7 @@ CONTENT_TYPE = "application/vnd.tidemq.batch"
 RECORDS_CONTENT_TYPE = "application/vnd.tidemq.records"
 RECEIVE_CONTENT_TYPE = "application/vnd.tidemq.deliveries"
 SENT_CONTENT_TYPE = "application/vnd.tidemq.sent"
-ACK_STATUSES = ("acked", "already_acked", "invalid_receipt_handle")
+ACK_STATUSES = ("acked", "already_acked", "invalid_receipt_handle", "dead_lettered")
 """What an ack of one receipt handle became (the HTTP API's AckStatus), by the byte a pop receive's body sends."""
 SEND_STATUS_HEADER = "x-tidemq-send-status"
 """The header of a produce answered by a BrokerContainer's master: RocketMQ's sendStatus (SEND_OK,

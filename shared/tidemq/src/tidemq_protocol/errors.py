@@ -177,6 +177,15 @@ class InvalidReceiptHandle(ClientError):
     request conflicts with what the group holds now). Nothing was changed."""
 
 
+class MessageDeadLettered(InvalidReceiptHandle):
+    """A receipt handle of a message that went to the group's dead letters (`%DLQ%<group>`) without being acked:
+    its last delivery's invisible time ended, or its consumer forwarded it there. It is no longer the group's to
+    ack, hold or give back, and the work it stood for is not settled: the message waits among the dead letters, to
+    be resent or dropped. (RocketMQ: INVALID_RECEIPT_HANDLE, as its proxy answers an expired handle; HTTP: 409,
+    and an ack's `status` `dead_lettered`.) An InvalidReceiptHandle, as the handle names no current delivery;
+    catch this class first to tell the two apart. Nothing was changed."""
+
+
 class StoreUnavailable(TideMQError):
     """The store could not take this request now, and nothing was changed (e.g. the shared directory failed a
     write or an fsync: the serverless backend leaves that file and writes the next batch to a new one); the

@@ -7,7 +7,7 @@ import sys
 import click
 
 from tidemq_protocol.api.pop import ReceivedMessage
-from tidemq_protocol.errors import InvalidReceiptHandle
+from tidemq_protocol.errors import InvalidReceiptHandle, MessageDeadLettered
 
 from ..client import HttpClient
 from ..simple_consumer import SimpleConsumer
@@ -73,10 +73,15 @@ def ack(client: HttpClient, topic: str, receipt_handles: tuple[str, ...], group:
     """Ack messages received with `tidemq receive`, by receipt handle.
 
     Each message RECEIPT_HANDLES name is done for the group. Fails if a handle names no current delivery (the
-    message was delivered again, or its invisible time changed, since)."""
+    message was delivered again, or its invisible time changed, since), or a message that went to the group's dead
+    letters without an ack (`dead_lettered`)."""
     statuses = SimpleConsumer(topic, group, client=client).ack_all(receipt_handles)
     for handle, status in zip(receipt_handles, statuses, strict=True):
         stdout.print(f"{handle}: {status}")
+    lettered = [handle for handle, status in zip(receipt_handles, statuses, strict=True) if status == "dead_lettered"]
     stale = [handle for handle, status in zip(receipt_handles, statuses, strict=True) if status.startswith("invalid")]
+    if lettered:
+        said = ", ".join(lettered)
+        raise MessageDeadLettered(f"{len(lettered)} receipt handle(s) name messages gone to the dead letters: {said}")
     if stale:
         raise InvalidReceiptHandle(f"{len(stale)} receipt handle(s) name no current delivery: {', '.join(stale)}")

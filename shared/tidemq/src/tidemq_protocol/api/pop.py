@@ -35,7 +35,7 @@ class ReceivedMessage(MessageView):
         )
 
 
-AckStatus = Literal["acked", "already_acked", "invalid_receipt_handle"]  # codec.ACK_STATUSES, in its order
+AckStatus = Literal["acked", "already_acked", "invalid_receipt_handle", "dead_lettered"]  # codec.ACK_STATUSES, in order
 MOST_ACKED = 1000  # handles one request acks
 
 
@@ -54,7 +54,9 @@ class AckResult(ApiModel):
     receipt_handle: str
     status: AckStatus = Field(
         description="acked; already_acked (acked before: nothing changed); invalid_receipt_handle (the handle names "
-        "no current delivery: the message was delivered again or changed since, or the handle is forged)"
+        "no current delivery: the message was delivered again or changed since, or the handle is forged); "
+        "dead_lettered (the message went to the group's dead letters, %DLQ%<group>, without an ack: nothing changed, "
+        "and the work is not settled)"
     )
 
 

@@ -14,9 +14,9 @@ from functions.api.errors import responses
 from functions.api.params import QueueInPath, TopicInPath
 from functions.api.resolver import lambda_entry, new_resolver
 from functions.consume.handler import (
-    BATCH_ERRORS,
     BINARY_MESSAGES,
     READ_BYTES,
+    READ_ERRORS,
     MaxBytes,
     MaxMessages,
     Offset,
@@ -51,7 +51,7 @@ opened: contextvars.ContextVar[list[Opening] | None] = contextvars.ContextVar("t
     "/v1/topics/<topic>/queues/<queue>/stream",
     tags=["messages"],
     responses=responses(
-        *BATCH_ERRORS,
+        *READ_ERRORS,
         ok_content=FRAMES,
         description=f"`{stream.CONTENT_TYPE}` frames, sent as messages are stored, for as long as the request is "
         "held open (see tidemq_protocol/stream.py); long-running servers only (a 404 behind API Gateway).",

@@ -61,10 +61,10 @@ WaitMs = Annotated[
 JSON_MESSAGES = min(32, LIMITS.max_get_messages)
 BINARY_MESSAGES = min(1000, LIMITS.max_get_messages)
 READ_BYTES = min(4 * MIB, LIMITS.max_get_bytes)
-BATCH_ERRORS = (404, 409, 503)
+READ_ERRORS = (400, 404, 409, 503)  # 400: a filter that does not parse, or both filters (the Sql parameter)
 
 
-@app.get("/v1/topics/<topic>/queues/<queue>/messages", tags=["messages"], responses=responses(404, 409, 503))
+@app.get("/v1/topics/<topic>/queues/<queue>/messages", tags=["messages"], responses=responses(*READ_ERRORS))
 def consume_json(
     topic: TopicInPath,
     queue: QueueInPath,
@@ -91,7 +91,7 @@ def consume_json(
     "/v1/topics/<topic>/queues/<queue>/batch",
     tags=["messages"],
     responses=responses(
-        *BATCH_ERRORS,
+        *READ_ERRORS,
         ok_content=BINARY,
         description=f"A `{codec.CONTENT_TYPE}` consume batch (see tidemq_protocol/codec.py).",
     ),
